@@ -1,0 +1,93 @@
+"""The `asyncbench` command.
+
+Each subcommand lives in a module that provides `add_arguments(parser)` and
+`main(args) -> int`; nested commands (`score longbench`, `estimate longscore`) map a name
+to such a module. Modules keep heavy imports inside `main` so `asyncbench --help` is fast.
+
+User errors (`UserError`) print one line and exit 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+from .errors import UserError
+
+# command -> module, or command -> {subcommand -> module}
+COMMANDS: dict[str, object] = {
+    "run": "asyncbench.commands.run",
+    "simulate": "asyncbench.sim.cli",
+    "cache": "asyncbench.commands.cache",
+    "score": {
+        "longbench": "asyncbench.metrics.longbench_cli",
+        "bamboo": "asyncbench.metrics.bamboo_cli",
+    },
+    "estimate": {
+        "minilongbench": "asyncbench.estimators.irt_cli",
+        "longscore": "asyncbench.estimators.longscore",
+    },
+    "minilongbench": {
+        "build": "asyncbench.estimators.build_cli",
+    },
+}
+
+HELP = {
+    "run": "run a benchmark against a model",
+    "simulate": "start the local endpoint simulator (OpenAI, Anthropic, TGI wire formats)",
+    "cache": "inspect, export or clear the response cache",
+    "score": "score predictions made elsewhere with the official metrics",
+    "estimate": "estimate full-benchmark scores (MiniLongBench IRT, LongScore)",
+    "minilongbench": "rebuild MiniLongBench anchors and IRT parameters",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        self.exit(2, f"asyncbench: error: {message} (see {self.prog} --help)\n")
+
+
+def _add_module(sub: argparse._SubParsersAction, name: str, module: str, help: str | None) -> None:
+    mod = importlib.import_module(module)
+    doc = (mod.__doc__ or "").strip()
+    parser = sub.add_parser(name, help=help or doc.splitlines()[0] if doc else help, description=doc)
+    mod.add_arguments(parser)
+    parser.set_defaults(_main=mod.main)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="asyncbench", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"asyncbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, target in COMMANDS.items():
+        if isinstance(target, str):
+            _add_module(sub, name, target, HELP.get(name))
+        else:
+            group = sub.add_parser(name, help=HELP.get(name))
+            inner = group.add_subparsers(dest="target", metavar="TARGET", parser_class=_Parser)
+            inner.required = True
+            for sub_name, module in target.items():
+                _add_module(inner, sub_name, module, None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_main", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._main(args) or 0)
+    except UserError as exc:
+        print(f"asyncbench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("asyncbench: interrupted; completed responses are saved in the cache", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

