@@ -1,0 +1,115 @@
+"""LongBench / LongBench-E / MiniLongBench aggregation, as the papers report it.
+
+- Per dataset: 100 x mean per-sample score (eval.py's `round(100 * mean, 2)`).
+- Per category: mean of its datasets' scores (the "Avg" columns of LongBench Tables 2-3).
+- Overall: macro-average over the six categories (LongBench Table 3, MiniLongBench Tables
+  5 and 8): "EN" averages, per category, only its English datasets, "ZH" only its Chinese
+  ones, and "All" all of them; the code datasets (lcc, repobench-p) count as both English
+  and Chinese. E.g. GPT-3.5-Turbo-16k: 44.0 / 44.5 / 44.7 (EN / ZH / All).
+- LongBench-E: the same per length bin (eval.py's `scorer_e`: length < 4000 -> "0-4k",
+  < 8000 -> "4-8k", else "8k+"); its datasets are named `<dataset>_e`. The bin "Avg" of
+  LongBench Table 9 is the category macro-average of the 13 English datasets.
+- MiniLongBench scored directly (its Tables 7-8) uses the same aggregation.
+
+Averages are taken over unrounded dataset means; only the returned numbers are rounded to
+2 decimals, so an average may differ by up to 0.005 from one of rounded numbers.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable, Sequence
+
+from .metrics.longbench import base_dataset
+
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "Single-Doc QA": ("narrativeqa", "qasper", "multifieldqa_en", "multifieldqa_zh"),
+    "Multi-Doc QA": ("hotpotqa", "2wikimqa", "musique", "dureader"),
+    "Summarization": ("gov_report", "qmsum", "multi_news", "vcsum"),
+    "Few-shot Learning": ("trec", "triviaqa", "samsum", "lsht"),
+    "Synthetic": ("passage_count", "passage_retrieval_en", "passage_retrieval_zh"),
+    "Code": ("lcc", "repobench-p"),
+}
+CATEGORY_OF: dict[str, str] = {d: c for c, ds in CATEGORIES.items() for d in ds}
+ZH_DATASETS = frozenset({"multifieldqa_zh", "dureader", "vcsum", "lsht", "passage_retrieval_zh"})
+CODE_DATASETS = frozenset({"lcc", "repobench-p"})
+LENGTH_BINS = ("0-4k", "4-8k", "8k+")
+
+
+def length_bin(length: float) -> str:
+    """eval.py's LongBench-E bin of a context length (words for English and code)."""
+    if length < 4000:
+        return "0-4k"
+    if length < 8000:
+        return "4-8k"
+    return "8k+"
+
+
+def _languages(dataset: str) -> tuple[str, ...]:
+    if dataset in CODE_DATASETS:
+        return ("en", "zh")
+    return ("zh",) if dataset in ZH_DATASETS else ("en",)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _summarise(rows: list[tuple[str, float]]) -> dict:
+    """overall / by_category / by_task of (dataset name, score in [0, 1]) rows."""
+    per_task: dict[str, list[float]] = defaultdict(list)
+    for name, score in rows:
+        per_task[name].append(score)
+    task_mean = {name: 100 * _mean(s) for name, s in per_task.items()}
+
+    # category -> language ("en", "zh", "all") -> dataset means
+    buckets: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for name, value in task_mean.items():
+        base = base_dataset(name)
+        cat = buckets[CATEGORY_OF[base]]
+        cat["all"].append(value)
+        for lang in _languages(base):
+            cat[lang].append(value)
+
+    ordered = [c for c in CATEGORIES if c in buckets]
+    overall = {}
+    for lang in ("en", "zh", "all"):
+        cats = [_mean(buckets[c][lang]) for c in ordered if buckets[c][lang]]
+        overall[lang] = round(_mean(cats), 2) if cats else None
+    return {
+        "overall": overall,
+        "by_category": {c: round(_mean(buckets[c]["all"]), 2) for c in ordered},
+        "by_task": {name: round(task_mean[name], 2) for name in _task_order(task_mean)},
+    }
+
+
+def _task_order(names: Iterable[str]) -> list[str]:
+    """Datasets in LongBench's table order (category, then position), `_e` after plain."""
+    rank = {d: i for i, d in enumerate(CATEGORY_OF)}
+    return sorted(names, key=lambda n: (rank[base_dataset(n)], n))
+
+
+def aggregate_longbench(rows: Iterable[Sequence]) -> dict:
+    """Aggregate per-sample rows `(dataset, score)` or `(dataset, score, length)`.
+
+    Scores are in [0, 1]; returned numbers are x100, rounded to 2 decimals. Returns
+    `{"overall": {"en", "zh", "all"}, "by_category": {...}, "by_task": {...}}` plus
+    `"by_length": {bin: <same three keys>}` when any row carries a length (rows without
+    one are left out of the bins). An overall entry is None when no dataset of that
+    language is present (e.g. "zh" for LongBench-E).
+    """
+    scored: list[tuple[str, float]] = []
+    binned: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for row in rows:
+        name, score = row[0], float(row[1])
+        base_dataset(name)  # unknown names fail here, with the list of known ones
+        scored.append((name, score))
+        length = row[2] if len(row) > 2 else None
+        if length is not None:
+            binned[length_bin(length)].append((name, score))
+    if not scored:
+        raise ValueError("no rows to aggregate")
+    result = _summarise(scored)
+    if binned:
+        result["by_length"] = {b: _summarise(binned[b]) for b in LENGTH_BINS if b in binned}
+    return result

@@ -1,0 +1,66 @@
+"""The contract between a benchmark and the run engine.
+
+A benchmark loads `Sample`s, scores predictions, and aggregates per-sample results into
+the numbers its paper reports. The engine (asyncbench.run) owns everything in between:
+prompt building, truncation, caching, scheduling, cost.
+
+Scoring is async because some benchmarks need the model again (100-LongBench's LLM judge,
+its prior-knowledge filter); they reach it through `RunContext.generate`, which goes
+through the same scheduler, limits and cache as the evaluated requests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Protocol
+
+from ..types import Request, Response, Sample, SampleResult
+from ..errors import ProviderError
+
+
+@dataclass
+class LoadOptions:
+    """What the user asked for: `--data-dir`, task selection (`longbench:hotpotqa,qasper`),
+    `--limit`, and benchmark-specific flags (`--length 4k|16k|both`, `--lengths 2k,4k`)."""
+
+    data_dir: Path | None = None
+    tasks: list[str] | None = None
+    limit: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunContext:
+    """Handed to `Benchmark.score`/`prepare`: a way to send more requests (judge,
+    no-context questions) through the engine, and the evaluated model's identity."""
+
+    model_spec: str
+    # generate(requests, purpose) -> one Response or ProviderError per request, in order.
+    # purpose ("judge", "prior") keeps their tokens and cost apart in the report.
+    generate: Callable[[list[Request], str], Awaitable[list[Response | ProviderError]]]
+    # make_request(spec, sample-like prompt/messages, max_tokens) -> Request for another model
+    make_request: Callable[..., Request]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class Benchmark(Protocol):
+    name: str
+
+    def load(self, opts: LoadOptions) -> list[Sample]:
+        """All samples, in a stable order."""
+        ...
+
+    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
+        """Optional filtering before the run (default: identity). Returns kept samples and
+        a report fragment (e.g. prior-knowledge exclusions)."""
+        ...
+
+    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
+        """One score in [0, 1] per prediction; None where scoring itself failed."""
+        ...
+
+    def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
+        """`{"overall": float, "by_task": {task: float}, ...}` as the paper reports
+        (scores in the paper's scale, e.g. x100 for LongBench)."""
+        ...

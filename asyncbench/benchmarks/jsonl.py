@@ -1,0 +1,112 @@
+"""`jsonl:PATH` — a user's own data: one sample per line.
+
+Fields: `id` (required, unique), `prompt` (raw text) or `messages` (chat), optional
+`answers` (list of strings or one string), `max_tokens` (default 128), `metric`, and
+`task` (grouping in the report; default "jsonl"). Metrics: `exact_match` (normalised as
+LongBench's QA normalisation), `contains`, or any LongBench metric name
+(`qa_f1_score`, `rouge_score`, `classification_score`, ...). Samples without answers
+are generated and stored but not scored.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..types import Sample, SampleResult
+from .base import LoadOptions, RunContext
+
+SIMPLE_METRICS = ("exact_match", "contains")
+
+
+def _normalise(text: str) -> str:
+    from ..metrics.longbench import normalize_answer
+
+    return normalize_answer(text)
+
+
+def longbench_metrics() -> dict[str, Any]:
+    """LongBench's metric functions by their official names."""
+    from ..metrics import longbench as lb
+
+    names = ("qa_f1_score", "qa_f1_zh_score", "rouge_score", "rouge_zh_score", "count_score",
+             "retrieval_score", "retrieval_zh_score", "code_sim_score", "classification_score")
+    return {n: getattr(lb, n) for n in names}
+
+
+def score_simple(metric: str, pred: str, answers: list[str]) -> float:
+    if metric == "exact_match":
+        return float(any(_normalise(pred) == _normalise(a) for a in answers))
+    return float(any(_normalise(a) in _normalise(pred) for a in answers))
+
+
+class JsonlBenchmark:
+    def __init__(self, path: str) -> None:
+        self.path = Path(path).expanduser()
+        self.name = f"jsonl:{self.path}"
+
+    def load(self, opts: LoadOptions) -> list[Sample]:
+        if not self.path.is_file():
+            raise UserError(f"data file {self.path} not found (jsonl:PATH needs an existing .jsonl file)")
+        METRICS = longbench_metrics()
+        samples: list[Sample] = []
+        seen: set[str] = set()
+        with self.path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                where = f"{self.path}:{lineno}"
+                try:
+                    row = json.loads(line)
+                except ValueError as exc:
+                    raise UserError(f"{where}: not valid JSON ({exc.msg}); each line must be one JSON object") from None
+                if not isinstance(row, dict) or "id" not in row or not ("prompt" in row or "messages" in row):
+                    raise UserError(f"{where}: each line needs \"id\" and \"prompt\" or \"messages\"")
+                sid = str(row["id"])
+                if sid in seen:
+                    raise UserError(f"{where}: duplicate id {sid!r}")
+                seen.add(sid)
+                answers = row.get("answers") or []
+                answers = [answers] if isinstance(answers, str) else [str(a) for a in answers]
+                metric = row.get("metric") or ("exact_match" if answers else None)
+                if metric and metric not in SIMPLE_METRICS and metric not in METRICS:
+                    raise UserError(f"{where}: unknown metric {metric!r}; use one of "
+                                    f"{', '.join(SIMPLE_METRICS + tuple(sorted(METRICS)))}")
+                try:
+                    max_tokens = int(row.get("max_tokens", 128))
+                except (TypeError, ValueError):
+                    raise UserError(f"{where}: max_tokens must be an integer") from None
+                samples.append(Sample(id=sid, task=str(row.get("task", "jsonl")), prompt=row.get("prompt"),
+                                      messages=row.get("messages"), answers=answers, max_tokens=max_tokens,
+                                      metric=metric, chat="messages" in row,
+                                      meta={"all_classes": row.get("all_classes")}))
+        if not samples:
+            raise UserError(f"{self.path} holds no samples")
+        return samples[: opts.limit] if opts.limit else samples
+
+    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
+        return samples, {}
+
+    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
+        METRICS = longbench_metrics()
+        out: list[float | None] = []
+        for s, pred in zip(samples, predictions):
+            if not s.metric or not s.answers:
+                out.append(None)
+            elif s.metric in SIMPLE_METRICS:
+                out.append(score_simple(s.metric, pred, s.answers))
+            else:
+                fn = METRICS[s.metric]
+                extra = (s.meta.get("all_classes") or [],) if s.metric == "classification_score" else ()
+                out.append(max(fn(pred, a, *extra) for a in s.answers))
+        return out
+
+    def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
+        by_task: dict[str, list[float]] = {}
+        for r in results:
+            if r.score is not None:
+                by_task.setdefault(r.task, []).append(r.score)
+        tasks = {t: 100 * sum(v) / len(v) for t, v in by_task.items()}
+        return {"overall": sum(tasks.values()) / len(tasks) if tasks else None, "by_task": tasks}

@@ -1,0 +1,399 @@
+"""LongBench (21 datasets), LongBench-E (13, length-balanced) and MiniLongBench (237 samples).
+
+Data comes in the Hugging Face hub format of `THUDM/LongBench`: one jsonl per dataset
+(`<dataset>.jsonl`, `<dataset>_e.jsonl`) with input, context, answers, length, dataset,
+language, all_classes and _id. We read `<data_dir>/longbench/data/` when the user names a
+data directory, else the hub's `data.zip`, downloaded once into the cache.
+
+Prompts are filled from the official `dataset2prompt.json` and the answer budget comes
+from `dataset2maxlen.json` (asyncbench.prompts). As in the official pred.py, few-shot and
+code prompts (trec, triviaqa, samsum, lsht, lcc, repobench-p) are sent without a chat
+template (`Sample.chat = False`), and decoding is greedy. Middle truncation to the model's
+input limit happens later, in the engine, through `prompts.build_request_prompt`.
+
+Samples keep the base dataset as `task` for both LongBench and LongBench-E, because the
+metric and the category depend on it; LongBench-E ids carry the `_e` file name
+(`hotpotqa_e/17`) so they never collide with LongBench's (`hotpotqa/17`).
+
+MiniLongBench uses the release's prompts as they are (`origin_prompt`; its narrativeqa,
+qasper and multi_news prompts differ slightly from the official table: spacing, qasper
+built with hotpotqa's template, a trailing newline) and its gold
+answers, but is scored like LongBench, including the first-line truncation for trec,
+triviaqa, samsum and lsht that the release's own scorer skips.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import shutil
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import UserError
+from ..prompts import LongBenchConfig, fill_prompt, load_config
+from ..types import Sample, SampleResult
+from .base import LoadOptions, RunContext
+
+LONGBENCH_DATASETS: tuple[str, ...] = (
+    "narrativeqa", "qasper", "multifieldqa_en", "multifieldqa_zh",
+    "hotpotqa", "2wikimqa", "musique", "dureader",
+    "gov_report", "qmsum", "multi_news", "vcsum",
+    "trec", "triviaqa", "samsum", "lsht",
+    "passage_count", "passage_retrieval_en", "passage_retrieval_zh",
+    "lcc", "repobench-p",
+)  # fmt: skip
+LONGBENCH_E_DATASETS: tuple[str, ...] = (
+    "qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "gov_report", "multi_news",
+    "trec", "triviaqa", "samsum", "passage_count", "passage_retrieval_en", "lcc", "repobench-p",
+)  # fmt: skip
+# The MiniLongBench release orders datasets this way (multifieldqa before multi_news);
+# its samples, anchors and IRT items follow it.
+MINILONGBENCH_DATASETS: tuple[str, ...] = (
+    "2wikimqa", "dureader", "gov_report", "hotpotqa", "lcc", "lsht",
+    "multifieldqa_en", "multifieldqa_zh", "multi_news", "musique", "narrativeqa",
+    "passage_count", "passage_retrieval_en", "passage_retrieval_zh", "qasper", "qmsum",
+    "repobench-p", "samsum", "trec", "triviaqa", "vcsum",
+)  # fmt: skip
+
+# pred.py: "chat models are better off without build prompts on these tasks".
+NO_CHAT_TEMPLATE = frozenset({"trec", "triviaqa", "samsum", "lsht", "lcc", "repobench-p"})
+ZH_DATASETS = frozenset({"multifieldqa_zh", "dureader", "vcsum", "lsht", "passage_retrieval_zh"})
+CODE_DATASETS = frozenset({"lcc", "repobench-p"})
+
+HUB_REPO = "THUDM/LongBench"
+HUB_ZIP_URL = f"https://huggingface.co/datasets/{HUB_REPO}/resolve/main/data.zip"
+
+
+# ---------------------------------------------------------------- data sources
+
+
+def _download_zip(target: Path) -> None:
+    """data.zip from the hub: through huggingface_hub when installed (auth, mirrors,
+    resumable), else plain HTTPS to the resolve URL."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        hf_hub_download = None
+    if hf_hub_download is not None:
+        path = hf_hub_download(repo_id=HUB_REPO, filename="data.zip", repo_type="dataset")
+        shutil.copyfile(path, target)
+        return
+    import httpx
+
+    tmp = target.with_suffix(".part")
+    try:
+        with httpx.stream("GET", HUB_ZIP_URL, follow_redirects=True, timeout=120) as resp:
+            resp.raise_for_status()
+            with tmp.open("wb") as fh:
+                for chunk in resp.iter_bytes(1 << 20):
+                    fh.write(chunk)
+    except httpx.HTTPError as exc:
+        raise UserError(
+            f"could not download {HUB_ZIP_URL} ({exc}); download and unzip it into DIR/longbench/ and pass --data-dir DIR"
+        ) from None
+    tmp.replace(target)
+
+
+def hub_data_dir() -> Path:
+    """Directory of the hub's jsonl files, downloading and unpacking data.zip on first use."""
+    from ..datadir import cache_root
+
+    root = cache_root() / "longbench"
+    data = root / "data"
+    if data.is_dir() and any(data.glob("*.jsonl")):
+        return data
+    archive = root / "data.zip"
+    if not archive.is_file():
+        _download_zip(archive)
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            members = [m for m in zf.namelist() if m.endswith(".jsonl")]
+            staging = root / "data.part"
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+            for member in members:
+                (staging / Path(member).name).write_bytes(zf.read(member))
+    except zipfile.BadZipFile:
+        archive.unlink()
+        raise UserError(f"{archive} was not a valid zip (removed); run again to re-download") from None
+    shutil.rmtree(data, ignore_errors=True)
+    staging.replace(data)
+    return data
+
+
+def longbench_file(data_dir: Path | None, stem: str) -> Path:
+    """Where `<stem>.jsonl` lives: `<data_dir>/longbench/data/` or the hub cache."""
+    if data_dir is None:
+        return hub_data_dir() / f"{stem}.jsonl"
+    path = Path(data_dir) / "longbench" / "data" / f"{stem}.jsonl"
+    if not path.is_file():
+        raise UserError(
+            f"{path} not found; unzip LongBench's data.zip ({HUB_ZIP_URL}) into {Path(data_dir) / 'longbench'}"
+        )
+    return path
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line; a malformed line is a UserError."""
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{path}:{lineno}: invalid JSON ({exc.msg}); fix or re-download the file") from None
+            if not isinstance(row, dict):
+                raise UserError(f"{path}:{lineno}: expected a JSON object per line")
+            yield lineno, row
+
+
+# ---------------------------------------------------------------- selection
+
+
+def select_tasks(available: tuple[str, ...], requested: list[str] | None, benchmark: str, *, suffix: str = "") -> list[str]:
+    """The requested datasets in the benchmark's canonical order; `suffix` lets
+    LongBench-E accept `hotpotqa_e` as well as `hotpotqa`."""
+    if not requested:
+        return list(available)
+    wanted: set[str] = set()
+    for name in requested:
+        base = name[: -len(suffix)] if suffix and name.endswith(suffix) else name
+        if base not in available:
+            raise UserError(f"unknown {benchmark} dataset {name!r}; choose from: {', '.join(available)}")
+        wanted.add(base)
+    return [d for d in available if d in wanted]
+
+
+def language_of(dataset: str) -> str:
+    return "zh" if dataset in ZH_DATASETS else "code" if dataset in CODE_DATASETS else "en"
+
+
+# ---------------------------------------------------------------- LongBench rows
+
+
+def _answers(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(a, str) for a in value):
+        return list(value)
+    raise UserError(f"{where}: 'answers' must be a list of strings")
+
+
+def sample_from_row(row: dict[str, Any], *, dataset: str, sample_id: str, config: LongBenchConfig, where: str) -> Sample:
+    """One LongBench(-E) jsonl row as a Sample with the official prompt filled in."""
+    if "answers" not in row:
+        raise UserError(f"{where}: missing field 'answers'")
+    length = row.get("length")
+    if length is not None and not isinstance(length, int):
+        raise UserError(f"{where}: 'length' must be an integer")
+    all_classes = row.get("all_classes")
+    if all_classes is not None and not isinstance(all_classes, list):
+        raise UserError(f"{where}: 'all_classes' must be a list or null")
+    return Sample(
+        id=sample_id,
+        task=dataset,
+        prompt=fill_prompt(config.template(dataset), row, where=where),
+        answers=_answers(row["answers"], where),
+        max_tokens=config.max_new_tokens(dataset),
+        chat=dataset not in NO_CHAT_TEMPLATE,
+        meta={
+            "dataset": dataset,
+            "language": row.get("language") or language_of(dataset),
+            "length": length,
+            "all_classes": all_classes,
+            "_id": row.get("_id"),
+        },
+    )
+
+
+def load_longbench_rows(opts: LoadOptions, datasets: list[str], *, file_suffix: str) -> list[Sample]:
+    config = load_config(opts.data_dir)
+    samples: list[Sample] = []
+    for dataset in datasets:
+        stem = f"{dataset}{file_suffix}"
+        path = longbench_file(opts.data_dir, stem)
+        for index, (lineno, row) in enumerate(read_jsonl(path)):
+            if opts.limit is not None and index >= opts.limit:
+                break
+            samples.append(sample_from_row(row, dataset=dataset, sample_id=f"{stem}/{index}", config=config, where=f"{path}:{lineno}"))
+    return samples
+
+
+# ---------------------------------------------------------------- MiniLongBench
+
+
+def _parse_gold(gold: Any, where: str) -> tuple[list[str], list[str] | None]:
+    """(answers, all_classes) from the release's `gold`: a list, or for trec/lsht a dict
+    with answers and all_classes; either may be stored as its Python repr."""
+    if isinstance(gold, str):
+        try:
+            gold = ast.literal_eval(gold)
+        except (ValueError, SyntaxError):
+            raise UserError(f"{where}: 'gold' is not a list or dict literal") from None
+    if isinstance(gold, dict):
+        if "answers" not in gold:
+            raise UserError(f"{where}: 'gold' dict has no 'answers'")
+        classes = gold.get("all_classes")
+        return _answers(gold["answers"], where), list(classes) if classes is not None else None
+    return _answers(gold, where), None
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object keyed '0'..'n-1'")
+    return data
+
+
+def load_minilongbench(opts: LoadOptions) -> list[Sample]:
+    if opts.data_dir is None:
+        raise UserError(
+            "MiniLongBench needs its release files: pass --data-dir DIR with DIR/minilongbench/samples/MiniLongBench_<dataset>.json"
+        )
+    root = Path(opts.data_dir) / "minilongbench"
+    selected = set(select_tasks(MINILONGBENCH_DATASETS, opts.tasks, "minilongbench"))
+    anchors_path = root / "anchors.json"
+    anchors = _read_json_object(anchors_path).get("sorted_anchors") if anchors_path.is_file() else None
+    config = load_config(opts.data_dir)
+    samples: list[Sample] = []
+    position = 0
+    for dataset in MINILONGBENCH_DATASETS:
+        path = root / "samples" / f"MiniLongBench_{dataset}.json"
+        if not path.is_file():
+            raise UserError(f"{path} not found; copy the MiniLongBench release's samples/ into {root}")
+        entries = _read_json_object(path)
+        for index, key in enumerate(sorted(entries, key=int)):
+            entry, where = entries[key], f"{path}: entry {key!r}"
+            if dataset in selected and (opts.limit is None or index < opts.limit):
+                if not isinstance(entry, dict) or not isinstance(entry.get("origin_prompt"), str) or "gold" not in entry:
+                    raise UserError(f"{where}: needs 'origin_prompt' (string) and 'gold'")
+                answers, all_classes = _parse_gold(entry["gold"], where)
+                meta: dict[str, Any] = {
+                    "dataset": dataset, "language": language_of(dataset), "length": None,
+                    "all_classes": all_classes, "position": position,
+                }  # fmt: skip
+                if anchors is not None and position < len(anchors):
+                    meta["anchor"] = int(anchors[position])
+                samples.append(
+                    Sample(
+                        id=f"{dataset}/{key}",
+                        task=dataset,
+                        prompt=entry["origin_prompt"],
+                        answers=answers,
+                        max_tokens=config.max_new_tokens(dataset),
+                        chat=dataset not in NO_CHAT_TEMPLATE,
+                        meta=meta,
+                    )
+                )
+            position += 1
+    return samples
+
+
+# ---------------------------------------------------------------- scoring and aggregation
+
+
+async def score_longbench(samples: list[Sample], predictions: list[str]) -> list[float | None]:
+    """Official LongBench metrics (first-line truncation included) in a worker thread,
+    since ROUGE and fuzzy matching are CPU-bound."""
+    import anyio
+
+    from ..metrics.longbench import score_many
+
+    if len(samples) != len(predictions):
+        raise ValueError(f"{len(samples)} samples but {len(predictions)} predictions")
+    call = functools.partial(
+        score_many,
+        [s.task for s in samples],
+        list(predictions),
+        [s.answers for s in samples],
+        [s.meta.get("all_classes") for s in samples],
+        jobs=None,
+    )
+    return list(await anyio.to_thread.run_sync(call))
+
+
+def aggregate_results(results: list[SampleResult], *, by_length: bool) -> dict[str, Any]:
+    """The paper's numbers via asyncbench.aggregate, plus how many samples were scored,
+    failed, and truncated (and by how many tokens in total)."""
+    from ..aggregate import aggregate_longbench
+
+    scored = [r for r in results if r.status == "ok" and r.score is not None]
+    rows = [
+        {"dataset": r.meta.get("dataset", r.task), "score": float(r.score), "length": r.meta.get("length") if by_length else None}
+        for r in scored
+    ]
+    agg = aggregate_longbench(rows)
+    out: dict[str, Any] = {
+        "overall": agg["overall"]["all"],
+        "overall_en": agg["overall"]["en"],
+        "overall_zh": agg["overall"]["zh"],
+        "by_task": agg["by_task"],
+        "by_category": agg["by_category"],
+    }
+    if by_length:
+        out["by_length"] = agg.get("by_length")
+    truncated = [r.truncated_tokens for r in results if r.truncated_tokens > 0]
+    out["truncated"] = {"n": len(truncated), "tokens": sum(truncated)}
+    out["n_scored"] = len(scored)
+    out["n_failed"] = len(results) - len(scored)
+    return out
+
+
+@dataclass
+class _LongBenchFamily:
+    """Shared prepare/score for the three benchmarks; subclasses say how to load and
+    whether results are binned by length."""
+
+    name: str = ""
+    by_length: bool = False
+
+    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
+        return samples, {}
+
+    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
+        return await score_longbench(samples, predictions)
+
+    def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
+        return aggregate_results(results, by_length=self.by_length)
+
+
+@dataclass
+class LongBench(_LongBenchFamily):
+    name: str = "longbench"
+
+    def load(self, opts: LoadOptions) -> list[Sample]:
+        return load_longbench_rows(opts, select_tasks(LONGBENCH_DATASETS, opts.tasks, self.name), file_suffix="")
+
+
+@dataclass
+class LongBenchE(_LongBenchFamily):
+    name: str = "longbench-e"
+    by_length: bool = True
+
+    def load(self, opts: LoadOptions) -> list[Sample]:
+        datasets = select_tasks(LONGBENCH_E_DATASETS, opts.tasks, self.name, suffix="_e")
+        return load_longbench_rows(opts, datasets, file_suffix="_e")
+
+
+@dataclass
+class MiniLongBench(_LongBenchFamily):
+    name: str = "minilongbench"
+
+    def load(self, opts: LoadOptions) -> list[Sample]:
+        return load_minilongbench(opts)
+
+
+BENCHMARKS: dict[str, type[_LongBenchFamily]] = {
+    "longbench": LongBench,
+    "longbench-e": LongBenchE,
+    "minilongbench": MiniLongBench,
+}

@@ -1,0 +1,41 @@
+"""Inspect, export or clear the response cache: `asyncbench cache stats|clear|export`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("stats", "clear", "export", "runs"))
+    p.add_argument("--cache", help="DuckDB cache file (default: ~/.cache/asyncbench/cache.duckdb)")
+    p.add_argument("--model", help="clear: only this provider:model")
+    p.add_argument("--out", help="export: output file (.parquet or .jsonl)")
+    p.add_argument("--yes", action="store_true", help="clear: do not ask")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..errors import UserError
+    from ..store import Store, default_cache_path
+
+    path = args.cache or default_cache_path()
+    with Store(path) as store:
+        if args.action == "stats":
+            print(json.dumps(store.stats(), indent=2))
+        elif args.action == "runs":
+            for r in store.runs():
+                summary = json.loads(r["summary_json"] or "{}")
+                overall = (summary.get("scores") or {}).get("overall")
+                print(f"{r['run_id']}  {r['status']:<9} {r['benchmark']:<16} {r['model']:<32} overall={overall}")
+        elif args.action == "clear":
+            if not args.yes:
+                raise UserError("cache clear deletes stored responses; add --yes to confirm")
+            n = store.clear(args.model)
+            print(f"deleted {n} cached responses from {path}")
+        else:
+            if not args.out:
+                raise UserError("cache export needs --out FILE (.parquet or .jsonl)")
+            fmt = "parquet" if args.out.endswith(".parquet") else "json"
+            n = store.export(args.out, fmt)
+            print(f"exported {n} responses to {args.out}")
+    return 0

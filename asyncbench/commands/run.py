@@ -1,0 +1,103 @@
+"""Run a benchmark against a model: `asyncbench run BENCHMARK --model SPEC`.
+
+BENCHMARK: longbench[:tasks], longbench-e, minilongbench, bamboo, 100-longbench, or
+jsonl:PATH. SPEC: openai:MODEL, anthropic:MODEL, tgi:NAME, openai-compat:MODEL, sim
+(the built-in simulator's baseline, started on 127.0.0.1), or auto (a real API when its
+key is set, else sim).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("benchmark", help="longbench[:t1,t2] | longbench-e | minilongbench | bamboo | 100-longbench | jsonl:PATH")
+    p.add_argument("--model", default="auto", help="provider:model, 'sim', or 'auto' (default)")
+    p.add_argument("--base-url", action="append", default=[], dest="base_urls",
+                   help="endpoint URL; repeat for a pool of replicas")
+    p.add_argument("--endpoint-id", help="cache identity of the endpoint(s) (default: the sorted URLs)")
+    p.add_argument("--api", choices=("chat", "completion"), default="chat",
+                   help="chat (default) or completion endpoint for base models")
+    p.add_argument("--data-dir", help="benchmark data directory (default: $ASYNCBENCH_DATA_DIR, else the hub)")
+    p.add_argument("--cache", help="DuckDB cache file (default: ~/.cache/asyncbench/cache.duckdb)")
+    p.add_argument("--out", help="output directory for run.json (default: runs/RUN_ID)")
+    p.add_argument("--resume", metavar="RUN_ID", help="continue a stored run with its stored settings")
+    p.add_argument("--limit", type=int, help="run the first N samples only")
+    p.add_argument("--concurrency", type=int, default=32, help="max in-flight requests per endpoint (default 32)")
+    p.add_argument("--rpm", type=float, help="requests per minute limit of the endpoint group")
+    p.add_argument("--tpm", type=float, help="tokens per minute limit (prompt + max_tokens per request)")
+    p.add_argument("--max-cost", type=float, metavar="USD", help="stop issuing requests before spend passes USD")
+    p.add_argument("--dry-run", action="store_true", help="print request count, tokens and cost; send nothing")
+    p.add_argument("--timeout", type=float, default=120.0, dest="timeout_s", help="per-request timeout, s")
+    p.add_argument("--max-attempts", type=int, default=6, help="attempts per request for transient failures")
+    p.add_argument("--max-input-tokens", type=int, help="truncate prompts in the middle to this many tokens")
+    p.add_argument("--tokenizer", help="tokenizer for truncation: cl100k_base, o200k_base, hf:REPO")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--repeat", type=int, default=0, help="repeat index (a new cache key for a new sample)")
+    p.add_argument("--judge", help="judge model spec for LLM-as-judge benchmarks")
+    p.add_argument("--judge-base-url", action="append", default=[], dest="judge_base_urls")
+    p.add_argument("--prices", help="price file overriding the shipped table")
+    p.add_argument("--length", help="BAMBOO: 4k | 16k | both")
+    p.add_argument("--lengths", help="100-LongBench: target lengths, e.g. 2k,4k,8k")
+    p.add_argument("--skip-bad-rows", action="store_true", help="skip unreadable data rows (counted in the report)")
+    p.add_argument("--estimate-method", choices=("irt", "direct"), default="irt",
+                   help="MiniLongBench: headline estimate method")
+    p.add_argument("--no-progress", action="store_false", dest="progress", default=None)
+    p.add_argument("--json", action="store_true", help="print run.json instead of the summary table")
+
+
+def _extra(args: argparse.Namespace) -> dict:
+    extra: dict = {}
+    if args.length:
+        extra["length"] = args.length
+    if args.lengths:
+        extra["lengths"] = [x.strip() for x in args.lengths.split(",") if x.strip()]
+    if args.skip_bad_rows:
+        extra["skip_bad_rows"] = True
+    if args.benchmark.startswith("minilongbench"):
+        extra["estimate_method"] = args.estimate_method
+    return extra
+
+
+def main(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ..errors import UserError
+    from ..run import RunConfig, execute
+    from ..report.summary import print_summary
+
+    if args.resume:
+        from ..store import Store, default_cache_path
+
+        with Store(args.cache or default_cache_path()) as store:
+            stored = store.run_config(args.resume)
+        if stored is None:
+            raise UserError(f"no run {args.resume!r} in the cache; `asyncbench cache stats` lists what is stored")
+        for k in ("resolved_model", "endpoint_id"):
+            stored.pop(k, None)
+        stored.update(cache=args.cache, progress=args.progress, dry_run=False)
+        cfg = RunConfig(**stored)
+    else:
+        if args.limit is not None and args.limit < 1:
+            raise UserError("--limit must be at least 1")
+        if args.concurrency < 1:
+            raise UserError("--concurrency must be at least 1")
+        cfg = RunConfig(
+            benchmark=args.benchmark, model=args.model, base_urls=args.base_urls, endpoint_id=args.endpoint_id,
+            api=args.api, data_dir=args.data_dir, cache=args.cache, out=args.out, limit=args.limit,
+            concurrency=args.concurrency, rpm=args.rpm, tpm=args.tpm, max_cost=args.max_cost,
+            dry_run=args.dry_run, timeout_s=args.timeout_s, max_attempts=args.max_attempts,
+            max_input_tokens=args.max_input_tokens, tokenizer=args.tokenizer, temperature=args.temperature,
+            repeat=args.repeat, judge=args.judge, judge_base_urls=args.judge_base_urls, prices=args.prices,
+            progress=args.progress, extra=_extra(args),
+        )
+    summary = anyio.run(execute, cfg)
+    if args.json or cfg.dry_run:
+        json.dump(summary, sys.stdout, indent=2, ensure_ascii=False, default=str)
+        print()
+    else:
+        print_summary(summary)
+    return 0 if summary.get("n_failed", 0) == 0 else 1

@@ -1,0 +1,381 @@
+"""MiniLongBench: estimate a model's full-LongBench scores from its 237 anchor scores.
+
+The release (MilkThink-Lab/MiniLongBench, `eval_new_llm_by_pred.ipynb`) fits a model's
+ability θ under a multidimensional 2PL IRT model whose item curve, inherited from
+tinyBenchmarks, clips every per-dimension term before summing:
+
+    P_j(θ) = sigmoid( Σ_k clip(a_jk θ_k − b_j, −30, 30) )
+
+so the scalar difficulty counts once per dimension (the "10 · b_j" of a d = 10 model).
+θ minimises the soft-label logistic loss on the continuous anchor scores (eps = 1e-10
+inside the logs) with BFGS from θ = 0. Every LongBench sample is then predicted, the
+observed anchor scores replace their predictions, and the result is aggregated as
+LongBench does: per-dataset means, per-category means of those, Overall = mean of the six
+categories, all on the 0-1 scale.
+
+Parameters built by `asyncbench minilongbench build` may add an `estimator.json` with a
+prior on θ and a per-dataset linear calibration (see build.py); without it (the release's
+parameters) the estimate is exactly the release's.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import UserError
+
+# Columns of the release's 4,750-sample score table: datasets in this (release) order.
+DATASETS: tuple[tuple[str, int], ...] = (
+    ("2wikimqa", 200), ("dureader", 200), ("gov_report", 200), ("hotpotqa", 200),
+    ("lcc", 500), ("lsht", 200), ("multifieldqa_en", 150), ("multifieldqa_zh", 200),
+    ("multi_news", 200), ("musique", 200), ("narrativeqa", 200), ("passage_count", 200),
+    ("passage_retrieval_en", 200), ("passage_retrieval_zh", 200), ("qasper", 200),
+    ("qmsum", 200), ("repobench-p", 500), ("samsum", 200), ("trec", 200),
+    ("triviaqa", 200), ("vcsum", 200),
+)
+DATASET_NAMES: tuple[str, ...] = tuple(name for name, _ in DATASETS)
+N_ITEMS = sum(n for _, n in DATASETS)
+
+# LongBench's six task categories (the Overall is their unweighted mean).
+CATEGORIES: dict[str, tuple[str, ...]] = {
+    "Single-Document QA": ("narrativeqa", "qasper", "multifieldqa_en", "multifieldqa_zh"),
+    "Multi-Document QA": ("hotpotqa", "2wikimqa", "musique", "dureader"),
+    "Summarization": ("gov_report", "qmsum", "multi_news", "vcsum"),
+    "Few-shot Learning": ("trec", "triviaqa", "samsum", "lsht"),
+    "Synthetic Task": ("passage_count", "passage_retrieval_en", "passage_retrieval_zh"),
+    "Code Completion": ("lcc", "repobench-p"),
+}
+CATEGORY_OF: dict[str, str] = {ds: cat for cat, members in CATEGORIES.items() for ds in members}
+
+# MiniLongBench paper, Table 1: average length (words for English/code, characters for
+# Chinese) of LongBench and of the 237 MiniLongBench samples, per dataset. Used for the
+# cost estimate because the full LongBench texts are not shipped with the release.
+AVG_LENGTH: dict[str, tuple[int, int]] = {
+    "narrativeqa": (18409, 22967), "qasper": (3619, 2933), "multifieldqa_en": (4559, 4519),
+    "multifieldqa_zh": (6701, 6300), "hotpotqa": (9151, 8856), "2wikimqa": (4887, 4286),
+    "musique": (11214, 10910), "dureader": (15768, 12996), "gov_report": (8734, 7592),
+    "qmsum": (10614, 8253), "multi_news": (2113, 1785), "vcsum": (15380, 10400),
+    "trec": (5177, 6077), "triviaqa": (8209, 9719), "samsum": (6258, 5974),
+    "lsht": (22337, 22759), "passage_count": (11414, 10627),
+    "passage_retrieval_en": (9289, 9394), "passage_retrieval_zh": (6745, 6684),
+    "lcc": (1235, 1187), "repobench-p": (4206, 3723),
+}
+
+RELEASE_REPO = "https://raw.githubusercontent.com/MilkThink-Lab/MiniLongBench/main/"
+METHODS = ("irt", "direct")
+
+
+def dataset_slices() -> dict[str, slice]:
+    """Column range of each dataset in the 4,750-sample table."""
+    out, start = {}, 0
+    for name, n in DATASETS:
+        out[name] = slice(start, start + n)
+        start += n
+    return out
+
+
+def dataset_index() -> np.ndarray:
+    """(4750,) index into DATASET_NAMES of each column."""
+    return np.repeat(np.arange(len(DATASETS)), [n for _, n in DATASETS])
+
+
+@dataclass
+class IrtParams:
+    """Item parameters and anchors, in the release's format plus optional extras.
+
+    `disc` (N, d) and `diff` (N,) are a_j and b_j; `anchors` are sorted global column
+    indices. `theta_prior` is the precision λ of a N(0, I/λ) prior on θ (0: the release's
+    unregularised fit). `calibration` maps a dataset to (intercept, slope) applied to its
+    IRT estimate, fitted on the build's training models.
+    """
+
+    disc: np.ndarray
+    diff: np.ndarray
+    anchors: np.ndarray
+    ability: np.ndarray | None = None
+    theta_prior: float = 0.0
+    calibration: dict[str, tuple[float, float]] = field(default_factory=dict)
+    source: str = ""
+
+    def save(self, out_dir: Path, extra: Mapping[str, Any] | None = None) -> None:
+        """Write irt_parameters.json + anchors.json (release format) and estimator.json."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        params = {"disc": self.disc.tolist(), "diff": self.diff.reshape(-1, 1).tolist()}
+        if self.ability is not None:
+            params["ability"] = self.ability.tolist()
+        (out_dir / "irt_parameters.json").write_text(json.dumps(params))
+        anchors = [int(i) for i in self.anchors]
+        (out_dir / "anchors.json").write_text(json.dumps({"anchors": anchors, "sorted_anchors": sorted(anchors)}))
+        est = {"theta_prior": self.theta_prior, "calibration": {k: list(v) for k, v in self.calibration.items()}}
+        est.update(extra or {})
+        (out_dir / "estimator.json").write_text(json.dumps(est, indent=1))
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path} not found; pass --params DIR holding irt_parameters.json and anchors.json") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+
+
+def load_params(params_dir: Path) -> IrtParams:
+    """Load parameters from a directory laid out like `<data_dir>/minilongbench/`."""
+    raw = _read_json(params_dir / "irt_parameters.json")
+    anchors = _read_json(params_dir / "anchors.json")
+    try:
+        disc = np.asarray(raw["disc"], dtype=float)
+        diff = np.asarray(raw["diff"], dtype=float).reshape(-1)
+        sorted_anchors = np.asarray(anchors.get("sorted_anchors") or sorted(anchors["anchors"]), dtype=int)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{params_dir}: malformed IRT parameters ({exc}); expected disc, diff and anchors") from None
+    if disc.ndim != 2 or disc.shape[0] != N_ITEMS or diff.shape != (N_ITEMS,):
+        raise UserError(f"{params_dir}/irt_parameters.json: expected disc ({N_ITEMS}, d) and diff ({N_ITEMS}, 1), got {disc.shape} and {diff.shape}")
+    if len(np.unique(sorted_anchors)) != len(sorted_anchors) or sorted_anchors.min() < 0 or sorted_anchors.max() >= N_ITEMS:
+        raise UserError(f"{params_dir}/anchors.json: anchors must be distinct column indices in [0, {N_ITEMS})")
+    ability = np.asarray(raw["ability"], dtype=float) if "ability" in raw else None
+    params = IrtParams(disc, diff, np.sort(sorted_anchors), ability, source=str(params_dir))
+    extra_path = params_dir / "estimator.json"
+    if extra_path.exists():
+        extra = _read_json(extra_path)
+        params.theta_prior = float(extra.get("theta_prior", 0.0))
+        params.calibration = {k: (float(v[0]), float(v[1])) for k, v in extra.get("calibration", {}).items()}
+    return params
+
+
+def default_params_dir(data_dir: Path | None) -> Path:
+    """`<data_dir>/minilongbench`, else the release's files downloaded into the user cache.
+
+    Without a data directory the release's `data/irt_model/best_parameters.json` and
+    `data/anchor.pkl` are fetched once from the MiniLongBench GitHub repository and
+    converted to this package's layout under `~/.cache/asyncbench/minilongbench/`.
+    """
+    if data_dir is not None:
+        return data_dir / "minilongbench"
+    from ..datadir import cache_root
+
+    target = cache_root() / "minilongbench"
+    if not (target / "irt_parameters.json").exists() or not (target / "anchors.json").exists():
+        fetch_release(target)
+    return target
+
+
+class _IndexUnpickler(pickle.Unpickler):
+    """Only numpy arrays and builtins: the release's anchor.pkl is a dict of index arrays."""
+
+    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
+               ("numpy._core.multiarray", "scalar")}
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"refusing {module}.{name} in anchor.pkl")
+        return super().find_class(module, name)
+
+
+def fetch_release(target: Path) -> None:
+    """Download the release's IRT parameters and anchors into `target` (network)."""
+    import io
+
+    import httpx
+
+    try:
+        params = httpx.get(RELEASE_REPO + "data/irt_model/best_parameters.json", timeout=60, follow_redirects=True)
+        anchor = httpx.get(RELEASE_REPO + "data/anchor.pkl", timeout=60, follow_redirects=True)
+        params.raise_for_status()
+        anchor.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise UserError(f"could not download MiniLongBench parameters ({exc}); pass --data-dir DIR with minilongbench/") from None
+    points = _IndexUnpickler(io.BytesIO(anchor.content)).load()
+    anchors = sorted({int(i) for arr in points.values() for i in np.asarray(arr).ravel()})
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "irt_parameters.json").write_bytes(params.content)
+    (target / "anchors.json").write_text(json.dumps({"anchors": anchors, "sorted_anchors": anchors}))
+
+
+# ---------------------------------------------------------------- the IRT model
+
+
+def item_curve(theta: np.ndarray, disc: np.ndarray, diff: np.ndarray) -> np.ndarray:
+    """P_j(θ) with the release's per-dimension clip; disc (n, d), diff (n,) -> (n,)."""
+    z = np.clip(disc * theta[None, :] - diff[:, None], -30.0, 30.0).sum(axis=1)
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def fit_theta(scores: np.ndarray, disc: np.ndarray, diff: np.ndarray, prior: float = 0.0,
+              eps: float = 1e-10) -> np.ndarray:
+    """θ minimising the release's soft-label loss (+ prior/2 · |θ|²), BFGS from 0.
+
+    The analytic gradient of exactly the release's objective (eps included, clipped terms
+    contributing nothing) replaces its finite differences: same optimum, ~10x fewer
+    function evaluations.
+    """
+    from scipy.optimize import minimize
+
+    y = np.asarray(scores, dtype=float)
+
+    def loss_and_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        raw = disc * theta[None, :] - diff[:, None]
+        active = (raw > -30.0) & (raw < 30.0)
+        p = 1.0 / (1.0 + np.exp(-np.clip(raw, -30.0, 30.0).sum(axis=1)))
+        loss = -np.sum(y * np.log(p + eps) + (1 - y) * np.log(1 - p + eps))
+        dz = -p * (1 - p) * (y / (p + eps) - (1 - y) / (1 - p + eps))
+        grad = (dz[:, None] * disc * active).sum(axis=0)
+        if prior:
+            loss += 0.5 * prior * float(theta @ theta)
+            grad = grad + prior * theta
+        return float(loss), grad
+
+    return minimize(loss_and_grad, np.zeros(disc.shape[1]), jac=True, method="BFGS", options={"gtol": 1e-8}).x
+
+
+def aggregate(per_item: np.ndarray) -> dict[str, Any]:
+    """LongBench aggregation on the 0-1 scale: dataset means -> category means -> Overall."""
+    slices = dataset_slices()
+    by_dataset = {name: float(np.mean(per_item[slices[name]])) for name in DATASET_NAMES}
+    return aggregate_datasets(by_dataset)
+
+
+def aggregate_datasets(by_dataset: Mapping[str, float]) -> dict[str, Any]:
+    """Category = mean of its datasets present in `by_dataset`; Overall = mean of categories."""
+    by_category = {}
+    for cat, members in CATEGORIES.items():
+        present = [by_dataset[d] for d in members if d in by_dataset]
+        if not present:
+            raise UserError(f"no score for any {cat} dataset; every category needs at least one anchor")
+        by_category[cat] = float(np.mean(present))
+    return {"overall": float(np.mean(list(by_category.values()))), "by_category": by_category,
+            "by_dataset": dict(by_dataset)}
+
+
+def anchor_datasets(anchors: np.ndarray) -> np.ndarray:
+    """Index into DATASET_NAMES of each anchor."""
+    return dataset_index()[anchors]
+
+
+def predict_items(params: IrtParams, anchor_scores: np.ndarray) -> np.ndarray:
+    """All 4,750 item scores: IRT predictions, with the observed anchor scores kept."""
+    theta = fit_theta(anchor_scores, params.disc[params.anchors], params.diff[params.anchors], params.theta_prior)
+    full = item_curve(theta, params.disc, params.diff)
+    full[params.anchors] = anchor_scores
+    return full
+
+
+def estimate_irt(params: IrtParams, anchor_scores: np.ndarray) -> dict[str, Any]:
+    """The IRT estimate; with a calibration, each dataset's mean is mapped through it."""
+    result = aggregate(predict_items(params, anchor_scores))
+    if not params.calibration:
+        return result
+    by_dataset = {}
+    for name, value in result["by_dataset"].items():
+        intercept, slope = params.calibration.get(name, (0.0, 1.0))
+        by_dataset[name] = float(np.clip(intercept + slope * value, 0.0, 1.0))
+    return aggregate_datasets(by_dataset)
+
+
+def estimate_direct(anchors: np.ndarray, anchor_scores: np.ndarray) -> dict[str, Any]:
+    """Appendix G of the paper: aggregate the anchor scores themselves.
+
+    A dataset without anchors (possible when anchors are clustered per category) is left
+    out of its category's mean.
+    """
+    which = anchor_datasets(anchors)
+    by_dataset = {name: float(np.mean(anchor_scores[which == k]))
+                  for k, name in enumerate(DATASET_NAMES) if (which == k).any()}
+    return aggregate_datasets(by_dataset)
+
+
+# ---------------------------------------------------------------- inputs and the API
+
+
+def anchor_vector(scores: Sequence[float] | Mapping[str, Sequence[float]], anchors: np.ndarray) -> np.ndarray:
+    """Scores in sorted-anchor order, from a flat list or a {dataset: [scores]} mapping."""
+    which = anchor_datasets(anchors)
+    if isinstance(scores, Mapping):
+        unknown = sorted(set(scores) - set(DATASET_NAMES))
+        if unknown:
+            raise UserError(f"unknown dataset(s) {', '.join(unknown)} in anchor scores; expected LongBench names like {DATASET_NAMES[0]!r}")
+        parts = []
+        for k, name in enumerate(DATASET_NAMES):
+            want = int((which == k).sum())
+            got = list(scores.get(name, []))
+            if len(got) != want:
+                raise UserError(f"anchor scores for {name}: expected {want} values (in ascending LongBench order), got {len(got)}")
+            parts.extend(got)
+        values = parts
+    else:
+        values = list(scores)
+        if len(values) != len(anchors):
+            raise UserError(f"expected {len(anchors)} anchor scores in sorted-anchor order, got {len(values)}")
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise UserError("anchor scores must be numbers in [0, 1]") from None
+    if not np.all(np.isfinite(arr)) or arr.min(initial=0) < 0 or arr.max(initial=0) > 1:
+        raise UserError("anchor scores must be numbers in [0, 1] (LongBench's x100 scale? divide by 100)")
+    return arr
+
+
+def token_cost(anchors: np.ndarray, anchor_tokens: Sequence[int] | None = None) -> dict[str, Any]:
+    """Cost of the anchors against the full benchmark.
+
+    The full LongBench texts are not shipped offline, so the full benchmark is sized from
+    Table 1 of the paper: per dataset, n_full × LongBench average length against
+    n_anchor × MiniLongBench average length (words, or characters for Chinese). When
+    the run engine passes the anchors' real prompt token counts, each dataset's full
+    token count is extrapolated as n_full × mean anchor tokens × (LongBench avg length /
+    MiniLongBench avg length).
+    """
+    which = anchor_datasets(anchors)
+    sizes = dict(DATASETS)
+    anchor_units = full_units = 0.0
+    out: dict[str, Any] = {"approximation": "LongBench/MiniLongBench average lengths from the paper's Table 1"}
+    tokens = None if anchor_tokens is None else np.asarray(anchor_tokens, dtype=float)
+    if tokens is not None and len(tokens) != len(anchors):
+        raise ValueError(f"anchor_tokens has {len(tokens)} entries for {len(anchors)} anchors")
+    anchor_tok = full_tok = 0.0
+    for k, name in enumerate(DATASET_NAMES):
+        n_anchor = int((which == k).sum())
+        full_len, mini_len = AVG_LENGTH[name]
+        anchor_units += n_anchor * mini_len
+        full_units += sizes[name] * full_len
+        if tokens is not None and n_anchor:
+            mean_tok = float(tokens[which == k].mean())
+            anchor_tok += float(tokens[which == k].sum())
+            full_tok += sizes[name] * mean_tok * full_len / mini_len
+    out.update({"anchor_samples": int(len(anchors)), "full_samples": N_ITEMS,
+                "anchor_length_units": anchor_units, "full_length_units": full_units,
+                "fraction": anchor_units / full_units, "saved_fraction": 1 - anchor_units / full_units})
+    if tokens is not None:
+        out.update({"anchor_prompt_tokens": int(anchor_tok), "full_prompt_tokens_estimate": int(round(full_tok)),
+                    "saved_prompt_tokens_estimate": int(round(full_tok - anchor_tok))})
+    return out
+
+
+def estimate(params: IrtParams, scores: Sequence[float] | Mapping[str, Sequence[float]],
+             method: str = "irt", anchor_tokens: Sequence[int] | None = None) -> dict[str, Any]:
+    """Both estimates, the chosen method's Overall, and the cost of the anchors."""
+    if method not in METHODS:
+        raise UserError(f"unknown estimation method {method!r}; choose one of {', '.join(METHODS)}")
+    y = anchor_vector(scores, params.anchors)
+    result = {"irt": estimate_irt(params, y), "direct": estimate_direct(params.anchors, y)}
+    result.update({"method": method, "overall": result[method]["overall"],
+                   "calibrated": bool(params.calibration), "theta_prior": params.theta_prior,
+                   "params": params.source, "token_cost": token_cost(params.anchors, anchor_tokens)})
+    return result
+
+
+def estimate_from_anchor_scores(scores: Sequence[float] | Mapping[str, Sequence[float]],
+                                params_dir: Path | None = None, method: str = "irt",
+                                anchor_tokens: Sequence[int] | None = None,
+                                data_dir: Path | None = None) -> dict[str, Any]:
+    """Entry point for the run engine: `params_dir` (or `<data_dir>/minilongbench`, or the
+    downloaded release) -> `estimate(...)`. Scores are on the 0-1 scale."""
+    return estimate(load_params(params_dir or default_params_dir(data_dir)), scores, method, anchor_tokens)

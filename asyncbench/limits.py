@@ -1,0 +1,203 @@
+"""Client-side rate limiting: requests-per-minute AND tokens-per-minute buckets, adaptive
+from the rate-limit headers endpoints send back.
+
+Both buckets refill continuously at limit/60 per second and hold `burst_s` seconds'
+worth (OpenAI documents that per-minute limits are enforced in shorter windows, so a full
+minute's burst would be refused). A request larger than the bucket may still go once
+the bucket is full; the bucket then goes into debt, which later requests wait out — the
+long-run rate stays exact and a big request is never starved.
+
+A 429's Retry-After pauses the whole endpoint, not just one request: every other request
+would hit the same wall.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Mapping
+
+import anyio
+
+# Stay a hair under a known limit: client and server clocks start at different instants.
+SAFETY = 0.98
+
+
+class TokenBucket:
+    """A continuous-refill bucket that may go into debt for oversized requests."""
+
+    def __init__(self, per_minute: float, burst_s: float = 1.0) -> None:
+        self.set_rate(per_minute, burst_s)
+        self.level = self.capacity
+        self.stamp = time.monotonic()
+
+    def set_rate(self, per_minute: float, burst_s: float = 1.0) -> None:
+        self.per_minute = per_minute
+        self.rate = per_minute * SAFETY / 60.0
+        self.capacity = max(self.rate * burst_s, 1.0)
+
+    def _refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def wait_time(self, cost: float, now: float) -> float:
+        """Seconds until `cost` may be taken (0 if now)."""
+        self._refill(now)
+        need = min(cost, self.capacity)
+        if self.level >= need:
+            return 0.0
+        return (need - self.level) / self.rate
+
+    def take(self, cost: float) -> None:
+        self.level -= cost
+
+
+def _parse_duration(value: str) -> float | None:
+    """OpenAI's reset format: '1s', '6m0s', '20ms', '1h2m3.5s', or plain seconds."""
+    value = value.strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    total, matched = 0.0, False
+    for num, unit in re.findall(r"([0-9]*\.?[0-9]+)(ms|h|m|s)", value):
+        matched = True
+        total += float(num) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[unit]
+    return total if matched else None
+
+
+def _parse_reset_timestamp(value: str) -> float | None:
+    """Anthropic's reset format: an RFC 3339 timestamp; returns seconds from now."""
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return _parse_duration(value)
+    return max(0.0, when.timestamp() - time.time())
+
+
+def parse_ratelimit_headers(headers: Mapping[str, str]) -> dict[str, float]:
+    """Normalise OpenAI `x-ratelimit-*`, Anthropic `anthropic-ratelimit-*` and
+    `retry-after(-ms)` headers into {limit_requests, remaining_requests, reset_requests,
+    limit_tokens, remaining_tokens, reset_tokens, retry_after} (seconds for times)."""
+    out: dict[str, float] = {}
+    get = headers.get
+    for kind in ("requests", "tokens"):
+        for field_, oa, an in (
+            ("limit", f"x-ratelimit-limit-{kind}", f"anthropic-ratelimit-{kind}-limit"),
+            ("remaining", f"x-ratelimit-remaining-{kind}", f"anthropic-ratelimit-{kind}-remaining"),
+        ):
+            raw = get(oa) or get(an)
+            if raw is not None:
+                try:
+                    out[f"{field_}_{kind}"] = float(raw)
+                except ValueError:
+                    pass
+        raw = get(f"x-ratelimit-reset-{kind}")
+        parsed = _parse_duration(raw) if raw is not None else None
+        if parsed is None:
+            raw = get(f"anthropic-ratelimit-{kind}-reset")
+            parsed = _parse_reset_timestamp(raw) if raw is not None else None
+        if parsed is not None:
+            out[f"reset_{kind}"] = parsed
+    ms = get("retry-after-ms")
+    if ms is not None:
+        try:
+            out["retry_after"] = float(ms) / 1000.0
+        except ValueError:
+            pass
+    if "retry_after" not in out and get("retry-after") is not None:
+        parsed = _parse_duration(get("retry-after") or "")
+        if parsed is None:  # HTTP-date form
+            try:
+                from email.utils import parsedate_to_datetime
+
+                parsed = max(0.0, parsedate_to_datetime(get("retry-after")).timestamp() - time.time())
+            except (TypeError, ValueError):
+                parsed = None
+        if parsed is not None:
+            out["retry_after"] = parsed
+    return out
+
+
+@dataclass
+class LimitStats:
+    waited_s: float = 0.0
+    pauses: int = 0
+
+
+class RateLimiter:
+    """RPM + TPM limits for one endpoint group (one API key / one server fleet).
+
+    Configured limits (`--rpm`, `--tpm`) are used as given. Unknown limits are learned
+    from response headers (`x-ratelimit-limit-*`); a `remaining == 0` header or a 429
+    pauses sending until the advertised reset.
+    """
+
+    def __init__(self, rpm: float | None = None, tpm: float | None = None, burst_s: float = 1.0) -> None:
+        self.burst_s = burst_s
+        self.configured_rpm = rpm
+        self.configured_tpm = tpm
+        self.requests = TokenBucket(rpm, burst_s) if rpm else None
+        self.tokens = TokenBucket(tpm, burst_s) if tpm else None
+        self.paused_until = 0.0
+        self.stats = LimitStats()
+        self._lock = anyio.Lock()
+
+    async def acquire(self, tokens: int) -> None:
+        """Wait until one request of `tokens` tokens may be sent, then charge it.
+
+        Callers queue on a lock so tokens are granted in arrival order (FIFO): a large
+        request is not overtaken forever by small ones.
+        """
+        async with self._lock:
+            while True:
+                now = time.monotonic()
+                wait = max(0.0, self.paused_until - now)
+                if self.requests is not None:
+                    wait = max(wait, self.requests.wait_time(1, now))
+                if self.tokens is not None:
+                    wait = max(wait, self.tokens.wait_time(tokens, now))
+                if wait <= 0:
+                    break
+                self.stats.waited_s += wait
+                await anyio.sleep(wait)
+            if self.requests is not None:
+                self.requests.take(1)
+            if self.tokens is not None:
+                self.tokens.take(tokens)
+
+    def pause(self, seconds: float) -> None:
+        """Stop all sending for `seconds` (Retry-After, or remaining hit zero)."""
+        until = time.monotonic() + max(0.0, seconds)
+        if until > self.paused_until:
+            self.paused_until = until
+            self.stats.pauses += 1
+
+    def observe(self, info: Mapping[str, float]) -> None:
+        """Adapt to rate-limit headers from a response (success or 429)."""
+        if not info:
+            return
+        if self.configured_rpm is None and info.get("limit_requests"):
+            limit = info["limit_requests"]
+            if self.requests is None:
+                self.requests = TokenBucket(limit, self.burst_s)
+                # Start from what the server says is left, not from a full bucket.
+                self.requests.level = min(self.requests.capacity, info.get("remaining_requests", limit))
+            elif self.requests.per_minute != limit:
+                self.requests.set_rate(limit, self.burst_s)
+        if self.configured_tpm is None and info.get("limit_tokens"):
+            limit = info["limit_tokens"]
+            if self.tokens is None:
+                self.tokens = TokenBucket(limit, self.burst_s)
+                self.tokens.level = min(self.tokens.capacity, info.get("remaining_tokens", limit))
+            elif self.tokens.per_minute != limit:
+                self.tokens.set_rate(limit, self.burst_s)
+        # Never believe we have more left than the server says (min: its figure may be a
+        # little stale, which only makes us slightly more careful).
+        for bucket, kind in ((self.requests, "requests"), (self.tokens, "tokens")):
+            remaining = info.get(f"remaining_{kind}")
+            if bucket is not None and remaining is not None:
+                bucket.wait_time(0, time.monotonic())  # refill to now before comparing
+                bucket.level = min(bucket.level, remaining)

@@ -1,0 +1,64 @@
+"""`tgi:<name>`: Hugging Face text-generation-inference over plain HTTP.
+
+Raw-text samples (LongBench's few-shot and code tasks, base-model prompts) go to the
+native `/generate`; chat samples go to TGI's Messages API (`/v1/chat/completions`), so
+the server applies the model's own chat template — as LongBench's pred.py does locally.
+`/info` tells the server's max input and total tokens, used for middle truncation.
+Greedy decoding is `do_sample: false` (TGI rejects temperature 0).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..tokenizers import approx_count
+from ..types import Request, Response, Usage
+from .http import HTTPClient
+from .openai_wire import parse_body, request_body
+
+
+class TGIProvider:
+    name = "tgi"
+
+    def __init__(self, model: str, api_key: str | None) -> None:
+        self.model = model
+        self.http = HTTPClient({"Authorization": f"Bearer {api_key}"} if api_key else {})
+
+    async def info(self, base_url: str) -> dict[str, Any]:
+        """The server's /info, with `max_input_tokens` normalised across TGI versions."""
+        data = await self.http.get_json(f"{base_url}/info")
+        if "max_input_tokens" not in data and "max_input_length" in data:
+            data["max_input_tokens"] = data["max_input_length"]
+        return data
+
+    async def send(self, request: Request, base_url: str, timeout: float) -> Response:
+        t0 = time.perf_counter()
+        if request.messages is not None:
+            data, info, _ = await self.http.post_json(f"{base_url}/v1/chat/completions",
+                                                   request_body(request, "chat"), timeout)
+            text, usage, finish = parse_body(data)
+        else:
+            params: dict[str, Any] = {"max_new_tokens": request.max_tokens, "details": True,
+                                      **request.params}
+            if request.temperature > 0:
+                params.update(do_sample=True, temperature=request.temperature)
+            else:
+                params["do_sample"] = False
+            data, info, headers = await self.http.post_json(f"{base_url}/generate",
+                                                   {"inputs": request.prompt, "parameters": params}, timeout)
+            text = data.get("generated_text", "") if isinstance(data, dict) else ""
+            details = (data.get("details") or {}) if isinstance(data, dict) else {}
+            finish = details.get("finish_reason")
+            # TGI reports token counts in x-prompt-tokens / x-generated-tokens headers.
+            prompt_tokens = headers.get("x-prompt-tokens")
+            generated = details.get("generated_tokens", headers.get("x-generated-tokens"))
+            usage = Usage(
+                prompt_tokens=int(prompt_tokens) if prompt_tokens is not None else approx_count(request.prompt or ""),
+                completion_tokens=int(generated) if generated is not None else approx_count(text),
+            )
+        return Response(text=text, usage=usage, latency_ms=(time.perf_counter() - t0) * 1000,
+                        finish_reason=finish, endpoint=base_url, ratelimit=info)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

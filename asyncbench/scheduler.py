@@ -1,0 +1,276 @@
+"""Async fan-out of requests to an endpoint pool under rate limits, with retries.
+
+- A bounded work queue feeds a fixed set of workers (concurrency x endpoints): memory
+  stays flat whatever the number of requests; never one gather over everything.
+- Before each attempt a worker takes from the RPM/TPM limiter (limits.py), reserves the
+  request's estimated cost against `--max-cost`, and picks the endpoint with the fewest
+  outstanding requests among the healthy ones.
+- Retries (tenacity): rate-limited and transient failures only, exponential back-off with
+  jitter, bounded by attempts and by time; a 429 pauses the whole endpoint group for its
+  Retry-After. Fatal errors (auth, bad request, context too long) are never retried.
+- An endpoint that fails `fail_threshold` times in a row is taken out and probed back in
+  after a growing delay by a single request.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import anyio
+import anyio.abc
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
+
+from .errors import ProviderError
+from .limits import RateLimiter
+from .providers.base import Provider
+from .types import Request, Response
+
+
+@dataclass
+class Job:
+    index: int
+    request: Request
+    tokens: int  # prompt tokens + max_tokens, charged against TPM before sending
+    est_cost: float = 0.0
+
+
+@dataclass
+class Outcome:
+    index: int
+    response: Response | None = None
+    error: ProviderError | None = None
+    attempts: int = 0
+    skipped: bool = False  # never sent: budget reached
+
+
+@dataclass
+class SchedulerStats:
+    requests_sent: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    transient_errors: int = 0
+    fatal_errors: int = 0
+    budget_skipped: int = 0
+
+
+class Budget:
+    """`--max-cost`: refuse to issue a request once spent + in flight + its estimate would
+    pass the cap. After the first refusal nothing more is issued (a cheaper request could
+    fit, but a run that stops part-way should stop at one clear point)."""
+
+    def __init__(self, max_cost: float | None) -> None:
+        self.max_cost = max_cost
+        self.spent = 0.0
+        self.reserved = 0.0
+        self.exhausted = False
+
+    def reserve(self, amount: float) -> bool:
+        if self.max_cost is None:
+            return True
+        if self.exhausted or self.spent + self.reserved + amount > self.max_cost:
+            self.exhausted = True
+            return False
+        self.reserved += amount
+        return True
+
+    def settle(self, reserved: float, actual: float) -> None:
+        if self.max_cost is not None:
+            self.reserved -= reserved
+        self.spent += actual
+
+
+@dataclass
+class Endpoint:
+    url: str
+    outstanding: int = 0
+    fail_streak: int = 0
+    down_until: float = 0.0
+    backoff_s: float = 1.0
+    probing: bool = False
+    served: int = 0
+    failed: int = 0
+
+    def available(self, now: float, concurrency: int) -> bool:
+        if self.outstanding >= concurrency:
+            return False
+        if self.down_until == 0.0:
+            return True
+        # down: one probe request once the back-off has passed
+        return now >= self.down_until and not self.probing
+
+
+class EndpointPool:
+    """Least-outstanding-requests routing with health tracking."""
+
+    def __init__(self, urls: list[str], concurrency: int, fail_threshold: int = 3,
+                 max_backoff_s: float = 30.0) -> None:
+        self.endpoints = [Endpoint(u) for u in urls]
+        self.concurrency = concurrency
+        self.fail_threshold = fail_threshold
+        self.max_backoff_s = max_backoff_s
+        self._changed = anyio.Event()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def acquire(self) -> Endpoint:
+        while True:
+            now = time.monotonic()
+            candidates = [e for e in self.endpoints if e.available(now, self.concurrency)]
+            if candidates:
+                ep = min(candidates, key=lambda e: (e.outstanding, e.served))
+                if ep.down_until:
+                    ep.probing = True
+                ep.outstanding += 1
+                return ep
+            changed = self._changed
+            downs = [e.down_until for e in self.endpoints if e.down_until and not e.probing]
+            wait = max(0.01, min(downs) - now) if downs else None
+            with anyio.move_on_after(wait if wait is not None else 3600):
+                await changed.wait()
+
+    def release(self, ep: Endpoint, ok: bool | None) -> None:
+        """ok=True success, False transient failure (counts toward health), None neutral."""
+        ep.outstanding -= 1
+        if ok:
+            ep.served += 1
+            ep.fail_streak = 0
+            ep.down_until = 0.0
+            ep.backoff_s = 1.0
+        elif ok is False:
+            ep.failed += 1
+            ep.fail_streak += 1
+            if ep.probing or ep.fail_streak >= self.fail_threshold:
+                ep.down_until = time.monotonic() + ep.backoff_s
+                ep.backoff_s = min(ep.backoff_s * 2, self.max_backoff_s)
+        ep.probing = False
+        self._notify()
+
+    def health(self) -> list[dict[str, object]]:
+        now = time.monotonic()
+        return [{"url": e.url, "served": e.served, "failed": e.failed,
+                 "healthy": e.down_until == 0.0 or now >= e.down_until} for e in self.endpoints]
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, ProviderError) and exc.kind != "fatal"
+
+
+@dataclass
+class Scheduler:
+    provider: Provider
+    pool: EndpointPool
+    limiter: RateLimiter
+    budget: Budget = field(default_factory=lambda: Budget(None))
+    timeout_s: float = 120.0
+    max_attempts: int = 6  # for transient failures
+    max_rate_limited_attempts: int = 60
+    max_retry_s: float = 900.0
+    on_outcome: Callable[[Outcome], None] | None = None
+    on_attempt: Callable[[], None] | None = None
+    cost_of: Callable[[Response], float] = lambda r: 0.0
+    stats: SchedulerStats = field(default_factory=SchedulerStats)
+
+    def _stop(self, state: RetryCallState) -> bool:
+        exc = state.outcome.exception() if state.outcome else None
+        if not isinstance(exc, ProviderError):
+            return True
+        if state.seconds_since_start is not None and state.seconds_since_start > self.max_retry_s:
+            return True
+        limit = self.max_rate_limited_attempts if exc.kind == "rate_limited" else self.max_attempts
+        return state.attempt_number >= limit
+
+    @staticmethod
+    def _wait(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, ProviderError) and exc.kind == "rate_limited":
+            # the limiter is already paused for Retry-After; a little jitter de-synchronises
+            # the workers that all wake up at the same instant
+            return random.uniform(0.0, 0.05) if exc.retry_after is not None else \
+                random.uniform(0, min(30.0, 0.5 * 2 ** state.attempt_number))
+        # full-jitter exponential back-off for transient failures
+        return random.uniform(0, min(10.0, 0.25 * 2 ** state.attempt_number))
+
+    async def _attempt(self, job: Job) -> Response:
+        if not self.budget.reserve(job.est_cost):
+            raise _BudgetReached()
+        try:
+            await self.limiter.acquire(job.tokens)
+            ep = await self.pool.acquire()
+        except BaseException:
+            self.budget.settle(job.est_cost, 0.0)
+            raise
+        self.stats.requests_sent += 1
+        if self.on_attempt:
+            self.on_attempt()
+        try:
+            response = await self.provider.send(job.request, ep.url, self.timeout_s)
+        except ProviderError as exc:
+            self.budget.settle(job.est_cost, 0.0)
+            self.pool.release(ep, False if exc.kind == "transient" else None)
+            self.limiter.observe(exc.ratelimit)
+            if exc.kind == "rate_limited":
+                self.stats.rate_limited += 1
+                self.limiter.pause(exc.retry_after if exc.retry_after is not None else 1.0)
+            elif exc.kind == "transient":
+                self.stats.transient_errors += 1
+            else:
+                self.stats.fatal_errors += 1
+            raise
+        except BaseException:
+            self.budget.settle(job.est_cost, 0.0)
+            self.pool.release(ep, None)
+            raise
+        self.pool.release(ep, True)
+        self.limiter.observe(response.ratelimit)
+        self.budget.settle(job.est_cost, self.cost_of(response))
+        return response
+
+    async def _process(self, job: Job) -> Outcome:
+        attempts = 0
+        try:
+            async for attempt in AsyncRetrying(retry=retry_if_exception(_retryable), stop=self._stop,
+                                               wait=self._wait, reraise=True):
+                with attempt:
+                    attempts += 1
+                    if attempts > 1:
+                        self.stats.retries += 1
+                    response = await self._attempt(job)
+            return Outcome(job.index, response=response, attempts=attempts)
+        except _BudgetReached:
+            self.stats.budget_skipped += 1
+            return Outcome(job.index, attempts=attempts - 1, skipped=True)
+        except ProviderError as exc:
+            return Outcome(job.index, error=exc, attempts=attempts)
+
+    async def run(self, jobs: list[Job]) -> list[Outcome]:
+        """Process every job; outcomes come back in job order (and via `on_outcome` as
+        they complete)."""
+        outcomes: dict[int, Outcome] = {}
+        n_workers = max(1, min(len(jobs), self.pool.concurrency * len(self.pool.endpoints)))
+        send, receive = anyio.create_memory_object_stream[Job](max_buffer_size=2 * n_workers)
+
+        async def worker(inbox: anyio.abc.ObjectReceiveStream[Job]) -> None:
+            async with inbox:
+                async for job in inbox:
+                    outcome = await self._process(job)
+                    outcomes[job.index] = outcome
+                    if self.on_outcome:
+                        self.on_outcome(outcome)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(n_workers):
+                tg.start_soon(worker, receive.clone())
+            receive.close()
+            async with send:
+                for job in jobs:
+                    await send.send(job)
+        return [outcomes[j.index] for j in jobs]
+
+
+class _BudgetReached(Exception):
+    pass

@@ -1,0 +1,89 @@
+"""Start the local endpoint simulator (OpenAI, Anthropic and TGI wire formats).
+
+It listens on 127.0.0.1 and prints "listening on http://127.0.0.1:PORT" once ready
+(`--port 0` picks a free port; `--port-file` also writes the port to a file). Point an
+OpenAI client at http://127.0.0.1:PORT/v1, an Anthropic client at http://127.0.0.1:PORT,
+a TGI client at http://127.0.0.1:PORT. GET /stats shows what it received. Tokens are
+counted as ceil(characters / 4). The model is a deterministic baseline answerer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; "
+                        "another address also needs --allow-remote)")
+    parser.add_argument("--allow-remote", action="store_true", help="allow binding a non-loopback --host")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (0 = pick a free one)")
+    parser.add_argument("--port-file", type=Path, help="write the chosen port to this file once listening")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="base latency per response")
+    parser.add_argument("--per-token-ms", type=float, default=0.0, help="extra latency per output token")
+    parser.add_argument("--jitter-ms", type=float, default=0.0, help="uniform +/- jitter on the latency")
+    parser.add_argument("--rpm", type=int, help="requests per minute limit (default: none)")
+    parser.add_argument("--tpm", type=int, help="tokens per minute limit, prompt + max_tokens (default: none)")
+    parser.add_argument("--burst-s", type=float, default=1.0,
+                        help="bucket capacity in seconds of the limit (default 1.0, as OpenAI's per-second quantisation)")
+    parser.add_argument("--error-rate", type=_rate, default=0.0, help="fraction of 500/502/503 answers")
+    parser.add_argument("--drop-rate", type=_rate, default=0.0, help="fraction of connections closed without a response")
+    parser.add_argument("--stall-rate", type=_rate, default=0.0, help="fraction of requests that hang for --stall-s")
+    parser.add_argument("--stall-s", type=float, default=600.0, help="how long a stalled request hangs (default 600)")
+    parser.add_argument("--malformed-rate", type=_rate, default=0.0, help="fraction of 200s with a truncated JSON body")
+    parser.add_argument("--max-context-tokens", type=int, default=131072,
+                        help="context window: prompt + max_tokens above it gets the API's context-length error")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the fault and jitter draws")
+    parser.add_argument("--model-id", default="asyncbench-sim", help="model name reported by /info and /v1/models")
+
+
+def main(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from ..errors import UserError
+    from .server import SimConfig, serve_forever
+
+    if args.host not in _LOOPBACK and not args.allow_remote:
+        raise UserError(f"refusing to bind {args.host}: the simulator is for local use; add --allow-remote to bind it anyway")
+    config = SimConfig(
+        host=args.host,
+        port=args.port,
+        latency_ms=args.latency_ms,
+        per_token_ms=args.per_token_ms,
+        jitter_ms=args.jitter_ms,
+        rpm=args.rpm,
+        tpm=args.tpm,
+        burst_s=args.burst_s,
+        error_rate=args.error_rate,
+        drop_rate=args.drop_rate,
+        stall_rate=args.stall_rate,
+        stall_s=args.stall_s,
+        malformed_rate=args.malformed_rate,
+        max_context_tokens=args.max_context_tokens,
+        seed=args.seed,
+        model_id=args.model_id,
+    )
+
+    def announce(port: int) -> None:
+        if args.port_file:
+            tmp = args.port_file.with_name(args.port_file.name + ".tmp")
+            tmp.write_text(f"{port}\n")
+            tmp.replace(args.port_file)
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        print(f"listening on http://{host}:{port}", flush=True)
+
+    try:
+        asyncio.run(serve_forever(config, announce))
+    except KeyboardInterrupt:
+        print("simulator stopped", file=sys.stderr)
+    return 0

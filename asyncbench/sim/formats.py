@@ -1,0 +1,282 @@
+"""Wire formats the simulator speaks: request parsing and response/error bodies.
+
+Each API is a `WireFormat` with the same four jobs: turn a JSON body into a `Call`
+(prompt text, token budget, stop sequences), render a success body, render an error body
+in that API's own shape, and name its rate-limit headers. Shapes follow the public API
+references (OpenAI chat/completions, Anthropic messages, Hugging Face TGI `/generate`)
+closely enough that the official SDKs parse them unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .limits import anthropic_headers, openai_headers
+
+
+class BadRequest(Exception):
+    """The client sent something the real API would reject with 400 (or 401/422)."""
+
+    def __init__(self, message: str, status: int = 400, kind: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+@dataclass
+class Call:
+    """One generation request, independent of its wire format."""
+
+    route: str
+    model: str
+    prompts: list[str]  # one per choice (legacy completions accept a list of prompts)
+    max_tokens: int
+    stop: list[str] = field(default_factory=list)
+    body: dict[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        return "\n".join(self.prompts)
+
+
+@dataclass
+class Answer:
+    """What the model produced for one prompt of a call."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish: str  # "stop" | "length" | "stop_sequence"
+    cached_tokens: int = 0
+
+
+def _content_text(content: Any) -> str:
+    """Text of an OpenAI/Anthropic message content: a string or a list of text blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text"
+        )
+    if content is None:
+        return ""
+    raise BadRequest("message content must be a string or a list of content blocks")
+
+
+def _int_param(body: dict[str, Any], name: str, default: int | None) -> int | None:
+    value = body.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadRequest(f"'{name}' must be a positive integer, got {value!r}")
+    return value
+
+
+def _stops(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return value
+    raise BadRequest("'stop' must be a string or a list of strings")
+
+
+def _no_stream(body: dict[str, Any]) -> None:
+    if body.get("stream"):
+        raise BadRequest("streaming is not supported by the simulator; send stream=false")
+
+
+# ---------------------------------------------------------------- OpenAI
+
+
+def parse_chat(body: dict[str, Any]) -> Call:
+    _no_stream(body)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list")
+    parts = []
+    for message in messages:
+        if not isinstance(message, dict) or "role" not in message:
+            raise BadRequest("each message must be an object with a 'role'")
+        parts.append(_content_text(message.get("content")))
+    max_tokens = _int_param(body, "max_completion_tokens", None) or _int_param(body, "max_tokens", None)
+    return Call("chat", str(body.get("model", "")), ["\n".join(parts)], max_tokens or 0, _stops(body.get("stop")), body)
+
+
+def parse_completions(body: dict[str, Any]) -> Call:
+    _no_stream(body)
+    prompt = body.get("prompt")
+    prompts = [prompt] if isinstance(prompt, str) else prompt
+    if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
+        raise BadRequest("'prompt' must be a string or a non-empty list of strings")
+    max_tokens = _int_param(body, "max_tokens", 16)  # the legacy API's documented default
+    return Call("completions", str(body.get("model", "")), prompts, max_tokens or 16, _stops(body.get("stop")), body)
+
+
+def _openai_usage(answers: list[Answer]) -> dict[str, Any]:
+    prompt = sum(a.prompt_tokens for a in answers)
+    completion = sum(a.completion_tokens for a in answers)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": sum(a.cached_tokens for a in answers)},
+        "completion_tokens_details": {"reasoning_tokens": 0},
+    }
+
+
+def _openai_finish(answer: Answer) -> str:
+    return "length" if answer.finish == "length" else "stop"
+
+
+def render_chat(call: Call, answers: list[Answer], request_id: str) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{request_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": call.model,
+        "choices": [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": a.text, "refusal": None},
+                "logprobs": None,
+                "finish_reason": _openai_finish(a),
+            }
+            for i, a in enumerate(answers)
+        ],
+        "usage": _openai_usage(answers),
+        "system_fingerprint": "fp_asyncbench_sim",
+    }
+
+
+def render_completions(call: Call, answers: list[Answer], request_id: str) -> dict[str, Any]:
+    return {
+        "id": f"cmpl-{request_id}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": call.model,
+        "choices": [
+            {"index": i, "text": a.text, "logprobs": None, "finish_reason": _openai_finish(a)}
+            for i, a in enumerate(answers)
+        ],
+        "usage": _openai_usage(answers),
+    }
+
+
+def openai_error(status: int, kind: str, message: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+# ---------------------------------------------------------------- Anthropic
+
+
+def parse_messages(body: dict[str, Any]) -> Call:
+    _no_stream(body)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages: field required (a non-empty list)")
+    max_tokens = _int_param(body, "max_tokens", None)
+    if max_tokens is None:
+        raise BadRequest("max_tokens: field required")
+    parts = [_content_text(body.get("system"))] if body.get("system") else []
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            raise BadRequest("messages: each message needs role 'user' or 'assistant'")
+        parts.append(_content_text(message.get("content")))
+    return Call("messages", str(body.get("model", "")), ["\n".join(parts)], max_tokens, _stops(body.get("stop_sequences")), body)
+
+
+def render_messages(call: Call, answers: list[Answer], request_id: str) -> dict[str, Any]:
+    a = answers[0]
+    stop_reason = {"length": "max_tokens", "stop_sequence": "stop_sequence"}.get(a.finish, "end_turn")
+    return {
+        "id": f"msg_{request_id}",
+        "type": "message",
+        "role": "assistant",
+        "model": call.model,
+        "content": [{"type": "text", "text": a.text}],
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": a.prompt_tokens - a.cached_tokens,
+            "output_tokens": a.completion_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": a.cached_tokens,
+        },
+    }
+
+
+def anthropic_error(status: int, kind: str, message: str, code: str | None = None) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+# ---------------------------------------------------------------- TGI
+
+
+TGI_DEFAULT_MAX_NEW_TOKENS = 100
+
+
+def parse_generate(body: dict[str, Any]) -> Call:
+    _no_stream(body)
+    inputs = body.get("inputs")
+    if not isinstance(inputs, str):
+        raise BadRequest("Input validation error: `inputs` must be a string", 422, "validation")
+    params = body.get("parameters") or {}
+    if not isinstance(params, dict):
+        raise BadRequest("Input validation error: `parameters` must be an object", 422, "validation")
+    try:
+        max_new = _int_param(params, "max_new_tokens", TGI_DEFAULT_MAX_NEW_TOKENS)
+        stops = _stops(params.get("stop"))
+    except BadRequest as exc:
+        raise BadRequest(f"Input validation error: {exc}", 422, "validation") from None
+    return Call("generate", "", [inputs], max_new or TGI_DEFAULT_MAX_NEW_TOKENS, stops, body)
+
+
+def render_generate(call: Call, answers: list[Answer], request_id: str) -> dict[str, Any]:
+    a = answers[0]
+    params = call.body.get("parameters") or {}
+    text = call.prompts[0] + a.text if params.get("return_full_text") else a.text
+    out: dict[str, Any] = {"generated_text": text}
+    if params.get("details"):
+        finish = {"length": "length", "stop_sequence": "stop_sequence"}.get(a.finish, "eos_token")
+        pieces = [a.text[i : i + 4] for i in range(0, len(a.text), 4)]
+        out["details"] = {
+            "finish_reason": finish,
+            "generated_tokens": a.completion_tokens,
+            "seed": params.get("seed"),
+            "prefill": [] if not params.get("decoder_input_details") else [{"id": 0, "text": "<s>", "logprob": None}],
+            "tokens": [{"id": 1000 + i, "text": p, "logprob": 0.0, "special": False} for i, p in enumerate(pieces)],
+        }
+    return out
+
+
+def tgi_error(status: int, kind: str, message: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": message, "error_type": kind}
+
+
+# ---------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class WireFormat:
+    """Everything the server needs to know about one API."""
+
+    api: str  # "openai" | "anthropic" | "tgi"
+    parse: Callable[[dict[str, Any]], Call]
+    render: Callable[[Call, list[Answer], str], dict[str, Any]]
+    error: Callable[[int, str, str, str | None], dict[str, Any]]
+    ratelimit_headers: Callable[[dict[str, float]], dict[str, str]]
+
+
+def _no_headers(snapshot: dict[str, float]) -> dict[str, str]:
+    return {}
+
+
+ROUTES: dict[str, WireFormat] = {
+    "/v1/chat/completions": WireFormat("openai", parse_chat, render_chat, openai_error, openai_headers),
+    "/v1/completions": WireFormat("openai", parse_completions, render_completions, openai_error, openai_headers),
+    "/v1/messages": WireFormat("anthropic", parse_messages, render_messages, anthropic_error, anthropic_headers),
+    "/generate": WireFormat("tgi", parse_generate, render_generate, tgi_error, _no_headers),
+}

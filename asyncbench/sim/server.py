@@ -1,0 +1,424 @@
+"""The endpoint simulator: a real HTTP server on 127.0.0.1 speaking OpenAI, Anthropic and TGI.
+
+Routes: POST /v1/chat/completions, /v1/completions (OpenAI; also TGI's Messages API),
+POST /v1/messages (Anthropic), POST /generate, GET /info, GET /health (TGI), GET /v1/models,
+GET /stats[?log=1], POST /stats/reset.
+
+A generation request goes through, in order: parse (400 in the API's own error shape),
+context-length check (the marker `<<SIM:CONTEXT_TOO_LONG>>` always fails it), rate limits
+(429 with `retry-after`), the injected fault if one is drawn, latency, then the baseline
+answerer (`answerer.py`). Tokens are counted as ceil(characters / 4), the same rule as
+`asyncbench.tokenizers.approx_count`.
+
+Faults and jitter are drawn from `Random(f"{seed}:{prompt sha256}:{attempt}")`, where
+`attempt` counts earlier requests with the same prompt: the fate of each attempt is
+reproducible whatever the arrival order, and a retry draws afresh, so retries eventually
+succeed. Prompt caching is simulated the way OpenAI reports it: a prompt already served
+once, of at least 1,024 tokens, comes back with its 128-token-aligned prefix as cached
+tokens (Anthropic only when the request uses `cache_control`).
+
+It is built on aiohttp's low-level server without an access log and does constant work
+per request beyond JSON parsing and the answerer's linear scans, so one core serves
+thousands of small requests per second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import random
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from aiohttp import web
+
+from ..errors import UserError
+from .answerer import answer
+from .formats import ROUTES, Answer, BadRequest, Call, WireFormat
+from .limits import RateLimiter, retry_headers
+from .stats import SimStats
+
+CONTEXT_MARKER = "<<SIM:CONTEXT_TOO_LONG>>"
+CHAT_DEFAULT_MAX_TOKENS = 256  # generation cap when a chat request sets no max_tokens
+_JSON = "application/json"
+
+
+def count_tokens(text: str) -> int:
+    """ceil(chars / 4), as `asyncbench.tokenizers.approx_count`."""
+    return -(-len(text) // 4)
+
+
+@dataclass
+class SimConfig:
+    """Every knob of the simulator; the defaults are a fast, well-behaved endpoint."""
+
+    host: str = "127.0.0.1"
+    port: int = 0  # 0 picks a free port
+    latency_ms: float = 0.0
+    per_token_ms: float = 0.0
+    jitter_ms: float = 0.0
+    rpm: int | None = None
+    tpm: int | None = None
+    burst_s: float = 1.0
+    error_rate: float = 0.0
+    drop_rate: float = 0.0
+    stall_rate: float = 0.0
+    stall_s: float = 600.0
+    malformed_rate: float = 0.0
+    max_context_tokens: int = 131072
+    seed: int = 0
+    model_id: str = "asyncbench-sim"
+
+    def __post_init__(self) -> None:
+        rates = {
+            "error_rate": self.error_rate,
+            "drop_rate": self.drop_rate,
+            "stall_rate": self.stall_rate,
+            "malformed_rate": self.malformed_rate,
+        }
+        for name, value in rates.items():
+            if not 0.0 <= value <= 1.0:
+                raise UserError(f"simulator: {name} must be between 0 and 1, got {value}")
+        if sum(rates.values()) > 1.0:
+            raise UserError("simulator: error, drop, stall and malformed rates must add up to at most 1")
+        for name in ("latency_ms", "per_token_ms", "jitter_ms", "stall_s"):
+            if getattr(self, name) < 0:
+                raise UserError(f"simulator: {name} must not be negative")
+        if self.burst_s <= 0:
+            raise UserError("simulator: burst_s must be positive")
+        if self.max_context_tokens < 1:
+            raise UserError("simulator: max_context_tokens must be positive")
+
+    @property
+    def faulty(self) -> bool:
+        return bool(self.error_rate or self.drop_rate or self.stall_rate or self.malformed_rate or self.jitter_ms)
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    body = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return web.Response(body=body, status=status, headers=headers, content_type=_JSON)
+
+
+class SimServer:
+    """The request handler and its state (limits, counters); one per listening server."""
+
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_s)
+        self.stats = SimStats()
+        self._attempts: dict[str, int] = {}
+        self._served: set[str] = set()
+        self._next_id = 0
+        self._simple = {
+            ("GET", "/health"): self._health,
+            ("GET", "/info"): self._info,
+            ("GET", "/v1/models"): self._models,
+            ("GET", "/stats"): self._get_stats,
+            ("POST", "/stats/reset"): self._reset_stats,
+        }
+
+    def reset(self) -> None:
+        """Forget counters, the log, attempts and cache state; refill the rate limits."""
+        self.stats = SimStats()
+        self._attempts.clear()
+        self._served.clear()
+        self.limiter = RateLimiter(self.config.rpm, self.config.tpm, self.config.burst_s)
+
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        fmt = ROUTES.get(request.path)
+        if fmt is not None and request.method == "POST":
+            return await self._generate(request, fmt)
+        simple = self._simple.get((request.method, request.path))
+        if simple is not None:
+            return simple(request)
+        return _json({"error": f"no route {request.method} {request.path}"}, 404)
+
+    # ------------------------------------------------------------ small endpoints
+
+    def _health(self, request: web.BaseRequest) -> web.Response:
+        return web.Response(status=200)
+
+    def _info(self, request: web.BaseRequest) -> web.Response:
+        total = self.config.max_context_tokens
+        return _json(
+            {
+                "model_id": self.config.model_id,
+                "model_sha": None,
+                "model_dtype": "torch.float16",
+                "model_device_type": "cpu",
+                "model_pipeline_tag": "text-generation",
+                "max_concurrent_requests": 128,
+                "max_best_of": 2,
+                "max_stop_sequences": 4,
+                "max_input_tokens": total - 1,
+                "max_input_length": total - 1,
+                "max_total_tokens": total,
+                "validation_workers": 2,
+                "max_client_batch_size": 4,
+                "router": "asyncbench-sim",
+                "version": "asyncbench-sim",
+                "sha": None,
+                "docker_label": None,
+            }
+        )
+
+    def _models(self, request: web.BaseRequest) -> web.Response:
+        model = {"id": self.config.model_id, "object": "model", "created": 0, "owned_by": "asyncbench"}
+        return _json({"object": "list", "data": [model]})
+
+    def _get_stats(self, request: web.BaseRequest) -> web.Response:
+        return _json(self.stats.as_dict(with_log=request.query.get("log") in ("1", "true")))
+
+    def _reset_stats(self, request: web.BaseRequest) -> web.Response:
+        self.reset()
+        return _json({"reset": True})
+
+    # ------------------------------------------------------------ generation
+
+    def _error(self, fmt: WireFormat, status: int, kind: str, message: str, code: str | None = None,
+               headers: dict[str, str] | None = None) -> web.Response:
+        return _json(fmt.error(status, kind, message, code), status, headers)
+
+    def _bad(self, fmt: WireFormat, exc: BadRequest) -> web.Response:
+        self.stats.bad_requests += 1
+        return self._error(fmt, exc.status, exc.kind, str(exc))
+
+    async def _generate(self, request: web.BaseRequest, fmt: WireFormat) -> web.StreamResponse:
+        stats = self.stats
+        stats.requests += 1
+        stats.routes[request.path] += 1
+        raw = await request.read()
+        try:
+            if fmt.api == "anthropic":
+                _check_anthropic_headers(request)
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                raise BadRequest("the request body is not valid JSON") from None
+            if not isinstance(body, dict):
+                raise BadRequest("the request body must be a JSON object")
+            call = fmt.parse(body)
+        except BadRequest as exc:
+            return self._bad(fmt, exc)
+        if not call.model:
+            call.model = self.config.model_id
+
+        text = call.text()
+        fingerprint = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        stats.log.append(fingerprint)
+        attempt = self._attempts.get(fingerprint, 0)
+        self._attempts[fingerprint] = attempt + 1
+
+        prompt_tokens = [count_tokens(p) for p in call.prompts]
+        refusal = self._check_context(fmt, call, text, max(prompt_tokens))
+        if refusal is not None:
+            stats.context_length_errors += 1
+            return refusal
+
+        headers: dict[str, str] = {}
+        if self.limiter.enabled:
+            decision = self.limiter.admit(sum(prompt_tokens) + call.max_tokens * len(call.prompts))
+            headers = fmt.ratelimit_headers(decision.snapshot)
+            if not decision.admitted:
+                stats.rate_limited += 1
+                return self._rate_limited(fmt, decision.reason, decision.retry_after, headers)
+
+        cap = call.max_tokens or CHAT_DEFAULT_MAX_TOKENS
+        cache_ok = fingerprint in self._served and (fmt.api == "openai" or b"cache_control" in raw)
+        answers = [_answer(call, p, n, cap, cache_ok) for p, n in zip(call.prompts, prompt_tokens)]
+        completion = sum(a.completion_tokens for a in answers)
+        return await self._deliver(request, fmt, call, answers, completion, fingerprint, attempt, headers)
+
+    def _check_context(self, fmt: WireFormat, call: Call, text: str, prompt_tokens: int) -> web.Response | None:
+        limit = self.config.max_context_tokens
+        if CONTEXT_MARKER not in text and prompt_tokens + call.max_tokens <= limit:
+            return None
+        if fmt.api == "anthropic":
+            msg = f"prompt is too long: {prompt_tokens} tokens > {limit - call.max_tokens} maximum"
+            return self._error(fmt, 400, "invalid_request_error", msg)
+        if fmt.api == "tgi":
+            msg = (
+                f"Input validation error: `inputs` tokens + `max_new_tokens` must be <= {limit}. "
+                f"Given: {prompt_tokens} `inputs` tokens and {call.max_tokens} `max_new_tokens`"
+            )
+            return self._error(fmt, 422, "validation", msg)
+        msg = (
+            f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{prompt_tokens + call.max_tokens} tokens ({prompt_tokens} in the messages, "
+            f"{call.max_tokens} in the completion). Please reduce the length of the messages or completion."
+        )
+        return self._error(fmt, 400, "invalid_request_error", msg, "context_length_exceeded")
+
+    def _rate_limited(self, fmt: WireFormat, reason: str | None, retry_after: float | None,
+                      headers: dict[str, str]) -> web.Response:
+        if retry_after is not None:
+            headers.update(retry_headers(retry_after))
+        if reason == "too_large":
+            msg = f"Request too large for {self.config.model_id} on tokens per min (TPM): Limit {self.config.tpm}."
+        else:
+            limit = self.config.rpm if reason == "requests" else self.config.tpm
+            unit = "requests per min (RPM)" if reason == "requests" else "tokens per min (TPM)"
+            msg = f"Rate limit reached for {self.config.model_id} on {unit}: Limit {limit}. Please try again in {retry_after:.3f}s."
+        if fmt.api == "anthropic":
+            return self._error(fmt, 429, "rate_limit_error", msg, headers=headers)
+        if fmt.api == "tgi":
+            return self._error(fmt, 429, "overloaded", "Model is overloaded", headers=headers)
+        return self._error(fmt, 429, reason or "requests", msg, "rate_limit_exceeded", headers)
+
+    async def _deliver(self, request: web.BaseRequest, fmt: WireFormat, call: Call, answers: list[Answer],
+                       completion: int, fingerprint: str, attempt: int, headers: dict[str, str]) -> web.StreamResponse:
+        cfg = self.config
+        fault, jitter = "", 0.0
+        if cfg.faulty:
+            rng = random.Random(f"{cfg.seed}:{fingerprint}:{attempt}")
+            fault = _draw_fault(cfg, rng.random())
+            jitter = rng.uniform(-cfg.jitter_ms, cfg.jitter_ms) if cfg.jitter_ms else 0.0
+        delay_ms = cfg.latency_ms + cfg.per_token_ms * completion + jitter
+        if fault == "stall":
+            self.stats.stalled += 1
+            delay_ms += cfg.stall_s * 1000.0
+        if delay_ms > 0:
+            await asyncio.sleep(delay_ms / 1000.0)
+
+        stats = self.stats
+        if fault == "drop":
+            stats.dropped += 1
+            if request.transport is not None:
+                request.transport.abort()
+            raise asyncio.CancelledError  # no response: the connection is gone
+        if fault == "error":
+            stats.errors_5xx += 1
+            status = random.Random(f"{fingerprint}:{attempt}:status").choice((500, 502, 503))
+            kind = {"anthropic": "api_error" if status == 500 else "overloaded_error", "tgi": "server_error"}
+            msg = f"The server had an error while processing your request (simulated {status})."
+            return self._error(fmt, status, kind.get(fmt.api, "server_error"), msg, None, headers)
+
+        self._next_id += 1
+        payload = json.dumps(fmt.render(call, answers, f"sim{self._next_id:012x}"), ensure_ascii=False,
+                             separators=(",", ":")).encode("utf-8")
+        if fault == "malformed":
+            stats.malformed += 1
+            return web.Response(body=payload[: max(1, len(payload) // 2)], headers=headers, content_type=_JSON)
+        stats.ok += 1
+        stats.prompt_tokens += sum(a.prompt_tokens for a in answers)
+        stats.completion_tokens += completion
+        stats.cached_tokens += sum(a.cached_tokens for a in answers)
+        self._served.add(fingerprint)
+        return web.Response(body=payload, headers=headers, content_type=_JSON)
+
+
+def _check_anthropic_headers(request: web.BaseRequest) -> None:
+    """Anthropic requires a key and a version; SDK 2.x sends the key as a bearer token."""
+    if not request.headers.get("x-api-key") and not request.headers.get("authorization"):
+        raise BadRequest("x-api-key header is required", 401, "authentication_error")
+    if not request.headers.get("anthropic-version"):
+        raise BadRequest("anthropic-version: header is required", 400, "invalid_request_error")
+
+
+def _draw_fault(cfg: SimConfig, u: float) -> str:
+    """Map one uniform draw onto the mutually exclusive faults."""
+    for name, rate in (("drop", cfg.drop_rate), ("error", cfg.error_rate), ("stall", cfg.stall_rate),
+                       ("malformed", cfg.malformed_rate)):
+        if u < rate:
+            return name
+        u -= rate
+    return ""
+
+
+def _answer(call: Call, prompt: str, prompt_tokens: int, cap: int, cache_ok: bool) -> Answer:
+    text = answer(prompt, cap * 4)
+    finish = "length" if len(text) >= cap * 4 else "stop"
+    for stop in call.stop:
+        cut = text.find(stop) if stop else -1
+        if cut >= 0:
+            text, finish = text[:cut], "stop_sequence"
+    cached = (prompt_tokens // 128) * 128 if cache_ok and prompt_tokens >= 1024 else 0
+    return Answer(text, prompt_tokens, max(1, count_tokens(text)), finish, cached)
+
+
+# ---------------------------------------------------------------- running it
+
+
+async def start_server(config: SimConfig) -> tuple[web.BaseRunner, SimServer, int]:
+    """Start listening; returns the runner (to clean up), the handler state and the port."""
+    sim = SimServer(config)
+    server = web.Server(sim.handle, access_log=None, handler_cancellation=True)
+    runner = web.ServerRunner(server, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port, shutdown_timeout=0.5, backlog=1024)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise UserError(f"simulator: cannot listen on {config.host}:{config.port} ({exc.strerror}); "
+                        "pick another --port or use --port 0") from None
+    port = runner.addresses[0][1]
+    return runner, sim, port
+
+
+@dataclass
+class SimHandle:
+    """A simulator running in a background thread; `stop()` shuts it down."""
+
+    base_url: str
+    port: int
+    server: SimServer
+    _loop: asyncio.AbstractEventLoop
+    _stop: asyncio.Event
+    _thread: threading.Thread
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout=10)
+
+    def stats(self) -> dict[str, Any]:
+        """The counters, read without going through HTTP."""
+        return self.server.stats.as_dict(with_log=True)
+
+
+@contextlib.contextmanager
+def run_sim_in_thread(config: SimConfig | None = None) -> Iterator[SimHandle]:
+    """Run a simulator on its own event loop in a daemon thread for the `with` block."""
+    config = config or SimConfig()
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        try:
+            runner, sim, port = await start_server(config)
+        except BaseException as exc:  # surfaced in the caller's thread
+            box["error"] = exc
+            ready.set()
+            return
+        stop = asyncio.Event()
+        box.update(sim=sim, port=port, stop=stop, loop=asyncio.get_running_loop())
+        ready.set()
+        await stop.wait()
+        await runner.cleanup()
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), name="asyncbench-sim", daemon=True)
+    thread.start()
+    ready.wait()
+    if "error" in box:
+        raise box["error"]
+    handle = SimHandle(f"http://{config.host}:{box['port']}", box["port"], box["sim"], box["loop"], box["stop"], thread)
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+async def serve_forever(config: SimConfig, announce: Any = None) -> None:
+    """Serve until cancelled; `announce(port)` is called once listening."""
+    runner, _, port = await start_server(config)
+    try:
+        if announce is not None:
+            announce(port)
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+

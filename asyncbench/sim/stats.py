@@ -1,0 +1,41 @@
+"""Counters the simulator exposes on GET /stats, so tests can check what a client did.
+
+`requests` counts every generation request received, whatever happened to it; the
+outcome counters (`ok`, `rate_limited`, `errors_5xx`, `dropped`, `stalled`, `malformed`,
+`context_length_errors`, `bad_requests`) partition them, except that a stalled request
+is also counted by its eventual outcome. Tokens are counted for `ok` responses only,
+i.e. what a real provider would bill. The log keeps one sha256 fingerprint of the prompt
+text per request, in arrival order, so a test can check no sample was requested twice.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+@dataclass
+class SimStats:
+    requests: int = 0
+    ok: int = 0
+    rate_limited: int = 0
+    errors_5xx: int = 0
+    dropped: int = 0
+    stalled: int = 0
+    malformed: int = 0
+    context_length_errors: int = 0
+    bad_requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    routes: Counter[str] = field(default_factory=Counter)
+    log: list[str] = field(default_factory=list)
+
+    def as_dict(self, with_log: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("routes", "log")}
+        out["routes"] = dict(self.routes)
+        out["unique_prompts"] = len(set(self.log))
+        if with_log:
+            out["log"] = list(self.log)
+        return out
