@@ -270,12 +270,10 @@ class ExitStackLike(list):
     """Subprocesses to stop at the end of a run (the simulator for `--model sim`)."""
 
     def close(self) -> None:
+        from .sim.testing import stop_sim_subprocess
+
         for proc in self:
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except Exception:  # pragma: no cover - last resort
-                proc.kill()
+            stop_sim_subprocess(proc)
 
 
 async def _max_input_tokens(cfg: RunConfig, spec: ModelSpec, provider: Provider) -> tuple[int | None, str]:

@@ -178,13 +178,14 @@ def _processes_of(uid: int) -> list[int]:
             continue
         try:
             with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as fh:
-                for line in fh:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
-                            pids.append(int(entry))
-                        break
+                fields = dict(line.split(":", 1) for line in fh if ":" in line)
         except OSError:
             continue
+        # Zombies are already dead; counting them would keep the sweep spinning.
+        if fields.get("State", "").strip().startswith("Z"):
+            continue
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            pids.append(int(entry))
     return pids
 
 
@@ -275,9 +276,9 @@ def _cleanup(proc: subprocess.Popen, uid: int | None) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    proc.wait()
     if uid is not None:
         _kill_uid(uid)
-    proc.wait()
 
 
 def _verdict(text: str, returncode: int) -> str:

@@ -236,9 +236,50 @@ def test_score_and_aggregate(data_dir):
     assert "by_length" not in agg
 
 
+@pytest.mark.skipif(not _metrics_available(), reason="metrics/aggregate modules not written yet")
 def test_score_rejects_length_mismatch():
     sample = Sample(id="a", task="trec", prompt="p", answers=["x"])
-    if not _metrics_available():
-        pytest.skip("metrics module not written yet")
     with pytest.raises(ValueError, match="1 samples but 0 predictions"):
         anyio.run(LongBench().score, [sample], [], None)
+
+
+@pytest.mark.skipif(not _metrics_available(), reason="metrics/aggregate modules not written yet")
+def test_longbench_e_aggregates_by_length(data_dir):
+    root, _ = data_dir
+    samples = LongBenchE().load(LoadOptions(data_dir=root, tasks=["hotpotqa"]))
+    # the generated rows have length 1000 * (index + 1): 3 short, 4 medium, 6 long
+    results = [
+        SampleResult(sample_id=s.id, task=s.task, status="ok", score=1.0 if s.meta["length"] < 4000 else 0.0, meta=s.meta)
+        for s in samples
+    ]
+    agg = LongBenchE().aggregate(results)
+    assert agg["by_task"]["hotpotqa"] == pytest.approx(round(100 * 3 / 13, 2))
+    bins = agg["by_length"]
+    assert bins["0-4k"]["by_task"]["hotpotqa"] == 100.0
+    assert bins["4-8k"]["by_task"]["hotpotqa"] == 0.0 and bins["8k+"]["by_task"]["hotpotqa"] == 0.0
+    assert agg["overall_zh"] is None and agg["truncated"] == {"n": 0, "tokens": 0}
+    failed = LongBenchE().aggregate([SampleResult(sample_id="a", task="hotpotqa", status="failed", truncated_tokens=5)])
+    assert failed["overall"] is None and failed["n_failed"] == 1 and failed["truncated"] == {"n": 1, "tokens": 5}
+
+
+def test_hub_zip_is_unpacked_once(tmp_path, monkeypatch, data_dir):
+    """Without --data-dir, data.zip (here a local stand-in, no network) is unpacked into
+    the cache and read from there on later loads."""
+    import zipfile
+
+    from asyncbench.benchmarks import longbench
+
+    root, _ = data_dir
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(prompts, "_download", lambda url, target: (target.parent.mkdir(parents=True, exist_ok=True), shutil.copy(DATA / "longbench" / target.name, target)))
+    archive = tmp_path / "data.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.write(root / "longbench" / "data" / "hotpotqa.jsonl", "data/hotpotqa.jsonl")
+    calls: list[Path] = []
+    monkeypatch.setattr(longbench, "_fetch_zip", lambda r: calls.append(r) or archive)
+    first = LongBench().load(LoadOptions(tasks=["hotpotqa"]))
+    again = LongBench().load(LoadOptions(tasks=["hotpotqa"]))
+    assert len(calls) == 1 and len(first) == len(again) == len(_mini("hotpotqa"))
+    assert first[0].prompt == _mini("hotpotqa")[0]["origin_prompt"]
+    with pytest.raises(UserError, match=r"qasper\.jsonl is not in the hub's data\.zip"):
+        LongBench().load(LoadOptions(tasks=["qasper"]))

@@ -71,20 +71,26 @@ HUB_ZIP_URL = f"https://huggingface.co/datasets/{HUB_REPO}/resolve/main/data.zip
 # ---------------------------------------------------------------- data sources
 
 
-def _download_zip(target: Path) -> None:
-    """data.zip from the hub: through huggingface_hub when installed (auth, mirrors,
-    resumable), else plain HTTPS to the resolve URL."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+def _fetch_zip(root: Path) -> Path:
+    """data.zip from the hub: through huggingface_hub when installed (its own cache, auth,
+    mirrors), else plain HTTPS to the resolve URL into `root`."""
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
         hf_hub_download = None
     if hf_hub_download is not None:
-        path = hf_hub_download(repo_id=HUB_REPO, filename="data.zip", repo_type="dataset")
-        shutil.copyfile(path, target)
-        return
+        try:
+            return Path(hf_hub_download(repo_id=HUB_REPO, filename="data.zip", repo_type="dataset"))
+        except Exception as exc:  # noqa: BLE001 - network, auth and cache errors alike
+            raise UserError(
+                f"could not fetch data.zip from the hub dataset {HUB_REPO} ({exc}); unzip it into DIR/longbench/ and pass --data-dir DIR"
+            ) from None
     import httpx
 
+    target = root / "data.zip"
+    if target.is_file():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".part")
     try:
         with httpx.stream("GET", HUB_ZIP_URL, follow_redirects=True, timeout=120) as resp:
@@ -97,30 +103,29 @@ def _download_zip(target: Path) -> None:
             f"could not download {HUB_ZIP_URL} ({exc}); download and unzip it into DIR/longbench/ and pass --data-dir DIR"
         ) from None
     tmp.replace(target)
+    return target
 
 
 def hub_data_dir() -> Path:
-    """Directory of the hub's jsonl files, downloading and unpacking data.zip on first use."""
+    """Directory of the hub's jsonl files, downloading and unpacking data.zip on first use
+    (into a staging directory renamed at the end, so an interrupted unpack is redone)."""
     from ..datadir import cache_root
 
     root = cache_root() / "longbench"
     data = root / "data"
     if data.is_dir() and any(data.glob("*.jsonl")):
         return data
-    archive = root / "data.zip"
-    if not archive.is_file():
-        _download_zip(archive)
+    archive = _fetch_zip(root)
+    staging = root / "data.part"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
     try:
         with zipfile.ZipFile(archive) as zf:
-            members = [m for m in zf.namelist() if m.endswith(".jsonl")]
-            staging = root / "data.part"
-            shutil.rmtree(staging, ignore_errors=True)
-            staging.mkdir(parents=True)
-            for member in members:
-                (staging / Path(member).name).write_bytes(zf.read(member))
+            for member in zf.namelist():
+                if member.endswith(".jsonl"):
+                    (staging / Path(member).name).write_bytes(zf.read(member))
     except zipfile.BadZipFile:
-        archive.unlink()
-        raise UserError(f"{archive} was not a valid zip (removed); run again to re-download") from None
+        raise UserError(f"{archive} is not a valid zip; delete it and run again to re-download") from None
     shutil.rmtree(data, ignore_errors=True)
     staging.replace(data)
     return data
@@ -128,9 +133,9 @@ def hub_data_dir() -> Path:
 
 def longbench_file(data_dir: Path | None, stem: str) -> Path:
     """Where `<stem>.jsonl` lives: `<data_dir>/longbench/data/` or the hub cache."""
-    if data_dir is None:
-        return hub_data_dir() / f"{stem}.jsonl"
-    path = Path(data_dir) / "longbench" / "data" / f"{stem}.jsonl"
+    path = (hub_data_dir() if data_dir is None else Path(data_dir) / "longbench" / "data") / f"{stem}.jsonl"
+    if data_dir is None and not path.is_file():
+        raise UserError(f"{path} is not in the hub's data.zip; delete {path.parent} to re-download it")
     if not path.is_file():
         raise UserError(
             f"{path} not found; unzip LongBench's data.zip ({HUB_ZIP_URL}) into {Path(data_dir) / 'longbench'}"
@@ -322,25 +327,26 @@ async def score_longbench(samples: list[Sample], predictions: list[str]) -> list
 
 
 def aggregate_results(results: list[SampleResult], *, by_length: bool) -> dict[str, Any]:
-    """The paper's numbers via asyncbench.aggregate, plus how many samples were scored,
-    failed, and truncated (and by how many tokens in total)."""
+    """The paper's numbers (x100) via asyncbench.aggregate, plus how many samples were
+    scored, failed (no score: left out of the averages), and truncated (and by how many
+    tokens in total). Length bins only for LongBench-E, whose design is length-balanced."""
     from ..aggregate import aggregate_longbench
 
     scored = [r for r in results if r.status == "ok" and r.score is not None]
-    rows = [
-        {"dataset": r.meta.get("dataset", r.task), "score": float(r.score), "length": r.meta.get("length") if by_length else None}
-        for r in scored
-    ]
-    agg = aggregate_longbench(rows)
-    out: dict[str, Any] = {
-        "overall": agg["overall"]["all"],
-        "overall_en": agg["overall"]["en"],
-        "overall_zh": agg["overall"]["zh"],
-        "by_task": agg["by_task"],
-        "by_category": agg["by_category"],
-    }
-    if by_length:
-        out["by_length"] = agg.get("by_length")
+    out: dict[str, Any] = {"overall": None, "overall_en": None, "overall_zh": None, "by_task": {}, "by_category": {}}
+    if scored:
+        agg = aggregate_longbench(
+            (r.meta.get("dataset", r.task), float(r.score), r.meta.get("length") if by_length else None)  # type: ignore[arg-type]
+            for r in scored
+        )
+        out.update(
+            overall=agg["overall"]["all"], overall_en=agg["overall"]["en"], overall_zh=agg["overall"]["zh"],
+            by_task=agg["by_task"], by_category=agg["by_category"],
+        )
+        if by_length:
+            out["by_length"] = agg.get("by_length", {})
+    elif by_length:
+        out["by_length"] = {}
     truncated = [r.truncated_tokens for r in results if r.truncated_tokens > 0]
     out["truncated"] = {"n": len(truncated), "tokens": sum(truncated)}
     out["n_scored"] = len(scored)

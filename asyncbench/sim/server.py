@@ -346,9 +346,9 @@ async def start_server(config: SimConfig) -> tuple[web.BaseRunner, SimServer, in
     """Start listening; returns the runner (to clean up), the handler state and the port."""
     sim = SimServer(config)
     server = web.Server(sim.handle, access_log=None, handler_cancellation=True)
-    runner = web.ServerRunner(server, handle_signals=False)
+    runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port, shutdown_timeout=0.5, backlog=1024)
+    site = web.TCPSite(runner, config.host, config.port, backlog=1024)
     try:
         await site.start()
     except OSError as exc:

@@ -1,0 +1,25 @@
+# The two set-up commands (README): `make run` and `make test`. Both build ./.venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DATA ?= ../shared/data
+MODEL ?= auto
+BENCH ?= minilongbench
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test,build,report,bamboo]'
+	touch $@
+
+.PHONY: install run test
+install: $(VENV)/.installed
+
+# The main job: an evaluation on the embedded DuckDB store. MODEL=auto uses a real API
+# when OPENAI_API_KEY / ANTHROPIC_API_KEY is set, else the built-in simulator.
+run: $(VENV)/.installed
+	ASYNCBENCH_DATA_DIR=$(DATA) $(BIN)/asyncbench run $(BENCH) --model $(MODEL)
+
+test: $(VENV)/.installed
+	$(BIN)/python -m pytest -q
+

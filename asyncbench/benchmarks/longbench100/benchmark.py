@@ -1,0 +1,228 @@
+"""100-LongBench as a `Benchmark`: generate, filter prior knowledge, judge, LongScore.
+
+- load: builds every (task, length) cell with the generator (rows per cell: extra["rows"],
+  default 100 as in the paper, capped by --limit); cells no source can fill are reported,
+  not silently dropped.
+- prepare: asks each QA question with no passages (purpose "prior"); samples whose
+  no-context answer the judge scores at or above the threshold (official default 0.5 of
+  the full mark) are excluded, unless the answer says "unanswerable".
+- score: the official post-processing (first line of the output) and metrics: last UUID
+  for KV retrieval, first integer for counting stars / passage retrieval / passage count,
+  the LLM judge for QA and summaries (None where the judge never gave a valid verdict).
+- aggregate: scores x100 per task and length, the per-length mean over tasks, and
+  LongScore over the base lengths (default 2k, 4k, 6k).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+from ...errors import UserError
+from ...estimators.longscore import DEFAULT_BASE, longscore, parse_length
+from ...metrics import judge
+from ...types import Response, Sample, SampleResult
+from ..base import LoadOptions, RunContext
+from .generator import Generator, Unbuildable
+from .sources import NEEDED_EXTRA, load_sources
+from .tasks import NO_CONTEXT_QA, TASKS
+
+DEFAULT_LENGTHS = ("2k", "4k", "6k", "8k", "16k", "32k", "64k", "128k")
+DEFAULT_ROWS = 100
+PRIOR_THRESHOLD = 0.5
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+
+
+def _labels(value: Any, default: tuple[str, ...]) -> list[str]:
+    if not value:
+        return list(default)
+    items = value.split(",") if isinstance(value, str) else list(value)
+    labels = [str(v).strip() for v in items if str(v).strip()]
+    for label in labels:
+        parse_length(label)
+    return labels
+
+
+def first_line(text: str) -> str:
+    """The official post-processing: only the first line of the output is scored."""
+    return text.lstrip("\n").split("\n")[0]
+
+
+def rule_score(metric: str, prediction: str, answer: str) -> float:
+    """Exact-match metrics of the synthetic tasks (official acc / kv_retrieval scores)."""
+    if metric == "uuid":
+        found = _UUID.findall(prediction)
+        return float(bool(found) and found[-1] == answer)
+    number = re.search(r"\d+", prediction)
+    return float(number is not None and number.group() == answer)
+
+
+class LongBench100:
+    """The 100-LongBench benchmark (seed 002)."""
+
+    name = "100-longbench"
+
+    def __init__(self) -> None:
+        self.base_lengths: list[str] = list(DEFAULT_BASE)
+        self.lengths: list[str] = list(DEFAULT_LENGTHS)
+        self.prior_threshold = PRIOR_THRESHOLD
+        self.unbuildable: dict[str, dict[str, str]] = {}
+        self.prior_report: dict[str, Any] = {}
+
+    # -- load ---------------------------------------------------------------------------
+    def load(self, opts: LoadOptions) -> list[Sample]:
+        extra = opts.extra
+        self.lengths = _labels(extra.get("lengths"), DEFAULT_LENGTHS)
+        self.base_lengths = _labels(extra.get("base_lengths"), DEFAULT_BASE)
+        self.prior_threshold = float(extra.get("prior_threshold", PRIOR_THRESHOLD))
+        tasks = list(opts.tasks or TASKS)
+        unknown = [t for t in tasks if t not in TASKS]
+        if unknown:
+            raise UserError(f"unknown 100-LongBench task(s) {', '.join(unknown)}; choose from {', '.join(TASKS)}")
+        if opts.data_dir is None:
+            raise UserError("100-LongBench builds its contexts from LongBench-format sources; pass --data-dir DIR (a folder with longbench100/*.jsonl, longbench/, minilongbench/ or bamboo/)")
+        rows = int(extra.get("rows", DEFAULT_ROWS))
+        if opts.limit is not None:
+            rows = min(rows, opts.limit)
+        spec = str(extra.get("tokenizer") or "cl100k_base")
+        from ...tokenizers import get_tokenizer
+
+        try:
+            tokenizer = get_tokenizer(spec)
+        except KeyError:
+            raise UserError(f"no tokenizer known for {spec!r}; pass --tokenizer cl100k_base, o200k_base, an OpenAI model or hf:<repo>") from None
+        wanted = {n for t in tasks for n in TASKS[t].real + TASKS[t].noise} | NEEDED_EXTRA
+        gen = Generator(load_sources(opts.data_dir, wanted), tokenizer, int(extra.get("seed", 42)))
+        samples: list[Sample] = []
+        self.unbuildable = {}
+        for task in tasks:
+            spec_t = TASKS[task]
+            for length in self.lengths:
+                try:
+                    built = gen.build(task, length, parse_length(length), rows)
+                except Unbuildable as exc:
+                    self.unbuildable.setdefault(task, {})[length] = str(exc)
+                    continue
+                for b in built:
+                    samples.append(
+                        Sample(
+                            id=f"{task}/{length}/{b.row}",
+                            task=task,
+                            prompt=spec_t.template.format(context=b.context, input=b.input, instruction=b.instruction),
+                            answers=b.answers,
+                            max_tokens=spec_t.max_tokens,
+                            metric=spec_t.metric,
+                            meta={"length": length, "target_tokens": b.target, "context_tokens": b.context_tokens, "question": b.input},
+                        )
+                    )
+        if not samples:
+            raise UserError("no 100-LongBench sample could be built: " + "; ".join(f"{t} {l}: {r}" for t, c in self.unbuildable.items() for l, r in c.items()))
+        return samples
+
+    # -- prepare: prior-knowledge filter ---------------------------------------------------
+    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
+        qa = [s for s in samples if s.metric == "qa"]
+        needs_judge = any(s.metric in ("qa", "summary") for s in samples)
+        if needs_judge and not ctx.options.get("judge"):
+            raise UserError("100-LongBench scores QA and summaries with an LLM judge; pass --judge SPEC (e.g. openai:gpt-4o-mini) or select only the other tasks")
+        questions = list(dict.fromkeys((s.meta["question"], tuple(s.answers), s.max_tokens) for s in qa))
+        requests = [ctx.make_request(None, prompt=NO_CONTEXT_QA.format(input=q), max_tokens=mt) for q, _, mt in questions]
+        replies = await ctx.generate(requests, "prior") if requests else []
+        verdict: dict[tuple[str, tuple[str, ...]], str] = {}  # "known" | "unknown" | "unverified"
+        to_judge: list[tuple[str, tuple[str, ...], str]] = []
+        for (q, answers, _), reply in zip(questions, replies):
+            if not isinstance(reply, Response):
+                verdict[(q, answers)] = "unverified"
+                continue
+            line = first_line(reply.text or "")
+            if not line.strip() or "unanswerable" in line.lower():
+                verdict[(q, answers)] = "unknown"
+            else:
+                to_judge.append((q, answers, line))
+        scores = await judge.judge_qa(ctx, [(q, list(a), line) for q, a, line in to_judge]) if to_judge else []
+        for (q, answers, _), score in zip(to_judge, scores):
+            verdict[(q, answers)] = "unverified" if score is None else "known" if score >= self.prior_threshold else "unknown"
+        kept, excluded = [], defaultdict(lambda: defaultdict(int))
+        unverified = 0
+        for s in samples:
+            v = verdict.get((s.meta.get("question", ""), tuple(s.answers))) if s.metric == "qa" else None
+            if v == "known":
+                excluded[s.task][s.meta["length"]] += 1
+                continue
+            unverified += v == "unverified"
+            kept.append(s)
+        self.prior_report = {
+            "threshold": self.prior_threshold,
+            "checked": len(qa),
+            "excluded": sum(sum(c.values()) for c in excluded.values()),
+            "excluded_by_task": {t: dict(c) for t, c in excluded.items()},
+            "unverified": unverified,
+        }
+        return kept, {"prior_knowledge": self.prior_report}
+
+    # -- score ----------------------------------------------------------------------------
+    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
+        scores: list[float | None] = [None] * len(samples)
+        qa_idx, qa_items, sum_idx, sum_items = [], [], [], []
+        for i, (s, pred) in enumerate(zip(samples, predictions)):
+            if pred is None:
+                continue
+            line = first_line(pred)
+            if s.metric in ("uuid", "number"):
+                scores[i] = rule_score(s.metric, line, s.answers[0])
+            elif not line.strip():
+                scores[i] = 0.0  # the model gave no answer: a real zero, not a judge failure
+            elif s.metric == "qa":
+                qa_idx.append(i)
+                qa_items.append((s.meta["question"], s.answers, line))
+            else:
+                sum_idx.append(i)
+                sum_items.append((s.answers[0], line))
+        if qa_items:
+            for i, v in zip(qa_idx, await judge.judge_qa(ctx, qa_items)):
+                scores[i] = v
+        if sum_items:
+            for i, v in zip(sum_idx, await judge.judge_summary(ctx, sum_items)):
+                scores[i] = v
+        return scores
+
+    # -- aggregate ------------------------------------------------------------------------
+    def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
+        cells: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        unscored: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for r in results:
+            length = r.meta.get("length") or r.sample_id.split("/")[1]
+            if r.score is None:
+                unscored[r.task][length] += 1
+            else:
+                cells[r.task][length].append(r.score)
+        order = {label: parse_length(label) for t in cells.values() for label in t}
+        by_task_length = {
+            task: {l: 100 * sum(v) / len(v) for l, v in sorted(c.items(), key=lambda kv: order[kv[0]])} for task, c in sorted(cells.items())
+        }
+        lengths = sorted(order, key=order.get)
+        complete = [t for t, c in by_task_length.items() if all(l in c for l in lengths)]
+        by_length = {l: sum(by_task_length[t][l] for t in complete) / len(complete) for l in lengths} if complete else {}
+        report: dict[str, Any] = {
+            "overall": sum(by_length.values()) / len(by_length) if by_length else None,
+            "by_task": {t: sum(c.values()) / len(c) for t, c in by_task_length.items()},
+            "by_length": by_length,
+            "by_task_length": by_task_length,
+            "overall_tasks": complete,
+            "unscored": {t: dict(c) for t, c in unscored.items()},
+            "prior_knowledge": self.prior_report,
+            "unbuildable": self.unbuildable,
+            "base_lengths": self.base_lengths,
+        }
+        report["longscore"] = self._longscore(by_length)
+        report["longscore_by_task"] = {t: self._longscore(c) for t, c in by_task_length.items()}
+        return report
+
+    def _longscore(self, scores: dict[str, float]) -> dict[str, Any] | None:
+        """LongScore where the base lengths and a longer one were run; None otherwise."""
+        try:
+            ls = longscore(scores, self.base_lengths)
+        except UserError:
+            return None
+        return {"base_ability": ls.base_ability, "lc": ls.lc, "avg_lc": ls.avg_lc, "avg_score": ls.avg_score}

@@ -1,0 +1,52 @@
+"""Shared fixtures: the reference data directory and real simulator servers."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not beside the checkout")
+    return SHARED_DATA
+
+
+class Sim:
+    """A simulator subprocess on 127.0.0.1 and its /stats."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+
+    def stats(self, log: bool = False) -> dict:
+        with urllib.request.urlopen(f"{self.base_url}/stats{'?log=1' if log else ''}", timeout=10) as r:
+            return json.loads(r.read())
+
+    def reset(self) -> None:
+        req = urllib.request.Request(f"{self.base_url}/stats/reset", method="POST", data=b"")
+        urllib.request.urlopen(req, timeout=10).read()
+
+
+@pytest.fixture
+def start_sim() -> Iterator[Callable[..., Sim]]:
+    """Start simulators with CLI flags; all are stopped after the test."""
+    from asyncbench.sim.testing import start_sim_subprocess, stop_sim_subprocess
+
+    procs = []
+
+    def start(*args: str) -> Sim:
+        proc, base_url = start_sim_subprocess(list(args))
+        procs.append(proc)
+        return Sim(base_url)
+
+    yield start
+    for proc in procs:
+        stop_sim_subprocess(proc)

@@ -1,0 +1,228 @@
+"""The evaluation engine against real simulator servers on 127.0.0.1: caching, retries,
+faults, fatal errors, budgets, endpoint pools, crash-resume, secrets, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from asyncbench.cli import main as cli_main
+
+
+def write_jsonl(path: Path, n: int, *, words: int = 30, marker_at: int | None = None, prefix: str = "q") -> Path:
+    with path.open("w") as fh:
+        for i in range(n):
+            body = " ".join(f"w{(i * 7 + k) % 101}" for k in range(words))
+            prompt = f"Passage {i}: {body}.\nQuestion: what is item {i}?\nAnswer:"
+            if marker_at is not None and i == marker_at:
+                prompt = "<<SIM:CONTEXT_TOO_LONG>> " + prompt
+            fh.write(json.dumps({"id": f"{prefix}{i}", "prompt": prompt, "answers": [f"w{i % 101}"],
+                                 "max_tokens": 8}) + "\n")
+    return path
+
+
+def run_cli(tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / "out"
+    code = cli_main(["run", *args, "--cache", str(tmp_path / "cache.duckdb"), "--out", str(out), "--no-progress"])
+    summary = json.loads((out / "run.json").read_text())
+    summary["_exit"] = code
+    return summary
+
+
+def test_rerun_is_served_from_cache(tmp_path, start_sim):
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 60)
+    first = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1")
+    assert first["n_completed"] == 60 and first["requests_sent"] == 60 and first["n_cached"] == 0
+    before = sim.stats()["requests"]
+    second = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1")
+    assert sim.stats()["requests"] == before  # nothing reached the server
+    assert second["requests_sent"] == 0 and second["n_cached"] == 60 and second["n_completed"] == 60
+    assert second["run_id"] == first["run_id"]
+    assert second["scores"] == first["scores"]
+    assert second["cost_saved_by_cache_usd"] == pytest.approx(first["cost_usd"], rel=1e-6)
+
+
+def test_faults_are_retried_until_every_sample_completes(tmp_path, start_sim):
+    sim = start_sim("--error-rate", "0.05", "--drop-rate", "0.01", "--malformed-rate", "0.01", "--seed", "3")
+    data = write_jsonl(tmp_path / "d.jsonl", 300)
+    s = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
+                "--concurrency", "16")
+    stats = sim.stats()
+    assert s["n_completed"] == 300 and s["n_failed"] == 0
+    assert stats["errors_5xx"] > 0 and stats["dropped"] > 0
+    assert s["retries"] >= stats["errors_5xx"] + stats["dropped"]
+
+
+def test_context_length_error_is_fatal_and_not_retried(tmp_path, start_sim):
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 20, marker_at=7)
+    s = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1")
+    assert s["n_completed"] == 19 and s["n_failed"] == 1 and s["_exit"] == 1
+    assert s["failures"][0]["sample_id"] == "q7" and "context" in s["failures"][0]["error"]
+    assert sim.stats()["context_length_errors"] == 1  # asked once, never retried
+    # failures are recorded but never served as answers: a re-run asks again
+    again = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1")
+    assert again["requests_sent"] == 1 and again["n_cached"] == 19
+
+
+def test_unknown_limits_are_learned_and_retry_after_obeyed(tmp_path, start_sim):
+    sim = start_sim("--rpm", "1200")
+    data = write_jsonl(tmp_path / "d.jsonl", 80)
+    s = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
+                "--concurrency", "32")
+    assert s["n_completed"] == 80 and s["n_failed"] == 0
+    stats = sim.stats()
+    assert stats["ok"] == 80
+    # without limits the client bursts into 429s, then adapts from headers and Retry-After
+    assert s["rate_limited"] == stats["rate_limited"]
+
+
+def test_known_limits_avoid_429s(tmp_path, start_sim):
+    sim = start_sim("--rpm", "1200", "--tpm", "200000")
+    data = write_jsonl(tmp_path / "d.jsonl", 80, words=200)
+    s = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
+                "--rpm", "1200", "--tpm", "200000")
+    assert s["n_completed"] == 80
+    assert sim.stats()["rate_limited"] <= 1  # < 1% of 80 requests, rounding up
+
+
+def test_budget_stops_issuing_requests(tmp_path, start_sim):
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 100, words=400)
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {"sim": {"input": 1000.0, "output": 1000.0}}}))
+    s = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
+                "--prices", str(prices), "--max-cost", "5", "--concurrency", "4")
+    assert 0 < s["n_completed"] < 100
+    assert s["n_skipped_budget"] == 100 - s["n_completed"]
+    assert s["cost_usd"] <= 5.0
+    assert sim.stats()["requests"] == s["n_completed"]
+
+
+def test_endpoint_pool_routes_around_a_dead_replica(tmp_path, start_sim):
+    good_a, good_b = start_sim(), start_sim()
+    dead = "http://127.0.0.1:9"  # discard port: connection refused
+    data = write_jsonl(tmp_path / "d.jsonl", 120)
+    s = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--endpoint-id", "pool",
+                "--base-url", good_a.base_url + "/v1", "--base-url", good_b.base_url + "/v1",
+                "--base-url", dead + "/v1", "--concurrency", "8")
+    assert s["n_completed"] == 120
+    served = {e["url"]: e for e in s["endpoints"]}
+    assert served[dead + "/v1"]["served"] == 0 and not served[dead + "/v1"]["healthy"]
+    a, b = good_a.stats()["ok"], good_b.stats()["ok"]
+    assert a + b == 120 and min(a, b) > 20  # least-outstanding routing spreads the load
+
+
+def test_dry_run_sends_nothing(tmp_path, start_sim, capsys):
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 10)
+    code = cli_main(["run", f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
+                     "--dry-run", "--cache", str(tmp_path / "c.duckdb")])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["requests"] == 10 and out["estimated_prompt_tokens"] > 0
+    assert sim.stats()["requests"] == 0
+    assert not (tmp_path / "c.duckdb").exists()
+
+
+def test_sigkill_mid_run_then_resume_requests_nothing_twice(tmp_path, start_sim):
+    sim = start_sim("--latency-ms", "150")
+    data = write_jsonl(tmp_path / "d.jsonl", 200)
+    cache = tmp_path / "cache.duckdb"
+    cmd = [sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{data}", "--model", "openai-compat:sim",
+           "--base-url", sim.base_url + "/v1", "--cache", str(cache), "--out", str(tmp_path / "out"),
+           "--concurrency", "4", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while sim.stats()["ok"] < 40 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    con = duckdb.connect(str(cache), read_only=True)
+    stored = con.execute("SELECT count(*) FROM responses").fetchone()[0]
+    con.close()
+    assert 20 <= stored < 200
+    prompts = [json.loads(line)["prompt"] for line in data.read_text().splitlines()]
+    sim.reset()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert summary["n_completed"] == 200 and summary["n_cached"] == stored
+    log = sim.stats(log=True)["log"]
+    asked_again = set(log) & {hashlib.sha256(p.encode()).hexdigest() for p in prompts}
+    assert len(log) == 200 - stored and len(asked_again) == 200 - stored  # only the missing ones
+
+
+def test_api_key_never_stored_or_printed(tmp_path, start_sim):
+    secret = "sk-test-" + "S3CR3T" * 6
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 10)
+    env = dict(os.environ, OPENAI_API_KEY=secret, ASYNCBENCH_API_KEY=secret)
+    cmd = [sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{data}", "--model", "openai-compat:sim",
+           "--base-url", sim.base_url + "/v1", "--cache", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "out")]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    blobs = [done.stdout, done.stderr] + [p.read_bytes().decode("latin-1") for p in tmp_path.rglob("*") if p.is_file()]
+    assert all(secret not in b for b in blobs)
+    # and the key did reach the server, so the test could have failed
+    assert sim.stats()["requests"] == 10
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "asyncbench.cli", *args], capture_output=True, text=True,
+                          env=env or dict(os.environ), timeout=120)
+
+
+def _one_clean_line(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+def test_bad_input_gives_one_line_and_exit_2(tmp_path, start_sim):
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 5)
+    cache = tmp_path / "c.duckdb"
+    ok = _cli("run", f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
+              "--cache", str(cache), "--out", str(tmp_path / "o"))
+    assert ok.returncode == 0, ok.stderr
+
+    assert "unknown benchmark" in _one_clean_line(_cli("run", "nosuchbench", "--model", "sim"))
+    assert "malformed model spec" in _one_clean_line(_cli("run", f"jsonl:{data}", "--model", "gpt4"))
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    assert "OPENAI_API_KEY" in _one_clean_line(
+        _cli("run", f"jsonl:{data}", "--model", "openai:gpt-4o-mini", "--cache", str(cache), env=env))
+    assert "cannot reach" in _one_clean_line(
+        _cli("run", f"jsonl:{data}", "--model", "openai-compat:m", "--base-url", "http://127.0.0.1:9/v1",
+             "--cache", str(cache)))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "prompt": "x"}\n{"id": "b", "prompt": \n')
+    line = _one_clean_line(_cli("run", f"jsonl:{bad}", "--model", "sim", "--cache", str(cache)))
+    assert f"{bad}:2" in line
+
+    # a second process holding the cache file: clear error, nothing lost
+    holder = subprocess.Popen([sys.executable, "-c",
+                               f"import duckdb,time; c=duckdb.connect({str(cache)!r}); print('ok', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ok"
+        line = _one_clean_line(_cli("run", f"jsonl:{data}", "--model", "openai-compat:sim",
+                                    "--base-url", sim.base_url + "/v1", "--cache", str(cache)))
+        assert "in use by another" in line
+    finally:
+        holder.kill()
+        holder.wait()
+    con = duckdb.connect(str(cache), read_only=True)
+    assert con.execute("SELECT count(*) FROM responses").fetchone()[0] == 5
+    con.close()

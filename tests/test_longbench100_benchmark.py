@@ -1,0 +1,99 @@
+"""100-LongBench load -> prepare (prior filter) -> score -> aggregate, with a scripted ctx."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+
+from asyncbench.benchmarks.base import LoadOptions, RunContext
+from asyncbench.benchmarks.longbench100 import LongBench100
+from asyncbench.errors import UserError
+from asyncbench.types import Request, Response, SampleResult, Usage
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+pytestmark = pytest.mark.skipif(not (DATA / "minilongbench").is_dir(), reason="../shared/data not available")
+
+
+def make_ctx(judge_reply: str, prior_reply) -> tuple[RunContext, list[str]]:
+    purposes: list[str] = []
+
+    def make_request(spec=None, prompt=None, messages=None, max_tokens=128) -> Request:
+        return Request(provider="fake", model=spec or "model", endpoint_id="x", prompt=prompt, messages=messages, max_tokens=max_tokens)
+
+    async def generate(reqs, purpose):
+        purposes.extend([purpose] * len(reqs))
+        texts = [judge_reply if purpose == "judge" else prior_reply(r.prompt) for r in reqs]
+        return [Response(text=t, usage=Usage(1, 1), latency_ms=1.0) for t in texts]
+
+    return RunContext("fake:model", generate, make_request, {"judge": "fake:judge"}), purposes
+
+
+@pytest.fixture(scope="module")
+def loaded() -> tuple[LongBench100, list]:
+    bench = LongBench100()
+    opts = LoadOptions(data_dir=DATA, tasks=["kv_retrieval", "single_doc_qa", "single_doc_sum"],
+                       extra={"lengths": ["2k", "4k", "8k"], "base_lengths": ["2k", "4k"], "rows": 3, "seed": 1})
+    return bench, bench.load(opts)
+
+
+def test_load_reports_unbuildable_cells(loaded) -> None:
+    bench, samples = loaded
+    assert {s.id.rsplit("/", 1)[0] for s in samples} >= {"kv_retrieval/2k", "single_doc_qa/8k", "single_doc_sum/8k"}
+    assert "2k" in bench.unbuildable["single_doc_sum"]  # no summary source fits in 2k here
+    assert all(s.prompt and "{context}" not in s.prompt for s in samples)
+
+
+def test_prior_filter_excludes_known_questions_and_reports(loaded) -> None:
+    bench, samples = loaded
+    qa = [s for s in samples if s.metric == "qa"]
+    known = qa[0].meta["question"]
+
+    def prior(prompt: str) -> str:
+        return "some answer" if known in prompt else "unanswerable"
+
+    ctx, purposes = make_ctx('{"fluency": 2, "correctness": 3}', prior)
+    kept, report = asyncio.run(bench.prepare(samples, ctx))
+    n_known = sum(s.meta["question"] == known for s in qa)
+    assert report["prior_knowledge"]["excluded"] == n_known == len(samples) - len(kept)
+    assert report["prior_knowledge"]["checked"] == len(qa)
+    assert "prior" in purposes and "judge" in purposes
+    assert all(s.meta.get("question") != known for s in kept if s.metric == "qa")
+
+
+def test_missing_judge_is_a_user_error(loaded) -> None:
+    bench, samples = loaded
+    ctx, _ = make_ctx("", lambda p: "")
+    ctx.options = {}
+    with pytest.raises(UserError, match="--judge"):
+        asyncio.run(bench.prepare(samples, ctx))
+
+
+def test_score_and_aggregate(loaded) -> None:
+    bench, samples = loaded
+    preds = []
+    for s in samples:
+        if s.metric == "uuid":  # right on 2k and 8k, wrong on 4k
+            preds.append(f"the value is {s.answers[0]}" if "/4k/" not in s.id else "no idea")
+        else:
+            preds.append("\nAn answer.\nignored second line")
+    ctx, _ = make_ctx('{"fluency": 2, "correctness": 3}', lambda p: "")
+    scores = asyncio.run(bench.score(samples, preds, ctx))
+    for s, sc in zip(samples, scores):
+        if s.metric == "uuid":
+            assert sc == (0.0 if "/4k/" in s.id else 1.0)
+        elif s.metric == "qa":
+            assert sc == 1.0
+        else:
+            assert sc is None  # the QA-shaped verdict is not a valid summary verdict: failed, not zero
+    results = [SampleResult(s.id, s.task, "ok", score=sc, meta=dict(s.meta)) for s, sc in zip(samples, scores)]
+    rep = bench.aggregate(results)
+    assert rep["by_task_length"]["kv_retrieval"] == {"2k": 100.0, "4k": 0.0, "8k": 100.0}
+    assert rep["unscored"]["single_doc_sum"]["8k"] == 3
+    assert rep["overall_tasks"] == ["kv_retrieval", "single_doc_qa"]
+    assert rep["by_length"]["4k"] == 50.0
+    ls = rep["longscore"]
+    assert ls["base_ability"] == 75.0 and ls["lc"] == {"8k": pytest.approx(100 / 3)}
+    assert rep["longscore_by_task"]["kv_retrieval"]["lc"] == {"8k": 100.0}
