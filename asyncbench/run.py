@@ -335,8 +335,6 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
 
     data_dir = resolve_data_dir(cfg.data_dir)
     samples = benchmark.load(LoadOptions(data_dir=data_dir, tasks=tasks, limit=cfg.limit, extra=cfg.extra))
-    if cfg.limit:
-        samples = samples[: cfg.limit]
     prices = PriceTable(cfg.prices)
     stack = ExitStackLike()
     try:

@@ -149,8 +149,8 @@ def _probe(cmd: list[str]) -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=1)
-def isolation() -> Isolation:
+@functools.lru_cache(maxsize=8)
+def isolation(python: str = sys.executable) -> Isolation:
     """Probe `unshare --net` and `setpriv` (both need root). The uid probe starts the real
     interpreter as a fresh uid: an interpreter installed under a private home directory
     cannot be run by another uid, and then the sandbox keeps the caller's uid."""
@@ -158,7 +158,7 @@ def isolation() -> Isolation:
         return Isolation(False, False)
     unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
     net = bool(unshare) and _probe([unshare, "--net", "--", "true"])
-    uid = bool(setpriv) and _probe(_drop_privileges(setpriv, _random_uid()) + [sys.executable, "-I", "-c", "import encodings, json, resource"])
+    uid = bool(setpriv) and _probe(_drop_privileges(setpriv, _random_uid()) + [python, "-I", "-c", "import encodings, json, resource"])
     return Isolation(net, uid)
 
 
@@ -218,9 +218,12 @@ def _caller_process_budget(limits: Limits) -> int:
     return threads + limits.max_processes
 
 
-def execute(code: str, limits: Limits = Limits()) -> Outcome:
-    """Run `code` as a program and report whether it finished without an exception."""
-    iso = isolation()
+def execute(code: str, limits: Limits = Limits(), python: str | None = None) -> Outcome:
+    """Run `code` as a program and report whether it finished without an exception.
+    `python` is the interpreter (default: this one), e.g. an environment with the library
+    versions a benchmark was written for."""
+    python = python or sys.executable
+    iso = isolation(python)
     uid = _random_uid() if iso.private_uid else None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="asyncbench-sandbox-") as tmp:
@@ -249,7 +252,7 @@ def execute(code: str, limits: Limits = Limits()) -> Outcome:
             cmd += [shutil.which("unshare") or "unshare", "--net", "--"]
         if uid is not None:
             cmd += _drop_privileges(shutil.which("setpriv") or "setpriv", uid)
-        cmd += [sys.executable, "-I", "-c", _BOOTSTRAP, json.dumps(cfg)]
+        cmd += [python, "-I", "-c", _BOOTSTRAP, json.dumps(cfg)]
         env = dict(_MINIMAL_ENV, HOME=str(work), TMPDIR=str(work))
         with open(Path(tmp) / "result", "w+b") as out:
             proc = subprocess.Popen(
@@ -292,7 +295,8 @@ def _verdict(text: str, returncode: int) -> str:
     return f"failed: exited with status {returncode} ({tail[0][:200]})"
 
 
-async def execute_many(codes: Sequence[str], limits: Limits = Limits(), workers: int = 2) -> list[Outcome]:
+async def execute_many(codes: Sequence[str], limits: Limits = Limits(), workers: int = 2,
+                       python: str | None = None) -> list[Outcome]:
     """Run programs in parallel with at most `workers` at once; identical programs run
     once (pass@1 of the 4k and 16k PrivateEval files shares many programs)."""
     import anyio
@@ -302,7 +306,7 @@ async def execute_many(codes: Sequence[str], limits: Limits = Limits(), workers:
     results: dict[str, Outcome] = {}
 
     async def one(code: str) -> None:
-        results[code] = await anyio.to_thread.run_sync(execute, code, limits, limiter=limiter)
+        results[code] = await anyio.to_thread.run_sync(execute, code, limits, python, limiter=limiter)
 
     async with anyio.create_task_group() as tg:
         for code in unique:

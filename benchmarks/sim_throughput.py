@@ -31,9 +31,10 @@ _WORDS = ("alpha beta gamma delta river mountain city question answer paragraph 
           "long context evaluation token budget server client latency").split()
 
 
-async def _drive(url: str, bodies: list[bytes], concurrency: int, seconds: float | None) -> tuple[int, int]:
-    """Send bodies round-robin (or each once when seconds is None); returns (ok, failed)."""
+async def _drive(url: str, bodies: list[bytes], concurrency: int, seconds: float | None) -> tuple[int, int, float]:
+    """Send bodies round-robin (or each once when seconds is None); returns (ok, failed, elapsed)."""
     ok = failed = 0
+    start = time.perf_counter()
     deadline = None if seconds is None else time.perf_counter() + seconds
     queue = iter(range(len(bodies))) if seconds is None else None
     counter = 0
@@ -60,7 +61,7 @@ async def _drive(url: str, bodies: list[bytes], concurrency: int, seconds: float
                         failed += 1
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return ok, failed
+    return ok, failed, time.perf_counter() - start
 
 
 def _client(url: str, bodies: list[bytes], concurrency: int, seconds: float | None, out: mp.Queue) -> None:
@@ -71,14 +72,12 @@ def _run_clients(url: str, bodies: list[bytes], clients: int, concurrency: int, 
     out: mp.Queue = mp.Queue()
     chunks = [bodies[i::clients] for i in range(clients)]
     procs = [mp.Process(target=_client, args=(url, chunk, concurrency, seconds, out)) for chunk in chunks]
-    start = time.perf_counter()
     for p in procs:
         p.start()
     results = [out.get() for _ in procs]
-    elapsed = time.perf_counter() - start
     for p in procs:
         p.join()
-    return sum(r[0] for r in results), sum(r[1] for r in results), elapsed
+    return sum(r[0] for r in results), sum(r[1] for r in results), max(r[2] for r in results)
 
 
 def _chat(prompt: str, max_tokens: int = 16) -> bytes:
@@ -114,12 +113,16 @@ def long_prompts(concurrency: int) -> str:
         bodies.append(_chat(f"Read this.\n\n{words}.\n\nQuestion: where is the river {i}?\nAnswer:", 32))
     proc, base = start_sim_subprocess(["--latency-ms", "200"])
     try:
+        cpu0 = _cpu_seconds(proc.pid)
         ok, failed, elapsed = _run_clients(base + "/v1/chat/completions", bodies, 1, concurrency, None)
+        cpu = _cpu_seconds(proc.pid) - cpu0
     finally:
         stop_sim_subprocess(proc)
     ideal = 1000 / concurrency * 0.2
-    return (f"1,000 long prompts (2k-8k words), 200 ms latency, {concurrency} concurrent: {elapsed:.2f} s "
-            f"({ok / elapsed:,.0f} req/s; ideal {ideal:.2f} s; {ok} ok, {failed} failed)")
+    mean_chars = sum(map(len, bodies)) / len(bodies)
+    return (f"1,000 long prompts (2k-8k words, {mean_chars:,.0f} bytes avg), 200 ms latency, {concurrency} concurrent: "
+            f"{elapsed:.2f} s ({ok / elapsed:,.0f} req/s; ideal {ideal:.2f} s; {ok} ok, {failed} failed); "
+            f"server CPU {cpu / max(ok, 1) * 1000:.2f} ms per request")
 
 
 def answerer_only() -> str:

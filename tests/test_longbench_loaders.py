@@ -188,6 +188,12 @@ def test_minilongbench_gold_as_python_repr(tmp_path):
         MiniLongBench().load(LoadOptions(data_dir=tmp_path, tasks=["trec"]))
 
 
+def _copy_official(url: str, target: Path) -> None:
+    """Stand-in for downloading an official table: copy it from ../shared/data."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(DATA / "longbench" / target.name, target)
+
+
 def test_config_cached_download(tmp_path, monkeypatch):
     """Without tables in the data dir, the official files are fetched once into the cache."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -195,8 +201,7 @@ def test_config_cached_download(tmp_path, monkeypatch):
 
     def fake_download(url: str, target: Path) -> None:
         fetched.append(url)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(DATA / "longbench" / target.name, target)
+        _copy_official(url, target)
 
     monkeypatch.setattr(prompts, "_download", fake_download)
     first = prompts.config_dir(tmp_path)
@@ -271,7 +276,7 @@ def test_hub_zip_is_unpacked_once(tmp_path, monkeypatch, data_dir):
 
     root, _ = data_dir
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(prompts, "_download", lambda url, target: (target.parent.mkdir(parents=True, exist_ok=True), shutil.copy(DATA / "longbench" / target.name, target)))
+    monkeypatch.setattr(prompts, "_download", _copy_official)
     archive = tmp_path / "data.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.write(root / "longbench" / "data" / "hotpotqa.jsonl", "data/hotpotqa.jsonl")

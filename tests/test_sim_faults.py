@@ -102,11 +102,25 @@ def test_malformed_body_fails_to_parse():
         assert stats["malformed"] == 2 and stats["ok"] == 0 and stats["completion_tokens"] == 0
 
 
-def test_latency_is_applied():
-    with run_sim_in_thread(SimConfig(latency_ms=150)) as sim:
-        resp = HTTP.post(sim.base_url + "/v1/chat/completions", json=_chat(1))
-        assert resp.status_code == 200
-        assert resp.elapsed.total_seconds() >= 0.14  # a lower bound only: sleeping cannot be faster
+def test_latency_per_token_and_jitter(monkeypatch):
+    """The delay handed to asyncio.sleep is base + per-token * output tokens + jitter."""
+    delays: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def recording_sleep(seconds: float, *args, **kwargs):
+        delays.append(seconds)
+        return await real_sleep(0)
+
+    monkeypatch.setattr("asyncbench.sim.server.asyncio.sleep", recording_sleep)
+    with run_sim_in_thread(SimConfig(latency_ms=150, per_token_ms=10)) as sim:
+        resp = HTTP.post(sim.base_url + "/v1/chat/completions", json=_chat(1)).json()
+        assert delays == [pytest.approx((150 + 10 * resp["usage"]["completion_tokens"]) / 1000)]
+    delays.clear()
+    with run_sim_in_thread(SimConfig(latency_ms=100, jitter_ms=50, seed=3)) as sim:
+        for i in range(20):
+            assert HTTP.post(sim.base_url + "/v1/chat/completions", json=_chat(i)).status_code == 200
+    timed = [d for d in delays if d]  # aiohttp's own shutdown also calls sleep(0)
+    assert len(timed) == 20 and all(0.05 <= d <= 0.15 for d in timed) and len(set(timed)) > 1
 
 
 def test_context_length_errors_in_each_api_shape():

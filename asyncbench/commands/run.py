@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", help="DuckDB cache file (default: ~/.cache/asyncbench/cache.duckdb)")
     p.add_argument("--out", help="output directory for run.json (default: runs/RUN_ID)")
     p.add_argument("--resume", metavar="RUN_ID", help="continue a stored run with its stored settings")
-    p.add_argument("--limit", type=int, help="run the first N samples only")
+    p.add_argument("--limit", type=int, help="run the first N samples of each task only")
     p.add_argument("--concurrency", type=int, default=32, help="max in-flight requests per endpoint (default 32)")
     p.add_argument("--rpm", type=float, help="requests per minute limit of the endpoint group")
     p.add_argument("--tpm", type=float, help="tokens per minute limit (prompt + max_tokens per request)")

@@ -34,7 +34,9 @@ class Rubric:
     fields: dict[str, tuple[int, int | None]]
 
     def shape(self) -> str:
-        return json.dumps({k: lo for k, (lo, _) in self.fields.items()})
+        """The verdict's form with placeholders, never a parseable example: a judge that
+        merely echoes the instructions must not produce a valid (made-up) verdict."""
+        return "{" + ", ".join(f'"{k}": {k[0].upper()}' for k in self.fields) + "}"
 
     def ranges(self) -> str:
         return "; ".join(f"{k}: integer {lo}-{hi}" if hi is not None else f"{k}: integer >= {lo}" for k, (lo, hi) in self.fields.items())
@@ -57,7 +59,7 @@ Correctness:
 - 2: fully agrees with a reference answer but also adds clearly unrelated information. Extra details that are relevant to the question do not count as unrelated.
 - 3: fully agrees with a reference answer and contains only information relevant to the question. A longer answer is fine as long as all of it is relevant (reference "the North Pole", answer "They are travelling to the North Pole" earns 3).
 
-Reason briefly, step by step, then end your reply with the scores as JSON, exactly like {{"fluency": 2, "correctness": 3}}.
+Reason briefly, step by step, then end your reply with the scores as JSON in the form {{"fluency": F, "correctness": C}}, with F and C replaced by your integer scores.
 
 Question: {question}
 Reference answers: {answers}
@@ -69,7 +71,7 @@ _FLUENCY_PROMPT = """You are an impartial grader. Judge only the fluency of the 
 - 0: incoherent, repetitive (even when reworded), incomplete (e.g. just "Summary:") or gibberish. A coherent text that repeats itself still gets 0.
 - 1: coherent, fluent, grammatical and not repetitive. A text whose last sentence is cut off still gets 1 if the rest qualifies.
 
-Reason briefly, then end your reply with the score as JSON, exactly like {{"fluency": 1}}.
+Reason briefly, then end your reply with the score as JSON in the form {{"fluency": F}}, with F replaced by your integer score.
 
 Text: "{text}"
 """
@@ -78,7 +80,7 @@ _PRECISION_PROMPT = """You are an impartial grader. Compare a model's summary wi
 
 Split the model's summary into sentences. A sentence is supported when its main facts agree with the expert summary; missing minor details (exact dates, names of people, laws or earlier cases) do not make it unsupported. A sentence whose main facts are absent from, or contradicted by, the expert summary is unsupported.
 
-Reason sentence by sentence, then end your reply with JSON giving the number of supported sentences and the total number of sentences, exactly like {{"precision": 2, "sentence_count": 5}}.
+Reason sentence by sentence, then end your reply with JSON in the form {{"precision": P, "sentence_count": N}}, with P replaced by the number of supported sentences and N by the total number of sentences.
 
 Expert summary: "{reference}"
 

@@ -34,15 +34,18 @@ class AnthropicProvider:
 
         messages = request.messages or [{"role": "user", "content": request.prompt or ""}]
         system = [m["content"] for m in messages if m["role"] == "system"]
-        body = {"model": self.model, "max_tokens": request.max_tokens, "temperature": request.temperature,
-                "messages": [m for m in messages if m["role"] != "system"], **request.params}
+        # The 2.x SDK no longer lists `temperature` as an argument; the messages API still
+        # takes it, so greedy decoding goes in the body.
+        body = {"model": self.model, "max_tokens": request.max_tokens,
+                "messages": [m for m in messages if m["role"] != "system"],
+                "extra_body": {"temperature": request.temperature, **request.params}}
         if system:
             body["system"] = "\n".join(system)
         t0 = time.perf_counter()
         try:
             raw = await self._client(base_url).messages.with_raw_response.create(**body, timeout=timeout)
             info = parse_ratelimit_headers(raw.headers)
-            data = json.loads(raw.content)
+            data = json.loads(await raw.read())
         except anthropic.APIStatusError as exc:
             info = parse_ratelimit_headers(exc.response.headers)
             body_ = exc.body if isinstance(exc.body, dict) else {}

@@ -89,8 +89,10 @@ def classify_status(status: int, message: str, *, retry_after: float | None = No
         return ProviderError("transient", text, status=status, retry_after=retry_after, ratelimit=ratelimit)
     if status in (401, 403):
         return ProviderError("fatal", text + " (authentication failed: check the API key)", status=status)
-    if "context" in lowered and ("length" in lowered or "window" in lowered) or "too long" in lowered \
-            or "maximum context" in lowered or "context_length" in lowered:
+    # OpenAI "maximum context length", Anthropic "prompt is too long", TGI "`inputs` tokens
+    # + `max_new_tokens` must be <= N", vLLM "... context length"
+    if ("context" in lowered and ("length" in lowered or "window" in lowered)) or "too long" in lowered \
+            or ("tokens" in lowered and "must be <=" in lowered):
         return ProviderError("fatal", "context too long: " + text, status=status)
     return ProviderError("fatal", text, status=status)
 
