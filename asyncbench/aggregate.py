@@ -72,10 +72,13 @@ def _summarise(rows: list[tuple[str, float]]) -> dict:
             cat[lang].append(value)
 
     ordered = [c for c in CATEGORIES if c in buckets]
+    bases = {base_dataset(name) for name in task_mean}
     overall = {}
     for lang in ("en", "zh", "all"):
         cats = [_mean(buckets[c][lang]) for c in ordered if buckets[c][lang]]
-        overall[lang] = round(_mean(cats), 2) if cats else None
+        # Code alone does not make a language score (LongBench-E has no ZH number).
+        present = lang == "all" or any(_languages(b) == (lang,) for b in bases)
+        overall[lang] = round(_mean(cats), 2) if cats and present else None
     return {
         "overall": overall,
         "by_category": {c: round(_mean(buckets[c]["all"]), 2) for c in ordered},
@@ -96,7 +99,7 @@ def aggregate_longbench(rows: Iterable[Sequence]) -> dict:
     `{"overall": {"en", "zh", "all"}, "by_category": {...}, "by_task": {...}}` plus
     `"by_length": {bin: <same three keys>}` when any row carries a length (rows without
     one are left out of the bins). An overall entry is None when no dataset of that
-    language is present (e.g. "zh" for LongBench-E).
+    language other than code is present (e.g. "zh" for LongBench-E).
     """
     scored: list[tuple[str, float]] = []
     binned: dict[str, list[tuple[str, float]]] = defaultdict(list)

@@ -455,7 +455,7 @@ async def _score(benchmark: Any, samples: list[Sample], answers: list[Response |
 
 
 def _result_row(run_id: str, r: SampleResult) -> dict[str, Any]:
-    row = asdict(r)
+    row = dict(vars(r))  # shallow: dataclasses.asdict deep-copies and costs ~0.1 ms a row
     meta = row.pop("meta")
     row.update(run_id=run_id, purpose="eval", meta_json=json.dumps(meta, default=str, ensure_ascii=False))
     return row

@@ -1,0 +1,385 @@
+"""BAMBOO (Dong et al., 2023): ten long-text datasets at two length levels, 4k and 16k.
+
+Data is the release's layout: `<dataset>_<4k|16k>.jsonl`, `prompt.json` (one template per
+dataset, treated as data), and for PrivateEval `real_all_eval_v3.jsonl.gz` (the original
+problems the release executes) and `private_eval_keywords.json` (paraphrase table). We
+read `<data_dir>/bamboo/` when the user names a data directory, else download the public
+release (github.com/RUCAIBox/BAMBOO) once into the cache; the keyword table, which the
+release keeps as Python dicts in `private_eval/execution.py`, is read from that file's
+syntax tree (never executed).
+
+Prompts are built as the release's generation script builds them (`run_for_transformers.py`):
+ShowsSort paragraphs as "[i] ```text```" from 0, ReportSumSort events from 1, QA options
+joined by tabs; the filled `final_answer` template is the user turn, and every dataset is
+generated with the release's `max_new_tokens=32`.
+
+The release files have defects: control characters inside strings (two paperqa_4k rows)
+and unescaped quotes (paperqa_16k line 26). Rows are read with a strict parser, then a
+non-strict one, then json5; what none can read is reported by file and line, and the
+load stops unless the user asked to skip such rows (`--skip-bad-rows`), in which case
+`prepare` lists them in the report.
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import UserError
+from ..metrics import bamboo as M
+from ..types import Sample, SampleResult
+from .base import LoadOptions, RunContext
+
+RELEASE_URL = "https://raw.githubusercontent.com/RUCAIBox/BAMBOO/main/"
+# The files the public release has (all ten at 4k; four at 16k).
+RELEASE_FILES: tuple[str, ...] = tuple(f"{d}_4k" for d in M.DATASETS) + (
+    "paperqa_16k", "private_eval_16k", "showspred_16k", "showssort_16k",
+)  # fmt: skip
+MAX_NEW_TOKENS = 32  # run_for_transformers.py
+PROBLEMS_FILE = "real_all_eval_v3.jsonl.gz"
+KEYWORDS_FILE = "private_eval_keywords.json"
+# Interpreter for PrivateEval programs: one with the libraries the problems were written
+# for (numpy < 1.24, pandas < 2; see benchmarks/bamboo_private_eval.md). Default: ours.
+SANDBOX_PYTHON_ENV = "ASYNCBENCH_SANDBOX_PYTHON"
+
+
+@dataclass
+class BadRow:
+    file: str
+    line: int
+    error: str
+
+    def describe(self) -> str:
+        return f"{self.file} line {self.line}: {self.error}"
+
+
+@dataclass
+class PrivateEvalResources:
+    """What executing PrivateEval needs: the keyword table per domain and the release's
+    original problems by task id."""
+
+    keywords: dict[str, dict[str, str]]
+    problems: dict[str, dict[str, Any]]
+
+    def problem(self, task_id: str) -> dict[str, Any]:
+        try:
+            return self.problems[task_id]
+        except KeyError:
+            raise UserError(f"PrivateEval task {task_id!r} is not in {PROBLEMS_FILE}; use the release's problem file") from None
+
+
+# ---------------------------------------------------------------- reading files
+
+
+def parse_line(text: str) -> Any:
+    """Strict JSON, then non-strict (raw control characters in strings), then json5."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return json.loads(text, strict=False)
+    except json.JSONDecodeError as exc:
+        first_error = exc
+    import json5
+
+    try:
+        return json5.loads(text)
+    except ValueError:
+        raise first_error from None
+
+
+def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[BadRow]]:
+    """(line number, row) for every readable row, and the unreadable ones."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    bad: list[BadRow] = []
+    with open(path, encoding="utf-8") as fh:
+        for number, text in enumerate(fh, 1):
+            if not text.strip():
+                continue
+            try:
+                row = parse_line(text)
+            except ValueError as exc:
+                bad.append(BadRow(path.name, number, str(exc).splitlines()[0][:200]))
+                continue
+            if not isinstance(row, dict):
+                bad.append(BadRow(path.name, number, f"expected a JSON object, got {type(row).__name__}"))
+                continue
+            rows.append((number, row))
+    return rows, bad
+
+
+def _download(name: str, target: Path) -> None:
+    import httpx
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(target.suffix + ".part")
+    try:
+        with httpx.stream("GET", RELEASE_URL + name, follow_redirects=True, timeout=120) as resp:
+            resp.raise_for_status()
+            with open(tmp, "wb") as fh:
+                for chunk in resp.iter_bytes():
+                    fh.write(chunk)
+    except httpx.HTTPError as exc:
+        raise UserError(f"cannot download BAMBOO's {name} from {RELEASE_URL} ({exc}); pass --data-dir DIR with the release's files") from None
+    tmp.replace(target)
+
+
+def _keywords_from_release_code(source: str) -> dict[str, dict[str, str]]:
+    """The three keyword dicts assigned in the release's execution.py, read as literals."""
+    found: dict[str, dict[str, str]] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name.endswith("_keywords"):
+                found[name] = ast.literal_eval(node.value)
+    return found
+
+
+def release_dir() -> Path:
+    """The public release in our cache, fetched file by file on first use."""
+    from ..datadir import cache_root
+
+    root = cache_root() / "bamboo"
+    for stem in RELEASE_FILES:
+        if not (root / f"{stem}.jsonl").exists():
+            _download(f"datasets/{stem}.jsonl", root / f"{stem}.jsonl")
+    if not (root / "prompt.json").exists():
+        _download("prompt.json", root / "prompt.json")
+    if not (root / PROBLEMS_FILE).exists():
+        _download(f"datasets/{PROBLEMS_FILE}", root / PROBLEMS_FILE)
+    if not (root / KEYWORDS_FILE).exists():
+        code = root / "execution.py"
+        _download("private_eval/execution.py", code)
+        table = _keywords_from_release_code(code.read_text(encoding="utf-8"))
+        (root / KEYWORDS_FILE).write_text(json.dumps(table, indent=1), encoding="utf-8")
+    return root
+
+
+def bamboo_dir(data_dir: Path | None) -> Path:
+    if data_dir is None:
+        return release_dir()
+    path = data_dir / "bamboo"
+    if not path.is_dir():
+        raise UserError(f"no bamboo/ directory in {data_dir}; it should hold the release's <dataset>_<4k|16k>.jsonl and prompt.json")
+    return path
+
+
+def load_prompts(root: Path) -> dict[str, dict[str, str]]:
+    path = root / "prompt.json"
+    try:
+        prompts = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path} is missing; copy the release's prompt.json there") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path} line {exc.lineno}: not valid JSON ({exc.msg}); use the release's prompt.json") from None
+    missing = [d for d in M.DATASETS if "final_answer" not in prompts.get(d, {})]
+    if missing:
+        raise UserError(f"{path} has no final_answer template for {', '.join(missing)}; use the release's prompt.json")
+    return prompts
+
+
+def load_private_eval(root: Path) -> PrivateEvalResources:
+    kw_path, problems_path = root / KEYWORDS_FILE, root / PROBLEMS_FILE
+    try:
+        table = json.loads(kw_path.read_text(encoding="utf-8"))
+        keywords = {d: dict(table[f"{d}_keywords"]) for d in ("numpy", "pandas", "torchdata")}
+    except FileNotFoundError:
+        raise UserError(f"{kw_path} is missing; PrivateEval needs the keyword table (original -> paraphrased names)") from None
+    except (json.JSONDecodeError, KeyError) as exc:
+        raise UserError(f"{kw_path} is not a keyword table with numpy/pandas/torchdata_keywords ({exc})") from None
+    try:
+        with gzip.open(problems_path, "rt", encoding="utf-8") as fh:
+            problems = {p["task_id"]: p for p in (json.loads(line) for line in fh if line.strip())}
+    except FileNotFoundError:
+        raise UserError(f"{problems_path} is missing; PrivateEval executes the release's original problems") from None
+    return PrivateEvalResources(keywords, problems)
+
+
+# ---------------------------------------------------------------- prompts
+
+
+def fill_prompt(dataset: str, template: str, row: dict[str, Any]) -> str:
+    """The user turn, built as the release's generation script builds it."""
+    if dataset == "showssort":
+        paragraphs = "\n".join(f"[{i}] ```{p}```" for i, p in enumerate(row["content"]))
+        return template.format(content=paragraphs)
+    if dataset == "reportsumsort":
+        events = "\n".join(f"[{i + 1}] ```{s}```" for i, s in enumerate(row["summaries"]))
+        return template.format(content=row["content"], events=events)
+    if dataset in ("senhallu", "abshallu"):
+        return template.format(content=row["content"], hypothesis=row["hypothesis"])
+    if dataset in ("paperqa", "meetingqa"):
+        return template.format(content=row["content"], question=row["question"], options="\t".join(row["options"]))
+    if dataset == "private_eval":
+        return template.format(content=row["prompt"])
+    return template.format(content=row["content"])
+
+
+def _answers(dataset: str, answer: Any) -> list[str]:
+    return [json.dumps(answer)] if dataset in ("showssort", "reportsumsort") else [str(answer)]
+
+
+# ---------------------------------------------------------------- selection
+
+
+def select(tasks: list[str] | None, length: str) -> list[tuple[str, str, bool]]:
+    """(dataset, level, explicit) pairs from `paperqa@16k,altqa` and `--length`."""
+    if length not in ("4k", "16k", "both"):
+        raise UserError(f"--length {length!r}: use 4k, 16k or both")
+    default_levels = M.LEVELS if length == "both" else (length,)
+    chosen: list[tuple[str, str, bool]] = []
+    for spec in tasks or list(M.DATASETS):
+        name, _, level = spec.partition("@")
+        if name not in M.DATASETS:
+            raise UserError(f"unknown BAMBOO dataset {name!r}; choose from {', '.join(M.DATASETS)}")
+        if level and level not in M.LEVELS:
+            raise UserError(f"unknown length level in {spec!r}; use {name}@4k or {name}@16k")
+        for lv in (level,) if level else default_levels:
+            if (name, lv) not in [(n, l) for n, l, _ in chosen]:
+                chosen.append((name, lv, bool(level)))
+    return chosen
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+@dataclass
+class BambooBenchmark:
+    """`bamboo[:dataset[@4k|16k],...]`; options `length` (4k | 16k | both, default both),
+    `skip_bad_rows`, and for PrivateEval `sandbox_workers`, `sandbox_timeout_s`."""
+
+    name: str = "bamboo"
+    skipped_rows: list[BadRow] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    private: PrivateEvalResources | None = None
+
+    def load(self, opts: LoadOptions) -> list[Sample]:
+        root = bamboo_dir(opts.data_dir)
+        chosen = select(opts.tasks, str(opts.extra.get("length", "both")))
+        prompts = load_prompts(root)
+        samples: list[Sample] = []
+        bad: list[BadRow] = []
+        self.missing = []
+        for name, level, explicit in chosen:
+            path = root / f"{name}_{level}.jsonl"
+            if not path.exists():
+                if explicit or f"{name}_{level}" in RELEASE_FILES:
+                    raise UserError(f"{path} is missing; BAMBOO's release has {', '.join(RELEASE_FILES)}")
+                self.missing.append(f"{name}_{level}")
+                continue
+            rows, unreadable = read_jsonl(path)
+            bad += unreadable
+            samples += self._samples(name, level, rows, prompts[name]["final_answer"], root)
+        if bad and not opts.extra.get("skip_bad_rows"):
+            listed = "; ".join(b.describe() for b in bad)
+            raise UserError(f"unreadable BAMBOO rows: {listed}; fix them, or pass --skip-bad-rows to skip them (they are counted in the report)")
+        self.skipped_rows = bad
+        if not samples:
+            raise UserError(f"no BAMBOO samples selected (length {opts.extra.get('length', 'both')}); not in this data: {', '.join(self.missing)}")
+        return samples
+
+    def _samples(self, name: str, level: str, rows: list[tuple[int, dict[str, Any]]], template: str,
+                 root: Path) -> Iterator[Sample]:
+        if name == "private_eval" and self.private is None:
+            self.private = load_private_eval(root)
+        task = f"{name}_{level}"
+        for line, row in rows:
+            try:
+                prompt = fill_prompt(name, template, row)
+                answer = row.get("canonical_solution") if name == "private_eval" else row["answer"]
+            except (KeyError, IndexError, TypeError) as exc:
+                raise UserError(f"{task}.jsonl line {line}: row lacks what the {name} prompt needs ({exc!r})") from None
+            meta: dict[str, Any] = {"dataset": name, "length": level, "line": line}
+            if name == "private_eval":
+                meta["task_id"] = row["task_id"]
+                meta["problem"] = self.private.problem(row["task_id"])  # type: ignore[union-attr]
+                answers = [str(a) for a in answer or []]
+            else:
+                meta["answer"] = answer
+                answers = _answers(name, answer)
+            yield Sample(id=f"{task}/{line}", task=task, prompt=prompt, answers=answers,
+                         max_tokens=MAX_NEW_TOKENS, metric=M.METRIC[name], chat=True, meta=meta)
+
+    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
+        report: dict[str, Any] = {"skipped_rows": [b.__dict__ for b in self.skipped_rows]}
+        if self.missing:
+            report["not_in_data"] = list(self.missing)
+        return samples, report
+
+    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
+        scores: list[float | None] = [None] * len(samples)
+        programs: list[tuple[int, str]] = []
+        for i, (s, pred) in enumerate(zip(samples, predictions)):
+            name = s.meta["dataset"]
+            if name != "private_eval":
+                scores[i] = M.judge(name, pred, s.meta["answer"]).score
+                continue
+            program = M.private_eval_program(s.meta["problem"], pred, self._keywords())
+            if program is None:
+                scores[i] = 0.0
+            else:
+                programs.append((i, program))
+        if programs:
+            outcomes = await run_programs([p for _, p in programs], ctx.options)
+            for (i, _), outcome in zip(programs, outcomes):
+                scores[i] = 1.0 if outcome.passed else 0.0
+        return scores
+
+    def _keywords(self) -> dict[str, dict[str, str]]:
+        if self.private is None:
+            raise RuntimeError("BambooBenchmark.score needs load() first (it reads the PrivateEval keyword table)")
+        return self.private.keywords
+
+    def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
+        """Per dataset and level in percent (F1 for hallucination detection, with P/R in
+        `detail`), per level, 16k - 4k, and format errors. Format errors are re-derived
+        from the predictions, which is cheap and needs nothing from scoring time."""
+        by_task_rows: dict[str, list[SampleResult]] = {}
+        for r in results:
+            if r.status == "ok" and r.prediction is not None:
+                by_task_rows.setdefault(r.task, []).append(r)
+        order = {f"{d}_{lv}": i for i, (d, lv) in enumerate((d, lv) for lv in M.LEVELS for d in M.DATASETS)}
+        by_task: dict[str, float] = {}
+        detail: dict[str, dict[str, Any]] = {}
+        for task in sorted(by_task_rows, key=lambda t: order.get(t, len(order))):
+            detail[task] = summarise_results(task, by_task_rows[task], self.private)
+            by_task[task] = detail[task]["score"]
+        out: dict[str, Any] = {
+            "overall": round(sum(by_task.values()) / len(by_task), 2) if by_task else None,
+            "by_task": {t: round(v, 2) for t, v in by_task.items()},
+        }
+        out.update(M.level_report(by_task))
+        out["format_errors"] = {t: d["format_errors"] for t, d in detail.items()}
+        out["detail"] = {t: {k: (round(v, 2) if isinstance(v, float) else v) for k, v in d.items()} for t, d in detail.items()}
+        return out
+
+
+def summarise_results(task: str, rows: list[SampleResult], private: PrivateEvalResources | None) -> dict[str, Any]:
+    name, _ = M.split_task(task)
+    if name == "private_eval":
+        keywords = private.keywords if private else None
+        judgements = []
+        for r in rows:
+            problem = r.meta.get("problem") or {}
+            malformed = keywords is not None and M.private_eval_program(problem, r.prediction or "", keywords) is None
+            judgements.append(M.Judgement(float(r.score or 0.0), malformed, None))
+        return M.summarise(name, judgements)
+    answers = [r.meta["answer"] for r in rows]
+    judgements = [M.judge(name, r.prediction or "", a) for r, a in zip(rows, answers)]
+    return M.summarise(name, judgements, answers)
+
+
+async def run_programs(programs: list[str], options: dict[str, Any]) -> list[Any]:
+    """Execute PrivateEval programs in the sandbox with a bounded number of workers."""
+    from ..sandbox import Limits, execute_many
+
+    workers = int(options.get("sandbox_workers") or os.cpu_count() or 2)
+    limits = Limits(timeout_s=float(options.get("sandbox_timeout_s") or Limits.timeout_s))
+    python = options.get("sandbox_python") or os.environ.get(SANDBOX_PYTHON_ENV) or None
+    return await execute_many(programs, limits, workers=workers, python=python)

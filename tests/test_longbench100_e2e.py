@@ -1,0 +1,40 @@
+"""End to end: 100-LongBench against the built-in simulator, which also acts as judge."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asyncbench.run import RunConfig, execute
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+pytestmark = pytest.mark.skipif(not (DATA / "minilongbench").is_dir(), reason="../shared/data not available")
+LENGTHS = ["2k", "4k", "6k", "8k", "16k"]
+
+
+def test_run_against_simulator_reports_scores_longscore_exclusions_and_judge_cost(tmp_path: Path) -> None:
+    cfg = RunConfig(benchmark="100-longbench", model="sim", judge="sim", data_dir=str(DATA),
+                    cache=str(tmp_path / "cache.duckdb"), out=str(tmp_path / "out"), progress=False,
+                    extra={"lengths": LENGTHS, "rows": 2})
+    summary = anyio.run(execute, cfg)
+    assert summary["n_failed"] == 0
+    scores = summary["scores"]
+    # per-task and overall scores per length
+    assert set(scores["by_task_length"]["kv_retrieval"]) == set(LENGTHS)
+    assert list(scores["by_length"]) == LENGTHS
+    assert all(0 <= v <= 100 for v in scores["by_length"].values())
+    # LongScore over the default base 2k/4k/6k, LC at 8k and 16k
+    assert set(scores["longscore"]["lc"]) == {"8k", "16k"}
+    # prior-knowledge exclusions are reported
+    prior = summary["prepare"]["prior_knowledge"]
+    assert prior["checked"] == 2 * 2 * len(LENGTHS) and prior["excluded"] + prior["unverified"] <= prior["checked"]
+    # the simulator is no judge: its replies are not verdicts, so judged samples are unscored, never zero
+    unscored = scores["unscored"]
+    assert unscored["single_doc_qa"] and unscored["multi_doc_sum"]
+    assert "single_doc_qa" not in scores["by_task_length"]
+    # judge (and prior) tokens and cost are kept apart from the evaluated model's
+    by_purpose = summary["by_purpose"]
+    assert by_purpose["judge"]["requests"] > 0 and by_purpose["judge"]["prompt_tokens"] > 0
+    assert by_purpose["prior"]["requests"] > 0 and by_purpose["eval"]["requests"] > 0
