@@ -42,6 +42,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prices", help="price file overriding the shipped table")
     p.add_argument("--length", help="BAMBOO: 4k | 16k | both")
     p.add_argument("--lengths", help="100-LongBench: target lengths, e.g. 2k,4k,8k")
+    p.add_argument("--base-lengths", help="100-LongBench: base-ability lengths for LongScore (default 2k,4k,6k)")
+    p.add_argument("--rows", type=int, help="100-LongBench: samples per task and length (default 100)")
+    p.add_argument("--seed", type=int, help="100-LongBench: generator seed (default 42)")
+    p.add_argument("--prior-threshold", type=float,
+                   help="100-LongBench: exclude QA samples answered above this score without context (default 0.5)")
     p.add_argument("--skip-bad-rows", action="store_true", help="skip unreadable data rows (counted in the report)")
     p.add_argument("--estimate-method", choices=("irt", "direct"), default="irt",
                    help="MiniLongBench: headline estimate method")
@@ -53,8 +58,20 @@ def _extra(args: argparse.Namespace) -> dict:
     extra: dict = {}
     if args.length:
         extra["length"] = args.length
-    if args.lengths:
-        extra["lengths"] = [x.strip() for x in args.lengths.split(",") if x.strip()]
+    for name in ("lengths", "base_lengths"):
+        value = getattr(args, name)
+        if value:
+            extra[name] = [x.strip() for x in value.split(",") if x.strip()]
+    for name in ("rows", "seed", "prior_threshold"):
+        if getattr(args, name) is not None:
+            extra[name] = getattr(args, name)
+    if args.benchmark.startswith("100-longbench"):
+        # generation measures lengths with the target model's tokenizer when known
+        from ..tokenizers import tiktoken_encoding_for
+
+        tok = args.tokenizer or tiktoken_encoding_for(args.model.partition(":")[2])
+        if tok:
+            extra["tokenizer"] = tok
     if args.skip_bad_rows:
         extra["skip_bad_rows"] = True
     if args.benchmark.startswith("minilongbench"):

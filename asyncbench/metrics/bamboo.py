@@ -102,7 +102,7 @@ def hallucination(pred: str, answer: bool) -> Judgement:
     head = pred.strip()[:3].lower()
     says_yes = "yes" in head
     well_formed = head.startswith("yes") or head.startswith("no")
-    return Judgement(float(says_yes == bool(answer)), not well_formed, says_yes)
+    return Judgement(float(says_yes == coerce_bool(answer)), not well_formed, says_yes)
 
 
 def parse_order(pred: str | Sequence[int]) -> list[int]:
@@ -198,7 +198,7 @@ def summarise(dataset: str, judgements: Iterable[Judgement], gold: Iterable[Any]
     n = len(js)
     errors = sum(j.format_error for j in js)
     if dataset in ("senhallu", "abshallu"):
-        p, r, f = precision_recall_f1([bool(j.parsed) for j in js], [bool(g) for g in gold])
+        p, r, f = precision_recall_f1([bool(j.parsed) for j in js], [coerce_bool(g) for g in gold])
         return {"score": 100 * f, "precision": 100 * p, "recall": 100 * r, "f1": 100 * f, "n": n, "format_errors": errors}
     mean = sum(j.score for j in js) / n if n else 0.0
     return {"score": 100 * mean, "n": n, "format_errors": errors}

@@ -1,0 +1,181 @@
+"""Score BAMBOO predictions made elsewhere with the release's metrics and answer parsing.
+
+Input: JSON lines `{"dataset": "<name>_<4k|16k>", "pred", "answer"}`; for the sorting
+datasets `pred` may be the model's text or an already parsed list of indices; private_eval
+lines carry the row instead of an answer (at least its `task_id`), and their completions
+run in the sandbox against the release's problems (from --data-dir, else the public
+release). Prints the metric(s) per dataset and level, the average per level and 16k - 4k.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--predictions", required=True, type=Path, metavar="FILE.jsonl",
+                        help="one JSON object per line: dataset, pred, answer (private_eval: the row)")
+    parser.add_argument("--data-dir", help="data directory with bamboo/ (PrivateEval problems and keywords); "
+                        "default $ASYNCBENCH_DATA_DIR, else the public release")
+    parser.add_argument("--workers", type=int, default=None, help="parallel PrivateEval programs (default: all cores)")
+    parser.add_argument("--timeout", type=float, default=None, dest="timeout_s",
+                        help="seconds per PrivateEval program, start-up and imports included (default 10)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+
+def _check(record: dict[str, Any], where: str) -> dict[str, Any]:
+    from . import bamboo as M
+
+    missing = [k for k in ("dataset", "pred") if k not in record]
+    if missing:
+        raise UserError(f"{where}: missing field(s) {', '.join(missing)}; each line needs dataset, pred and answer")
+    try:
+        name, _ = M.split_task(str(record["dataset"]))
+    except ValueError:
+        raise UserError(f"{where}: unknown dataset {record['dataset']!r}; use <name>_<4k|16k> with name one of {', '.join(M.DATASETS)}") from None
+    pred = record["pred"]
+    sorting = name in ("showssort", "reportsumsort")
+    if sorting and isinstance(pred, list):
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in pred):
+            raise UserError(f"{where}: a parsed 'pred' must be a list of integers")
+        record["pred"] = json.dumps(pred)
+    elif not isinstance(pred, str):
+        raise UserError(f"{where}: 'pred' must be a string" + (" or a list of integers" if sorting else ""))
+    if name == "private_eval":
+        if not isinstance(record.get("task_id"), str):
+            raise UserError(f"{where}: private_eval lines carry the row; its 'task_id' (e.g. \"PandasEval/3\") is missing")
+        return record
+    if "answer" not in record:
+        raise UserError(f"{where}: missing field 'answer'")
+    answer = record["answer"]
+    if sorting:
+        if isinstance(answer, str):
+            try:
+                answer = json.loads(answer)
+            except json.JSONDecodeError:
+                answer = None
+        if not isinstance(answer, list) or len(answer) < 2 or not all(isinstance(x, int) for x in answer):
+            raise UserError(f"{where}: 'answer' of {name} must be the list of indices in the original order")
+        record["answer"] = answer
+    elif name in ("senhallu", "abshallu"):
+        try:
+            record["answer"] = M.coerce_bool(answer)
+        except ValueError:
+            raise UserError(f"{where}: 'answer' of {name} must be true/false") from None
+    elif not isinstance(answer, (str, int, float)) or isinstance(answer, bool):
+        raise UserError(f"{where}: 'answer' must be a string")
+    return record
+
+
+def read_predictions(path: Path) -> list[dict[str, Any]]:
+    """Parse and validate the predictions file; UserError names the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read predictions file {path}: {exc.strerror or exc}") from None
+    records = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{where}: not valid JSON ({exc.msg}); write one JSON object per line") from None
+        if not isinstance(record, dict):
+            raise UserError(f"{where}: expected a JSON object with dataset, pred and answer")
+        records.append(_check(record, where))
+    if not records:
+        raise UserError(f"{path} has no predictions")
+    return records
+
+
+async def score_records(records: list[dict[str, Any]], data_dir: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+    """Score validated records through the benchmark's own score/aggregate."""
+    from ..benchmarks.bamboo import BambooBenchmark, bamboo_dir, load_private_eval
+    from ..benchmarks.base import RunContext
+    from ..types import Sample, SampleResult
+
+    bench = BambooBenchmark()
+    if any(r["dataset"].startswith("private_eval_") for r in records):
+        bench.private = load_private_eval(bamboo_dir(data_dir))
+    samples = []
+    for i, r in enumerate(records):
+        name, level = r["dataset"].rsplit("_", 1)
+        meta: dict[str, Any] = {"dataset": name, "length": level}
+        if name == "private_eval":
+            meta["task_id"] = r["task_id"]
+            meta["problem"] = bench.private.problem(r["task_id"])  # type: ignore[union-attr]
+        else:
+            meta["answer"] = r["answer"]
+        samples.append(Sample(id=str(i), task=r["dataset"], meta=meta))
+    preds = [r["pred"] for r in records]
+
+    async def no_model(*_: Any) -> Any:
+        raise UserError("scoring BAMBOO predictions needs no model calls")
+
+    ctx = RunContext(model_spec="predictions", generate=no_model, make_request=no_model, options=options)
+    scores = await bench.score(samples, preds, ctx)
+    results = [SampleResult(sample_id=s.id, task=s.task, status="ok", prediction=p, score=sc, meta=s.meta)
+               for s, p, sc in zip(samples, preds, scores)]
+    return bench.aggregate(results)
+
+
+def _table(report: dict[str, Any]) -> str:
+    from . import bamboo as M
+
+    detail = report["detail"]
+    lines = [f"{'dataset':<15}{'metric':<19}{'4k':>16}{'16k':>16}   format errors (4k/16k)"]
+    for name in M.DATASETS:
+        cells, errors = [], []
+        for level in M.LEVELS:
+            d = detail.get(f"{name}_{level}")
+            if d is None:
+                cells.append("-")
+                errors.append("-")
+            elif "f1" in d:
+                cells.append(f"{d['precision']:.1f}/{d['recall']:.1f}/{d['f1']:.1f}")
+                errors.append(str(d["format_errors"]))
+            else:
+                cells.append(f"{d['score']:.1f}")
+                errors.append(str(d["format_errors"]))
+        if cells != ["-", "-"]:
+            metric = "P/R/F1" if M.METRIC[name] == "f1" else M.METRIC[name]
+            lines.append(f"{name:<15}{metric:<19}{cells[0]:>16}{cells[1]:>16}   {'/'.join(errors)}")
+    by_length = report["by_length"]
+    lines.append(f"{'average':<15}{'':<19}{by_length.get('4k', '-'):>16}{by_length.get('16k', '-'):>16}")
+    diff = report["diff_16k_minus_4k"]
+    if diff["average"] is not None:
+        per = ", ".join(f"{n} {v:+.1f}" for n, v in diff["datasets"].items())
+        lines.append(f"16k - 4k: {diff['average']:+.2f} on average over datasets at both levels ({per})")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ..datadir import resolve_data_dir
+
+    records = read_predictions(args.predictions)
+    options: dict[str, Any] = {}
+    if args.workers is not None:
+        if args.workers < 1:
+            raise UserError("--workers must be at least 1")
+        options["sandbox_workers"] = args.workers
+    if args.timeout_s is not None:
+        if args.timeout_s <= 0:
+            raise UserError("--timeout must be positive")
+        options["sandbox_timeout_s"] = args.timeout_s
+    needs_data = any(r["dataset"].startswith("private_eval_") for r in records)
+    data_dir = resolve_data_dir(args.data_dir) if needs_data else None
+    report = anyio.run(score_records, records, data_dir, options)
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print(_table(report))
+    return 0
