@@ -30,10 +30,10 @@ def test_run_against_simulator_reports_scores_longscore_exclusions_and_judge_cos
     # prior-knowledge exclusions are reported
     prior = summary["prepare"]["prior_knowledge"]
     assert prior["checked"] == 2 * 2 * len(LENGTHS) and prior["excluded"] + prior["unverified"] <= prior["checked"]
-    # the simulator is no judge: its replies are not verdicts, so judged samples are unscored, never zero
-    unscored = scores["unscored"]
-    assert unscored["single_doc_qa"] and unscored["multi_doc_sum"]
-    assert "single_doc_qa" not in scores["by_task_length"]
+    # the simulator also answers as a judge (JSON verdicts), so judged tasks are scored
+    assert set(scores["by_task_length"]["single_doc_qa"]) == set(LENGTHS)
+    assert set(scores["by_task_length"]["multi_doc_sum"]) == set(LENGTHS)
+    assert not any(scores["unscored"].values())
     # judge (and prior) tokens and cost are kept apart from the evaluated model's
     by_purpose = summary["by_purpose"]
     assert by_purpose["judge"]["requests"] > 0 and by_purpose["judge"]["prompt_tokens"] > 0

@@ -8,6 +8,10 @@ the random choices are seeded from the prompt, so a retried request gets the sam
 Rules, first match wins (they read the prompt's instructions, which LongBench and BAMBOO
 put at its start and end):
 
+- a grading request that asks for a JSON verdict "in the form {...}" / "of the form {...}"
+  (LLM-as-judge): a verdict with those keys — fluency 1; correctness 3 when a reference
+  answer appears in the graded answer, else 0; precision a random share of the summary's
+  sentences; other keys 0 or 1 — so the simulator can stand in for a judge end to end;
 - passage retrieval ("Paragraph N" / "段落N" answer format): one of the offered labels;
 - passage counting ("how many ... paragraphs"): a number between 1 and the paragraphs shown;
 - reordering ("[] > []"): a random permutation of the identifiers;
@@ -179,7 +183,47 @@ def _lead(prompt: str, head: str, tail: str, rng: random.Random) -> str | None:
     return text
 
 
+_JUDGE_FORM = re.compile(r"(?:in|of) the form (\{[^{}]{1,200}\})")
+_JUDGE_KEY = re.compile(r'"(\w+)"\s*:')
+
+
+def _line_after(prompt: str, label: str) -> str:
+    at = prompt.rfind(label)
+    if at < 0:
+        return ""
+    end = prompt.find("\n", at)
+    return prompt[at + len(label): end if end >= 0 else None].strip().strip('"')
+
+
+def _judge(prompt: str, head: str, tail: str, rng: random.Random) -> str | None:
+    form = _JUDGE_FORM.search(tail)
+    if form is None or "grade" not in prompt.lower():
+        return None
+    import json
+
+    verdict: dict[str, int] = {}
+    for key in _JUDGE_KEY.findall(form.group(1)):
+        if key == "fluency":
+            verdict[key] = 1
+        elif key == "correctness":
+            graded = _line_after(prompt, "Answer to grade:").lower()
+            try:
+                refs = json.loads(_line_after(prompt, "Reference answers:") or "[]")
+            except ValueError:
+                refs = []
+            verdict[key] = 3 if any(str(r).lower() in graded for r in refs if str(r).strip()) else 0
+        elif key == "sentence_count":
+            summary = _line_after(prompt, "Model summary:")
+            verdict[key] = max(1, len(re.findall(r"[.!?。](?:\s|$)", summary)))
+        else:
+            verdict[key] = rng.randint(0, 1)
+    if "precision" in verdict and "sentence_count" in verdict:
+        verdict["precision"] = rng.randint(0, verdict["sentence_count"])
+    return "Verdict: " + json.dumps(verdict)
+
+
 _RULES = (
+    _judge,
     _retrieval,
     _count,
     _reorder,

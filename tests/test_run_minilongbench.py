@@ -1,0 +1,35 @@
+"""End to end: `asyncbench run minilongbench` against the simulator, then again from cache."""
+
+from __future__ import annotations
+
+import json
+
+from asyncbench.cli import main as cli_main
+
+CATEGORIES = {"Single-Doc QA", "Multi-Doc QA", "Summarization", "Few-shot Learning", "Synthetic", "Code"}
+
+
+def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shared_data):
+    sim = start_sim()
+    args = ["run", "minilongbench", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
+            "--data-dir", str(shared_data), "--cache", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "o"),
+            "--max-input-tokens", "6000", "--no-progress"]
+    assert cli_main(args) == 0
+    first = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert first["n_samples"] == 237 and first["n_completed"] == 237 and first["requests_sent"] == 237
+    scores = first["scores"]
+    assert len(scores["by_task"]) == 21 and set(scores["by_category"]) == CATEGORIES
+    for key in ("overall", "overall_en", "overall_zh"):
+        assert 0 < scores[key] < 100
+    # macro over the six categories (each reported rounded to 2 decimals, as LongBench does)
+    assert abs(scores["overall"] - sum(scores["by_category"].values()) / 6) < 0.01
+    trunc = first["truncation"]
+    assert trunc["n_truncated"] > 50 and trunc["tokens_removed"] > 0 and trunc["max_input_tokens"] == 6000
+    assert scores["truncated"]["n"] == trunc["n_truncated"]
+
+    before = sim.stats()["requests"]
+    assert cli_main(args) == 0
+    second = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert sim.stats()["requests"] == before
+    assert second["requests_sent"] == 0 and second["n_cached"] == 237
+    assert second["scores"]["by_task"] == scores["by_task"]
