@@ -21,6 +21,7 @@ COMMANDS: dict[str, object] = {
     "run": "asyncbench.commands.run",
     "simulate": "asyncbench.sim.cli",
     "cache": "asyncbench.commands.cache",
+    "report": "asyncbench.commands.report",
     "score": {
         "longbench": "asyncbench.metrics.longbench_cli",
         "bamboo": "asyncbench.metrics.bamboo_cli",
@@ -38,6 +39,7 @@ HELP = {
     "run": "run a benchmark against a model",
     "simulate": "start the local endpoint simulator (OpenAI, Anthropic, TGI wire formats)",
     "cache": "inspect, export or clear the response cache",
+    "report": "show stored runs side by side (table, Markdown, JSON, HTML with plots)",
     "score": "score predictions made elsewhere with the official metrics",
     "estimate": "estimate full-benchmark scores (MiniLongBench IRT, LongScore)",
     "minilongbench": "rebuild MiniLongBench anchors and IRT parameters",

@@ -209,11 +209,9 @@ class Engine:
                 totals.cost_usd += cost
                 self.fresh_latencies.append(resp.latency_ms)
                 canonical = req.canonical()
-                # the prompt itself is benchmark data: keep its hash and size, not the text
-                text = req.text()
-                canonical.pop("prompt"), canonical.pop("messages")
-                canonical["prompt_sha256"] = hashlib.sha256(text.encode()).hexdigest()
-                canonical["prompt_chars"] = len(text)
+                # the prompt itself is benchmark data (and the key is its hash): keep only its size
+                canonical["prompt_chars"] = len(canonical.pop("prompt") or "") + sum(
+                    len(m.get("content", "")) for m in canonical.pop("messages") or [])
                 self._pending_responses.append({
                     "key": key, "provider": req.provider, "model": req.model, "endpoint": req.endpoint_id,
                     "request_json": json.dumps(canonical, sort_keys=True), "text": resp.text,

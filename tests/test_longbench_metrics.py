@@ -420,12 +420,33 @@ def test_dataset_names():
         lb.check_sample("trec", ["Date"], None)
 
 
-def test_score_many_parallel_equals_serial(samples):
+def test_score_many_parallel_equals_serial(samples, monkeypatch):
+    monkeypatch.setattr(lb, "MIN_PARALLEL_ITEMS", 0)
     rows = [(ds, p, a, c) for ds in RELEASE_ORDER for p, a, c in samples[ds]]
     args = ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
     serial = lb.score_many(*args, jobs=1)
-    parallel = lb.score_many(*args, jobs=2)
-    assert parallel == serial
     assert serial == [lb.score_one(*r) for r in rows]
+    assert lb.score_many(*args, jobs=3) == serial  # 3 workers, 12 round-robin chunks
+    assert lb.score_many(*args, jobs=2, first_line_post=False) == [
+        lb.score_one(*r, first_line_post=False) for r in rows]
     with pytest.raises(UserError):
         lb.score_many(["nope"], ["x"], [["y"]], jobs=1)
+
+
+def test_score_many_with_threads_running_uses_forkserver(monkeypatch):
+    """With other threads alive (as under the run engine), workers must not be forked from
+    this process; the forkserver path must still give the same scores."""
+    import threading
+
+    monkeypatch.setattr(lb, "MIN_PARALLEL_ITEMS", 0)
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)
+    worker.start()
+    try:
+        assert lb._pool_context().get_start_method() != "fork"
+        args = (["qasper", "vcsum", "lcc", "trec"], ["yes", "今天开会。", "x = 1", "Date\nmore"],
+                [["yes"], ["今天开会讨论。"], ["x = 2"], ["Date"]], [None, None, None, ["Date", "Other"]])
+        assert lb.score_many(*args, jobs=2) == [lb.score_one(*r) for r in zip(*args)]
+    finally:
+        stop.set()
+        worker.join()

@@ -13,9 +13,11 @@ first-line post-processing) and `score_many` (the same for many, in parallel).
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import string
+import threading
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
@@ -407,6 +409,21 @@ def _score_chunk(items: list[_Item], first_line_post: bool) -> list[float]:
     return [score_one(d, p, a, c, first_line_post=first_line_post) for d, p, a, c in items]
 
 
+# Below this many predictions the pool's start-up costs more than it saves (scoring
+# averages well under a millisecond per prediction; see benchmarks/scoring.md).
+MIN_PARALLEL_ITEMS = 256
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """Fork when this process is single-threaded (cheapest: workers inherit jieba's loaded
+    dictionary); otherwise forkserver, since forking a process whose other threads may
+    hold locks (the run engine's event loop, DuckDB) can deadlock the child."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
 def _init_worker() -> None:
     """Load jieba's dictionary once per worker, not once per chunk."""
     _jieba().initialize()
@@ -435,11 +452,11 @@ def score_many(
     classes = list(all_classes) if all_classes is not None else [None] * n
     items: list[_Item] = list(zip(datasets, preds, answers, classes))
     jobs = (os.cpu_count() or 1) if jobs is None else max(1, jobs)
-    if jobs == 1 or n < 2 * jobs:
+    if jobs == 1 or n < MIN_PARALLEL_ITEMS:
         return _score_chunk(items, first_line_post)
     n_chunks = min(n, jobs * 4)
     chunks = [items[k::n_chunks] for k in range(n_chunks)]
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context(), initializer=_init_worker) as pool:
         results = list(pool.map(_score_chunk, chunks, [first_line_post] * n_chunks))
     scores = [0.0] * n
     for k, chunk_scores in enumerate(results):
