@@ -8,8 +8,10 @@ with an empty environment. Layers, each useful on its own:
   file size, no core dumps, and a process count;
 - a Python audit hook that refuses sockets, fork/exec/spawn, signals and ctypes, so the
   common hostile programs fail with an exception instead of doing anything;
-- when this process is root: a private network namespace (`unshare --net`: no interface
-  but a downed loopback) and an unprivileged uid picked at random for this run
+- when this process is root: private network and PID namespaces (`unshare`: no network
+  interface but a downed loopback; the program is the namespace's init, so when it dies
+  the kernel kills and reaps everything it started, leaving no orphans or zombies on the
+  host) and an unprivileged uid picked at random for this run
   (`setpriv`), which makes RLIMIT_NPROC effective (root ignores it), keeps the program out
   of files it does not own, and lets cleanup kill every process of that uid;
 - a wall-clock timeout, after which the whole process group (and, with a private uid,
@@ -157,9 +159,12 @@ def isolation(python: str = sys.executable) -> Isolation:
     if os.geteuid() != 0:
         return Isolation(False, False)
     unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
-    net = bool(unshare) and _probe([unshare, "--net", "--", "true"])
+    net = bool(unshare) and _probe([unshare, *_NAMESPACES, "true"])
     uid = bool(setpriv) and _probe(_drop_privileges(setpriv, _random_uid()) + [python, "-I", "-c", "import encodings, json, resource"])
     return Isolation(net, uid)
+
+
+_NAMESPACES = ("--net", "--pid", "--fork", "--kill-child", "--")
 
 
 def _random_uid() -> int:
@@ -249,7 +254,7 @@ def execute(code: str, limits: Limits = Limits(), python: str | None = None) -> 
         }
         cmd: list[str] = []
         if iso.private_network:
-            cmd += [shutil.which("unshare") or "unshare", "--net", "--"]
+            cmd += [shutil.which("unshare") or "unshare", *_NAMESPACES]
         if uid is not None:
             cmd += _drop_privileges(shutil.which("setpriv") or "setpriv", uid)
         cmd += [python, "-I", "-c", _BOOTSTRAP, json.dumps(cfg)]
@@ -288,8 +293,10 @@ def _verdict(text: str, returncode: int) -> str:
     for line in text.splitlines():
         if line.startswith(_MARK):
             return str(json.loads(line[len(_MARK):]))
-    if returncode < 0:
-        name = signal.Signals(-returncode).name
+    # A signal death shows as -N, or as 128 + N through unshare --fork.
+    signum = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    if signum in {s.value for s in signal.Signals}:
+        name = signal.Signals(signum).name
         return "timed out (CPU limit)" if name == "SIGXCPU" else f"failed: killed by {name}"
     tail = text.strip().splitlines()[-1:] or ["no result"]
     return f"failed: exited with status {returncode} ({tail[0][:200]})"

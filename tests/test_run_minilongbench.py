@@ -26,6 +26,12 @@ def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shar
     trunc = first["truncation"]
     assert trunc["n_truncated"] > 50 and trunc["tokens_removed"] > 0 and trunc["max_input_tokens"] == 6000
     assert scores["truncated"]["n"] == trunc["n_truncated"]
+    # the run ends with the estimate of the full LongBench score and what the anchors saved
+    est = scores["estimate"]
+    assert est["available"] and est["method"] == "irt" and 0 < est["overall"] < 1
+    assert abs(est["direct"]["overall"] - est["irt"]["overall"]) < 0.1
+    assert 0.9 < est["token_cost"]["saved_fraction"] < 1
+    assert est["token_cost"]["anchor_prompt_tokens"] == first["prompt_tokens"]
 
     before = sim.stats()["requests"]
     assert cli_main(args) == 0

@@ -88,6 +88,7 @@ def test_text_report(tmp_path, capsys):
         (['{"dataset": "qasper", "answers": ["a"]}'], r"p\.jsonl:1: missing field\(s\) pred"),
         (['{"dataset": "qasper", "pred": null, "answers": ["a"]}'], r"p\.jsonl:1: 'dataset' and 'pred' must be strings"),
         (['{"dataset": "qasper", "pred": "a", "answers": "a"}'], r"p\.jsonl:1: 'answers' must be a list"),
+        (['{"dataset": "qasper", "pred": "a", "answers": 3}'], r"p\.jsonl:1: 'answers' must be a list"),
         (['{"dataset": "qasper", "pred": "a", "answers": []}'], r"p\.jsonl:1: 'answers' is empty"),
         (['{"dataset": "trec", "pred": "a", "answers": ["Date"]}'], r"p\.jsonl:1: trec needs 'all_classes'"),
         (['{"dataset": "passage_retrieval_zh", "pred": "1", "answers": ["1"]}'], r"p\.jsonl:1: answer '1' does not name"),

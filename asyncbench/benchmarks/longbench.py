@@ -392,14 +392,48 @@ class LongBenchE(_LongBenchFamily):
 
 @dataclass
 class MiniLongBench(_LongBenchFamily):
+    """The 237 anchors; `aggregate` adds the estimate of the full LongBench score."""
+
     name: str = "minilongbench"
+    data_dir: Path | None = None
+    method: str = "irt"
 
     def load(self, opts: LoadOptions) -> list[Sample]:
+        self.data_dir = opts.data_dir
+        self.method = str(opts.extra.get("estimate_method", "irt"))
         return load_minilongbench(opts)
 
+    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
+        """Official LongBench scores; the release's convention (no first-line cut) is kept
+        aside for the estimate: its IRT parameters were fitted to scores computed that way
+        (see ../shared/data/README.md)."""
+        from ..metrics.longbench import FIRST_LINE_DATASETS, score_one
 
-BENCHMARKS: dict[str, type[_LongBenchFamily]] = {
-    "longbench": LongBench,
-    "longbench-e": LongBenchE,
-    "minilongbench": MiniLongBench,
-}
+        scores = await score_longbench(samples, predictions)
+        self._release_scores = {
+            s.id: score_one(s.task, p, s.answers, s.meta.get("all_classes"), first_line_post=False)
+            for s, p in zip(samples, predictions) if s.task in FIRST_LINE_DATASETS}
+        return scores
+
+    def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
+        out = aggregate_results(results, by_length=False)
+        out["estimate"] = self.estimate(results)
+        return out
+
+    def estimate(self, results: list[SampleResult]) -> dict[str, Any]:
+        """The IRT (and direct) estimate of full LongBench from the 237 anchor scores."""
+        from ..estimators.irt import estimate_from_anchor_scores
+
+        release = getattr(self, "_release_scores", {})
+        by_position: dict[int, SampleResult] = {int(r.meta["position"]): r for r in results if "position" in r.meta}
+        missing = [p for p in range(237) if p not in by_position or by_position[p].score is None]
+        if missing:
+            return {"available": False,
+                    "reason": f"{len(missing)} of the 237 anchors have no score (failed or not run); "
+                              "the estimate needs all of them"}
+        rows = [by_position[p] for p in range(237)]
+        scores = [float(release.get(r.sample_id, r.score)) for r in rows]
+        est = estimate_from_anchor_scores(scores, method=self.method, anchor_tokens=[r.prompt_tokens for r in rows],
+                                          data_dir=self.data_dir)
+        est["available"] = True
+        return est

@@ -359,7 +359,7 @@ def check_sample(dataset: str, answers: Sequence[str], all_classes: Sequence[str
     official scorer would crash or silently score 0 on them).
     """
     base = base_dataset(dataset)
-    if isinstance(answers, str) or not all(isinstance(a, str) for a in answers):
+    if not isinstance(answers, (list, tuple)) or not all(isinstance(a, str) for a in answers):
         raise ValueError("'answers' must be a list of strings")
     if not answers:
         raise ValueError("'answers' is empty; give at least one reference answer")

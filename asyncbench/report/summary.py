@@ -38,7 +38,18 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
                 table.add_row(f"[bold]overall {k}[/]", _fmt(v))
     console.print(table)
 
-    for key in ("estimate", "by_length", "longscore", "diff_16k_minus_4k"):
+    est = scores.get("estimate")
+    if isinstance(est, dict) and est.get("available"):
+        cost = est.get("token_cost") or {}
+        saved = cost.get("saved_prompt_tokens_estimate")
+        console.print(
+            f"[bold]estimated full LongBench overall[/] ({est['method']}): {100 * est['overall']:.2f}"
+            f"  (irt {100 * est['irt']['overall']:.2f}, direct {100 * est['direct']['overall']:.2f}); "
+            f"the 237 anchors cost {100 * cost.get('fraction', 0):.1f}% of the full benchmark's tokens"
+            + (f", ~{saved:,} prompt tokens saved" if saved else ""))
+    elif isinstance(est, dict):
+        console.print(f"[bold]estimate[/]: not available ({est.get('reason')})")
+    for key in ("by_length", "longscore", "diff_16k_minus_4k"):
         if key in scores and scores[key] not in (None, {}):
             console.print(f"[bold]{key}[/]: {scores[key]}")
 

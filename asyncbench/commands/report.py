@@ -1,0 +1,81 @@
+"""Show stored runs side by side: `asyncbench report [RUN_ID ...]`.
+
+With no RUN_ID, the latest finished run of each (benchmark, model) in the cache. Scores
+are as each run recorded them, with the papers' published numbers as reference rows;
+cost, tokens and latency are per run, per task and per endpoint. Formats: table
+(terminal), md, json, html (one self-contained file with plots; needs matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+FORMATS = ("table", "md", "json", "html")
+_SUFFIX_FORMAT = {".md": "md", ".markdown": "md", ".json": "json", ".html": "html", ".htm": "html"}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="run ids or unique prefixes (default: latest per model)")
+    p.add_argument("--format", choices=FORMATS, help="output format (default: from --out's suffix, else table)")
+    p.add_argument("--out", help="write the report to this file instead of stdout")
+    p.add_argument("--cache", help="DuckDB cache file (default: ~/.cache/asyncbench/cache.duckdb)")
+    p.add_argument("--no-references", action="store_false", dest="references",
+                   help="leave out the papers' published reference rows")
+
+
+def _format(args: argparse.Namespace) -> str:
+    if args.format:
+        return args.format
+    if args.out:
+        return _SUFFIX_FORMAT.get(Path(args.out).suffix.lower(), "table")
+    return "table"
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..errors import UserError
+    from ..report.data import load_runs
+    from ..report.model import build_report
+    from ..store import default_cache_path
+
+    fmt = _format(args)
+    runs = load_runs(args.cache or default_cache_path(), args.run_ids)
+    report = build_report(runs, with_references=args.references)
+    if fmt == "table":
+        if args.out:
+            from rich.console import Console
+
+            from ..report.tables import print_tables
+
+            with open(args.out, "w", encoding="utf-8") as fh:
+                print_tables(report, Console(file=fh, width=200, no_color=True))
+        else:
+            from ..report.tables import print_tables
+
+            print_tables(report)
+        return 0
+    if fmt == "md":
+        from ..report.tables import render_markdown
+
+        text = render_markdown(report)
+    elif fmt == "json":
+        from ..report.tables import render_json
+
+        text = render_json(report)
+    else:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UserError("the HTML report needs matplotlib: pip install 'asyncbench[report]'") from None
+        from ..report.html import render_html
+
+        text = render_html(report, runs)
+    if args.out:
+        out = Path(args.out).expanduser()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0

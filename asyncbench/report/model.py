@@ -1,0 +1,168 @@
+"""The report as plain data: leaderboards (runs and published rows × score columns) and
+per-run cost and latency. Every output format (terminal table, Markdown, JSON, HTML)
+renders this one structure, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..aggregate import CATEGORIES
+from .baselines import Reference, benchmark_family, references_for
+from .data import RunReport
+
+
+@dataclass
+class Column:
+    key: str  # "overall", "cat:Code", "task:qasper", "len:4-8k", "ls:avg_lc", ...
+    label: str
+
+
+@dataclass
+class Row:
+    label: str
+    kind: str  # "run" | "reference"
+    cells: dict[str, float | None]
+    run_id: str | None = None
+    source: str | None = None
+
+
+@dataclass
+class Leaderboard:
+    benchmark: str
+    columns: list[Column]
+    rows: list[Row]
+
+
+@dataclass
+class Report:
+    generated_at: str
+    leaderboards: list[Leaderboard]
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_LONGSCORE_LABELS = {"base_ability": "base ability", "avg_score": "avg score (longer)", "avg_lc": "avg LongScore"}
+
+
+def _scalar(value: Any) -> float | None:
+    """A by_length entry is a number (BAMBOO, 100-LongBench) or a LongBench-E summary
+    whose `overall` is a number or {en, zh, all}."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, dict):
+        return _scalar(value.get("overall", value.get("all")))
+    return None
+
+
+def score_cells(scores: dict[str, Any]) -> dict[str, float | None]:
+    """Flatten a scores dict into column key -> number, in the order columns appear."""
+    cells: dict[str, float | None] = {}
+    for key in ("overall", "overall_en", "overall_zh"):
+        if key in scores and _scalar(scores[key]) is not None:
+            cells[key] = _scalar(scores[key])
+    for length, value in (scores.get("by_length") or {}).items():
+        cells[f"len:{length}"] = _scalar(value)
+    diff = scores.get("diff_16k_minus_4k")
+    if isinstance(diff, dict) and diff.get("average") is not None:
+        cells["diff_16k_minus_4k"] = float(diff["average"])
+    for key, value in (scores.get("longscore") or {}).items():
+        if key in _LONGSCORE_LABELS and value is not None:
+            cells[f"ls:{key}"] = float(value)
+    for cat, value in (scores.get("by_category") or {}).items():
+        cells[f"cat:{cat}"] = _scalar(value)
+    for task, value in (scores.get("by_task") or {}).items():
+        cells[f"task:{task}"] = _scalar(value)
+    return cells
+
+
+def _label(key: str) -> str:
+    kind, _, name = key.partition(":")
+    if kind == "ls":
+        return _LONGSCORE_LABELS[name]
+    if kind == "len":
+        return f"@{name}"
+    if key == "diff_16k_minus_4k":
+        return "16k-4k"
+    return name or key
+
+
+def _first_number(text: str) -> float:
+    m = re.search(r"\d+(?:\.\d+)?", text)
+    return float(m.group()) if m else float("inf")
+
+
+def _column_order(keys: list[str], refs: list[Reference]) -> list[str]:
+    """Stored summaries have sorted keys, so the papers' order is restored: headline
+    columns first, length bins by length (2k < 16k), then categories and tasks in the
+    order of the published tables (LongBench's category order without references)."""
+    hint: list[str] = []
+    for ref in refs:
+        hint += [k for k in score_cells(ref.scores) if k not in hint]
+        hint += [f"task:{t}" for t in ref.task_order if f"task:{t}" not in hint]
+    for cat, datasets in CATEGORIES.items():
+        hint.append(f"cat:{cat}")
+        hint += [f"task:{d}" for d in datasets] + [f"task:{d}_e" for d in datasets]
+    group = {"len": 1, "diff_16k_minus_4k": 2, "ls": 3, "cat": 4, "task": 5}
+    rank = {k: i for i, k in enumerate(hint)}
+
+    def sort_key(k: str) -> tuple:
+        kind, _, name = k.partition(":")
+        g = group.get(kind if name else k, 0)
+        within = _first_number(name) if kind == "len" else rank.get(k, len(rank))
+        return (g, within, keys.index(k))
+
+    return sorted(keys, key=sort_key)
+
+
+def _leaderboard(benchmark: str, runs: list[RunReport], refs: list[Reference]) -> Leaderboard:
+    rows = [Row(r.label, "run", score_cells(r.scores), run_id=r.run_id) for r in runs]
+    rows += [Row(ref.name, "reference", score_cells(ref.scores), source=ref.source) for ref in refs]
+    # columns: what the runs have (references only fill in)
+    keys: list[str] = []
+    for row in rows[: len(runs)]:
+        keys += [k for k in row.cells if k not in keys]
+    keys = _column_order(keys, refs) if keys else ["overall"]
+    rows = [r for r in rows if r.kind == "run" or any(r.cells.get(k) is not None for k in keys)]
+    return Leaderboard(benchmark, [Column(k, _label(k)) for k in keys], rows)
+
+
+def _run_block(run: RunReport) -> dict[str, Any]:
+    s = run.summary
+    by_purpose = s.get("by_purpose") or {}
+    judge = by_purpose.get("judge") or {}
+    ev = by_purpose.get("eval") or {}
+    n_ok = s.get("n_completed") or 0
+    eval_price = (ev.get("cost_usd", 0.0) + ev.get("cost_saved_by_cache_usd", 0.0))
+    return {
+        "run_id": run.run_id, "benchmark": run.benchmark, "model": run.model, "label": run.label,
+        "status": run.status, "started_at": s.get("started_at"), "wall_s": s.get("wall_s"),
+        "n_samples": s.get("n_samples"), "n_completed": n_ok, "n_failed": s.get("n_failed"),
+        "n_cached": s.get("n_cached"), "requests_sent": s.get("requests_sent"), "retries": s.get("retries"),
+        "rate_limited": s.get("rate_limited"), "throughput_rps": s.get("throughput_rps"),
+        "prompt_tokens": s.get("prompt_tokens"), "completion_tokens": s.get("completion_tokens"),
+        "cached_prompt_tokens": s.get("cached_prompt_tokens"),
+        "cost_usd": s.get("cost_usd"), "cost_saved_by_cache_usd": s.get("cost_saved_by_cache_usd"),
+        "judge_cost_usd": judge.get("cost_usd", 0.0), "judge_requests": judge.get("requests", 0),
+        # what one sample's answer costs, whether paid now or earlier (then saved by the cache)
+        "cost_per_sample_usd": eval_price / n_ok if n_ok else None,
+        "latency_ms": s.get("latency_ms") or {},
+        "truncation": s.get("truncation") or {},
+        "tasks": [{k: v for k, v in asdict(t).items() if k != "latencies_ms"} for t in run.tasks],
+        "endpoints": [asdict(e) for e in run.endpoints],
+    }
+
+
+def build_report(runs: list[RunReport], with_references: bool = True) -> Report:
+    """One leaderboard per benchmark family, runs in the order given."""
+    groups: dict[str, list[RunReport]] = {}
+    for run in runs:
+        groups.setdefault(benchmark_family(run.benchmark), []).append(run)
+    boards = [_leaderboard(fam, members, references_for(fam) if with_references else [])
+              for fam, members in groups.items()]
+    return Report(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), boards, [_run_block(r) for r in runs])
