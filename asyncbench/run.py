@@ -407,6 +407,8 @@ async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample], client
             answers, cached = await engine.generate(client, kept_requests, "eval", [s.id for s in kept],
                                                     label=f"{cfg.benchmark} {spec.label}")
             results = await _score(benchmark, kept, answers, cached, client, truncated, ctx)
+            for r, req in zip(results, kept_requests):
+                r.key = req.key()
             await engine.flush()
             tg.cancel_scope.cancel()
         store.put_results([_result_row(run_id, r) for r in results])
@@ -520,10 +522,32 @@ def _summary(cfg: RunConfig, run_id: str, spec: ModelSpec, samples: list[Sample]
         "truncation": {"max_input_tokens": max_input, "source": max_input_source,
                        "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())},
         "endpoints": client.pool.health(),
+        "by_task_cost": _by_task_cost(results),
         "failures": [{"sample_id": r.sample_id, "error": r.error} for r in results if r.status == "failed"][:50],
         "prepare": prep_report,
         "scores": scores,
     }
+
+
+def _by_task_cost(results: list[SampleResult]) -> dict[str, dict[str, Any]]:
+    """Where the money and the time went: spend, tokens and latency per task."""
+    out: dict[str, dict[str, Any]] = {}
+    latencies: dict[str, list[float]] = {}
+    for r in results:
+        t = out.setdefault(r.task, {"samples": 0, "cost_usd": 0.0, "cached": 0, "prompt_tokens": 0,
+                                    "completion_tokens": 0})
+        t["samples"] += 1
+        t["cached"] += int(r.cached)
+        if not r.cached:
+            t["cost_usd"] += r.cost_usd
+            t["prompt_tokens"] += r.prompt_tokens
+            t["completion_tokens"] += r.completion_tokens
+            if r.latency_ms is not None:
+                latencies.setdefault(r.task, []).append(r.latency_ms)
+    for task, t in out.items():
+        t["cost_usd"] = round(t["cost_usd"], 6)
+        t["latency_ms"] = _percentiles(latencies.get(task, []))
+    return out
 
 
 def _write_out(cfg: RunConfig, summary: dict[str, Any]) -> None:

@@ -139,7 +139,7 @@ class Isolation:
     private_uid: bool
 
     def describe(self) -> str:
-        net = "private network namespace" if self.private_network else "audit-hook socket guard only"
+        net = "private network and PID namespaces" if self.private_network else "audit-hook socket guard only"
         uid = "unprivileged per-run uid" if self.private_uid else "same uid as the caller"
         return f"{net}; {uid}"
 

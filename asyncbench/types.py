@@ -43,6 +43,7 @@ class Request:
     temperature: float = 0.0
     params: dict[str, Any] = field(default_factory=dict)
     repeat: int = 0
+    _key: str | None = field(default=None, repr=False, compare=False)
 
     def canonical(self) -> dict[str, Any]:
         return {
@@ -58,9 +59,11 @@ class Request:
         }
 
     def key(self) -> str:
-        """sha256 of the canonical JSON form of the request."""
-        blob = json.dumps(self.canonical(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        """sha256 of the canonical JSON form of the request (computed once: prompts are long)."""
+        if self._key is None:
+            blob = json.dumps(self.canonical(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+            self._key = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        return self._key
 
     def text(self) -> str:
         """All prompt text, for token counting."""

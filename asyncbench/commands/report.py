@@ -1,6 +1,7 @@
 """Show stored runs side by side: `asyncbench report [RUN_ID ...]`.
 
-With no RUN_ID, the latest finished run of each (benchmark, model) in the cache. Scores
+With no RUN_ID, every finished run in the cache (re-running a command continues
+the same run, so this is the latest of each model and setting). Scores
 are as each run recorded them, with the papers' published numbers as reference rows;
 cost, tokens and latency are per run, per task and per endpoint. Formats: table
 (terminal), md, json, html (one self-contained file with plots; needs matplotlib).
@@ -17,7 +18,7 @@ _SUFFIX_FORMAT = {".md": "md", ".markdown": "md", ".json": "json", ".html": "htm
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="run ids or unique prefixes (default: latest per model)")
+    p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="run ids or unique prefixes (default: every finished run)")
     p.add_argument("--format", choices=FORMATS, help="output format (default: from --out's suffix, else table)")
     p.add_argument("--out", help="write the report to this file instead of stdout")
     p.add_argument("--cache", help="DuckDB cache file (default: ~/.cache/asyncbench/cache.duckdb)")
@@ -43,17 +44,15 @@ def main(args: argparse.Namespace) -> int:
     runs = load_runs(args.cache or default_cache_path(), args.run_ids)
     report = build_report(runs, with_references=args.references)
     if fmt == "table":
-        if args.out:
-            from rich.console import Console
+        from rich.console import Console
 
-            from ..report.tables import print_tables
+        from ..report.tables import print_tables
 
-            with open(args.out, "w", encoding="utf-8") as fh:
-                print_tables(report, Console(file=fh, width=200, no_color=True))
-        else:
-            from ..report.tables import print_tables
-
+        if not args.out:
             print_tables(report)
+            return 0
+        with open(Path(args.out).expanduser(), "w", encoding="utf-8") as fh:
+            print_tables(report, Console(file=fh, width=200, no_color=True))
         return 0
     if fmt == "md":
         from ..report.tables import render_markdown

@@ -74,7 +74,11 @@ class RunReport:
 
     @property
     def label(self) -> str:
-        return f"{self.model} [{self.run_id[:8]}]"
+        """Model, the one setting that most often tells two runs of it apart (the input
+        cut-off), and the short run id."""
+        max_in = (self.summary.get("truncation") or {}).get("max_input_tokens")
+        cut = f" <={max_in} tok" if max_in and (self.summary.get("truncation") or {}).get("n_truncated") else ""
+        return f"{self.model}{cut} [{self.run_id[:8]}]"
 
     @property
     def scores(self) -> dict[str, Any]:
@@ -169,17 +173,16 @@ def _load_one(store: Store, run: dict[str, Any]) -> RunReport:
 
 
 def select_runs(stored: list[dict[str, Any]], wanted: list[str], path: Path) -> list[dict[str, Any]]:
-    """Runs named by id or unique id prefix, in the order given; with none named, the
-    latest finished run per (benchmark, model), so re-running a model replaces its row."""
+    """Runs named by id or unique id prefix, in the order given; with none named, every
+    finished run. A run id is a hash of the settings that change results and re-running
+    the same command continues the same run, so "every run" is already "the latest of
+    each model and setting"."""
     if not wanted:
-        latest: dict[tuple[str, str], dict[str, Any]] = {}
-        for run in stored:  # ordered by started_at
-            if run["summary_json"]:
-                latest[(run["benchmark"], run["model"])] = run
-        if not latest:
+        done = [r for r in stored if r["summary_json"]]
+        if not done:
             raise UserError(f"no finished runs in {path}; run `asyncbench run BENCHMARK --model SPEC` first "
                             f"or pass --cache FILE")
-        return list(latest.values())
+        return done
     picked: list[dict[str, Any]] = []
     for want in wanted:
         matches = [r for r in stored if r["run_id"].startswith(want)]

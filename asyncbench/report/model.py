@@ -163,6 +163,11 @@ def build_report(runs: list[RunReport], with_references: bool = True) -> Report:
     groups: dict[str, list[RunReport]] = {}
     for run in runs:
         groups.setdefault(benchmark_family(run.benchmark), []).append(run)
-    boards = [_leaderboard(fam, members, references_for(fam) if with_references else [])
-              for fam, members in groups.items()]
+    boards = []
+    for fam, members in groups.items():
+        board = _leaderboard(fam, members, references_for(fam) if with_references else [])
+        boards.append(board)
+        order = {c.key[5:]: i for i, c in enumerate(board.columns) if c.key.startswith("task:")}
+        for run in members:  # per-task tables and plots follow the leaderboard's (the paper's) order
+            run.tasks.sort(key=lambda t: order.get(t.task, len(order)))
     return Report(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), boards, [_run_block(r) for r in runs])

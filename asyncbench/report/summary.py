@@ -64,6 +64,20 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         f"tokens in {summary['prompt_tokens']:,} out {summary['completion_tokens']:,}; "
         f"cost ${summary['cost_usd']:.4f}, saved by cache ${summary['cost_saved_by_cache_usd']:.4f}"
     )
+    by_task = summary.get("by_task_cost") or {}
+    spent = {k: v for k, v in by_task.items() if v["cost_usd"] > 0}
+    timed = {k: v for k, v in by_task.items() if v["latency_ms"].get("p50") is not None}
+    if spent or timed:
+        parts = []
+        if spent:
+            top = max(spent, key=lambda k: spent[k]["cost_usd"])
+            total = sum(v["cost_usd"] for v in spent.values())
+            parts.append(f"most spend: {top} ${spent[top]['cost_usd']:.4f} "
+                         f"({100 * spent[top]['cost_usd'] / total:.0f}% of ${total:.4f})")
+        if timed:
+            slow = max(timed, key=lambda k: timed[k]["latency_ms"]["p50"])
+            parts.append(f"slowest: {slow} (p50 {timed[slow]['latency_ms']['p50']:.0f} ms)")
+        console.print("where it went: " + "; ".join(parts))
     for purpose, t in (summary.get("by_purpose") or {}).items():
         if purpose != "eval":
             console.print(f"  {purpose}: {t['requests']} requests, {t['cached']} cached, "

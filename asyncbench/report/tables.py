@@ -28,6 +28,8 @@ def fmt_usd(v: float | None) -> str:
 def fmt_num(v: Any) -> str:
     if v is None:
         return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:,.2f}"
     return f"{v:,}" if isinstance(v, int) else str(v)
@@ -42,7 +44,9 @@ def split_columns(board: Leaderboard) -> tuple[list[Column], list[Column]]:
 def headline_table(board: Leaderboard) -> Table:
     headline, _ = split_columns(board)
     header = ["model", "kind"] + [c.label for c in headline]
-    body = [[row.label, row.kind] + [fmt_score(row.cells.get(c.key)) for c in headline] for row in board.rows]
+    # published rows with no headline number (BAMBOO prints per-dataset scores only) appear in the task table
+    rows = [r for r in board.rows if r.kind == "run" or any(r.cells.get(c.key) is not None for c in headline)]
+    body = [[row.label, row.kind] + [fmt_score(row.cells.get(c.key)) for c in headline] for row in rows]
     return header, body
 
 
@@ -91,6 +95,18 @@ def endpoint_table(report: Report) -> Table:
              e["latency"]["source"]]
             for r in report.runs for e in r["endpoints"]]
     return header, body
+
+
+def transpose(table: Table) -> Table:
+    """Metrics as rows, runs as columns: fits a terminal when there are many metrics."""
+    header, body = table
+    return [header[0]] + [row[0] for row in body], [[h] + [row[i] for row in body] for i, h in enumerate(header) if i]
+
+
+def pick(table: Table, names: list[str]) -> Table:
+    header, body = table
+    idx = [header.index(n) for n in names]
+    return [header[i] for i in idx], [[row[i] for i in idx] for row in body]
 
 
 def sources(board: Leaderboard) -> list[str]:
@@ -150,17 +166,18 @@ def render_json(report: Report) -> str:
 # -- terminal ------------------------------------------------------------------------------
 def print_tables(report: Report, console: Any = None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table as RichTable
 
     console = console or Console()
 
     def show(title: str, table: Table) -> None:
         header, body = table
-        t = RichTable(title=title)
-        for i, h in enumerate(header):
-            t.add_column(h, justify="left" if i == 0 else "right", overflow="fold")
+        t = RichTable(title=escape(title))
+        for i, h in enumerate(header):  # labels hold "[run id]", which rich would read as markup
+            t.add_column(escape(h), justify="left" if i == 0 else "right", overflow="fold")
         for row in body:
-            t.add_row(*row)
+            t.add_row(*(escape(c) for c in row))
         console.print(t)
 
     for board in report.leaderboards:
@@ -169,10 +186,11 @@ def print_tables(report: Report, console: Any = None) -> None:
         if tt:
             show(f"{board.benchmark} by task", tt)
         for src in sources(board):
-            console.print(f"[dim]reference rows: {src}[/]")
-    show("cost and latency", cost_table(report))
+            console.print(f"[dim]reference rows: {escape(src)}[/]")
+    show("cost and latency", transpose(cost_table(report)))
     for line in where_it_went(report):
-        console.print(line)
+        console.print(escape(line))
     for run in report.runs:
-        show(f"{run['label']} per task", run_task_table(run))
-    show("endpoints", endpoint_table(report))
+        show(f"{run['label']} per task",
+             pick(run_task_table(run), ["task", "n", "score", "USD spent", "USD/sample", "p50 ms", "p95 ms", "p99 ms"]))
+    show("endpoints", pick(endpoint_table(report), ["run", "endpoint", "served", "failed", "p50 ms", "p95 ms", "p99 ms"]))

@@ -1,0 +1,80 @@
+"""One self-contained HTML file: inline CSS, figures as base64 PNG data URIs, no scripts
+and no external assets, so it can be mailed, attached to CI, or opened offline.
+
+Every table and figure has a stable id (`leaderboard-<benchmark>`, `plot-length-<benchmark>`,
+`cost`, `plot-latency`, ...) so tests and users can find them.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from html import escape
+
+from . import plots
+from .data import RunReport
+from .model import Report
+from .tables import (Table, cost_table, endpoint_table, headline_table, run_task_table, sources, task_table,
+                     where_it_went)
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
+h1{font-size:1.6em}h2{margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:4px}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
+th,td{border:1px solid #ddd;padding:3px 8px;text-align:right;white-space:nowrap}
+th:first-child,td:first-child{text-align:left}
+th{background:#f3f3f3}tr.reference td{color:#777;font-style:italic}
+.scroll{overflow-x:auto}.note{color:#666;font-size:13px}
+figure{margin:12px 0 24px}figure img{max-width:100%;border:1px solid #eee}
+"""
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
+
+
+def _table(table_id: str, table: Table, row_kinds: list[str] | None = None) -> str:
+    header, body = table
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    rows = []
+    for i, row in enumerate(body):
+        cls = f' class="{row_kinds[i]}"' if row_kinds else ""
+        rows.append(f"<tr{cls}>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>")
+    return (f'<div class="scroll"><table id="{escape(table_id)}"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def _figure(fig_id: str, png: bytes, caption: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<figure><img id="{escape(fig_id)}" alt="{escape(caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption class=\"note\">{escape(caption)}</figcaption></figure>")
+
+
+def render_html(report: Report, runs: list[RunReport]) -> str:
+    parts = [f"<h1>asyncbench report</h1><p class=\"note\">Generated {escape(report.generated_at)}; "
+             f"{len(runs)} run(s). Grey italic rows and grey markers are published numbers from the papers.</p>"]
+    for board in report.leaderboards:
+        s = slug(board.benchmark)
+        members = [r for r in runs if r.run_id in {row.run_id for row in board.rows}]
+        parts.append(f"<h2>{escape(board.benchmark)}</h2>")
+        headline = headline_table(board)
+        kinds = [row[1] for row in headline[1]]
+        parts.append(_table(f"leaderboard-{s}", headline, kinds))
+        tt = task_table(board)
+        if tt:
+            parts.append(f"<h3>{escape(board.benchmark)} by task</h3>" + _table(f"tasks-{s}", tt))
+        for src in sources(board):
+            parts.append(f'<p class="note">Reference rows: {escape(src)}.</p>')
+        parts.append(_figure(f"plot-score-{s}", plots.score_chart(board), f"{board.benchmark}: score by category or task"))
+        parts.append(_figure(f"plot-length-{s}", plots.length_chart(board, members),
+                             f"{board.benchmark}: score versus context length"))
+    parts.append("<h2>Cost and latency</h2>")
+    parts.append(_table("cost", cost_table(report)))
+    parts.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in where_it_went(report)) + "</ul>")
+    parts.append(_figure("plot-cost", plots.cost_chart(runs), "cost by task (USD)"))
+    parts.append(_figure("plot-latency", plots.latency_chart(runs), "latency distribution per run"))
+    for run in report.runs:
+        parts.append(f"<h3>{escape(run['label'])} per task</h3>" + _table(f"tasks-run-{run['run_id']}", run_task_table(run)))
+    parts.append("<h2>Endpoints</h2>" + _table("endpoints", endpoint_table(report)))
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>asyncbench report</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(parts)}</body></html>\n")

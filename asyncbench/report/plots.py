@@ -1,0 +1,186 @@
+"""The report's figures, drawn with matplotlib's object API (no pyplot global state, no
+display needed) and returned as PNG bytes for embedding in one HTML file.
+
+Runs are coloured bars or lines; published reference rows are grey markers or dashed
+lines, so a reader sees at a glance where a run sits among the papers' models.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from .data import RunReport
+from .model import Leaderboard
+
+# prompt-token bins for runs whose benchmark has no length breakdown of its own
+TOKEN_BINS: tuple[tuple[str, int], ...] = (("<4k", 4000), ("4-8k", 8000), ("8-16k", 16000), ("16-32k", 32000),
+                                           ("32k+", 1 << 62))
+REF_COLOR = "#9a9a9a"
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _png(fig: Any) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _colors(n: int) -> list[Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    return [cmap(i % 10) for i in range(n)]
+
+
+def _empty(ax: Any, message: str) -> None:
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="#555")
+    ax.set_axis_off()
+
+
+def score_chart(board: Leaderboard) -> bytes:
+    """Scores per category (or per task when the benchmark has no categories), one bar per
+    run, published models as grey crosses."""
+    cols = [c for c in board.columns if c.key.startswith("cat:")] or \
+        [c for c in board.columns if c.key.startswith("task:")] or \
+        [c for c in board.columns if c.key == "overall"]
+    runs = [r for r in board.rows if r.kind == "run"]
+    refs = [r for r in board.rows if r.kind == "reference"]
+    fig = _figure(10, max(2.5, 0.45 * len(cols) * max(1, len(runs)) ** 0.5 + 1.2))
+    ax = fig.add_subplot()
+    height = 0.8 / max(1, len(runs))
+    for i, (run, color) in enumerate(zip(runs, _colors(len(runs)))):
+        ys = [j + (i - (len(runs) - 1) / 2) * height for j in range(len(cols))]
+        ax.barh(ys, [run.cells.get(c.key) or 0.0 for c in cols], height=height, color=color, label=run.label)
+    for k, ref in enumerate(refs):
+        pts = [(ref.cells[c.key], j) for j, c in enumerate(cols) if ref.cells.get(c.key) is not None]
+        if pts:
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="x", color=REF_COLOR, zorder=3,
+                       label="published (paper)" if k == 0 else None)
+    ax.set_yticks(range(len(cols)), [c.label for c in cols])
+    ax.invert_yaxis()
+    ax.set_xlabel("score")
+    ax.set_title(f"{board.benchmark}: score by {'category' if cols[0].key.startswith('cat:') else 'task'}")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig)
+
+
+def _token_bins(run: RunReport) -> dict[str, float]:
+    """Mean per-sample score x100 by prompt tokens: a length view for any benchmark."""
+    sums: dict[str, list[float]] = {}
+    for s in run.samples:
+        if s["status"] != "ok" or s["score"] is None:
+            continue
+        label = next(lbl for lbl, upper in TOKEN_BINS if (s["prompt_tokens"] or 0) < upper)
+        sums.setdefault(label, []).append(float(s["score"]))
+    return {lbl: 100 * sum(sums[lbl]) / len(sums[lbl]) for lbl, _ in TOKEN_BINS if lbl in sums}
+
+
+def length_chart(board: Leaderboard, runs: list[RunReport]) -> bytes:
+    """Score versus context length. The benchmark's own bins when it has them (LongBench-E
+    0-4k/4-8k/8k+, BAMBOO 4k/16k, 100-LongBench 2k..128k, with LongScore in the legend);
+    otherwise mean per-sample score by prompt-token bin, labelled as such."""
+    fig = _figure(10, 4)
+    ax = fig.add_subplot()
+    len_cols = [c for c in board.columns if c.key.startswith("len:")]
+    by_id = {r.run_id: r for r in runs}
+    colors = _colors(len(runs))
+    drawn = False
+    if len_cols:
+        xs = list(range(len(len_cols)))
+        for row, color in zip([r for r in board.rows if r.kind == "run"], colors):
+            ys = [row.cells.get(c.key) for c in len_cols]
+            label = row.label
+            if row.cells.get("ls:avg_lc") is not None:
+                label += f" (avg LongScore {row.cells['ls:avg_lc']:.1f})"
+            ax.plot(xs, [y if y is not None else float("nan") for y in ys], marker="o", color=color, label=label)
+            drawn = True
+        for k, ref in enumerate(r for r in board.rows if r.kind == "reference"):
+            ys = [ref.cells.get(c.key) for c in len_cols]
+            if any(y is not None for y in ys):
+                ax.plot(xs, [y if y is not None else float("nan") for y in ys], linestyle="--", color=REF_COLOR,
+                        linewidth=1, label="published (paper)" if k == 0 else None)
+        ax.set_xticks(xs, [c.label.lstrip("@") for c in len_cols])
+        ax.set_xlabel("context length (benchmark's bins)")
+    else:
+        labels = [lbl for lbl, _ in TOKEN_BINS]
+        for row, color in zip([r for r in board.rows if r.kind == "run"], colors):
+            bins = _token_bins(by_id[row.run_id]) if row.run_id in by_id else {}
+            if bins:
+                ax.plot([labels.index(b) for b in bins], list(bins.values()), marker="o", color=color, label=row.label)
+                drawn = True
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set_xlabel("prompt tokens (mean per-sample score x100; the benchmark has no length bins)")
+    if not drawn:
+        _empty(ax, "no scored samples")
+    else:
+        ax.set_ylabel("score")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    ax.set_title(f"{board.benchmark}: score versus context length")
+    return _png(fig)
+
+
+def cost_chart(runs: list[RunReport]) -> bytes:
+    """USD per task per run: spent now (solid) and saved by the cache (hatched)."""
+    tasks = list(dict.fromkeys(t.task for r in runs for t in r.tasks))
+    fig = _figure(10, max(2.5, 0.3 * len(tasks) * max(1, len(runs)) ** 0.5 + 1.2))
+    ax = fig.add_subplot()
+    if not tasks:
+        _empty(ax, "no samples")
+        return _png(fig)
+    height = 0.8 / max(1, len(runs))
+    for i, (run, color) in enumerate(zip(runs, _colors(len(runs)))):
+        stats = {t.task: t for t in run.tasks}
+        ys = [j + (i - (len(runs) - 1) / 2) * height for j in range(len(tasks))]
+        spent = [stats[t].cost_usd if t in stats else 0.0 for t in tasks]
+        saved = [stats[t].cost_saved_usd if t in stats else 0.0 for t in tasks]
+        ax.barh(ys, spent, height=height, color=color, label=f"{run.label} spent")
+        if any(saved):
+            ax.barh(ys, saved, left=spent, height=height, color=color, alpha=0.35, hatch="//",
+                    label=f"{run.label} saved by cache")
+    ax.set_yticks(range(len(tasks)), tasks)
+    ax.invert_yaxis()
+    ax.set_xlabel("USD")
+    ax.set_title("cost by task")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig)
+
+
+def latency_chart(runs: list[RunReport]) -> bytes:
+    """Distribution of per-request latency per run (fresh requests; cached ones when the
+    run sent none), log scale because tails are what matter."""
+    fig = _figure(10, max(2.5, 0.6 * len(runs) + 1.5))
+    ax = fig.add_subplot()
+    data = [[v for t in r.tasks for v in t.latencies_ms] for r in runs]
+    if not any(data):
+        _empty(ax, "no latencies recorded")
+        return _png(fig)
+    keep = [(r, d) for r, d in zip(runs, data) if d]
+    import inspect
+
+    # `orientation` replaced `vert` in matplotlib 3.10; older releases only know `vert`
+    horizontal = ({"orientation": "horizontal"} if "orientation" in inspect.signature(ax.boxplot).parameters
+                  else {"vert": False})
+    ax.boxplot([d for _, d in keep], whis=(5, 95), showfliers=True, flierprops={"markersize": 2, "alpha": 0.4},
+               **horizontal)
+    ax.set_yticks(range(1, len(keep) + 1), [r.label for r, _ in keep])
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())  # minor labels on a log axis overlap
+    ax.set_xlabel("latency per request, ms (box: p25-p75, whiskers: p5-p95)")
+    ax.set_title("latency distribution")
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig)
