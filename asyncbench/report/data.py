@@ -135,6 +135,7 @@ def _endpoint_stats(store: Store, summary: dict[str, Any], rows: list[dict[str, 
     had a single endpoint, so with several the latency is left empty rather than guessed."""
     declared = summary.get("endpoints") or []
     by_url: dict[str, list[dict[str, Any]]] = {}
+    rows = [r for r in rows if not r.get("cached")]  # cache hits made no request in this run
     served = _served_by(store, [r["key"] for r in rows if r.get("key")])
     unattributed = [r for r in rows if r["status"] == "ok" and served.get(r.get("key") or "") is None]
     for r in rows:
@@ -144,15 +145,9 @@ def _endpoint_stats(store: Store, summary: dict[str, Any], rows: list[dict[str, 
     if unattributed and len(declared) == 1:
         by_url.setdefault(declared[0]["url"], []).extend(unattributed)
     out: list[EndpointStats] = []
-    seen: set[str] = set()
     for ep in declared:
         lat, _ = latency_of(by_url.get(ep["url"], []))
         out.append(EndpointStats(ep["url"], int(ep.get("served", 0)), int(ep.get("failed", 0)), ep.get("healthy"), lat))
-        seen.add(ep["url"])
-    for url, ep_rows in by_url.items():  # cached answers first served by an endpoint not in this run's pool
-        if url not in seen:
-            lat, _ = latency_of(ep_rows)
-            out.append(EndpointStats(url, 0, 0, None, lat))
     return out
 
 
