@@ -138,7 +138,7 @@ def test_bad_files_are_user_errors(tmp_path, data_dir):
     path = tmp_path / "longbench" / "data" / "hotpotqa.jsonl"
     good = json.dumps({"input": "q", "context": "c", "answers": ["a"], "length": 3})
     path.write_text(good + "\n{not json\n")
-    with pytest.raises(UserError, match=r"hotpotqa\.jsonl:2: invalid JSON"):
+    with pytest.raises(UserError, match=r"hotpotqa\.jsonl:2: not valid JSON"):
         LongBench().load(LoadOptions(data_dir=tmp_path, tasks=["hotpotqa"]))
     path.write_text(good + "\n" + json.dumps({"context": "c", "answers": ["a"]}) + "\n")
     with pytest.raises(UserError, match=r"hotpotqa\.jsonl:2: field 'input'"):

@@ -10,11 +10,11 @@ are generated and stored but not scored.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..jsonl_io import iter_json_objects
 from ..types import Sample, SampleResult
 from .base import LoadOptions, RunContext
 
@@ -53,35 +53,28 @@ class JsonlBenchmark:
         METRICS = longbench_metrics()
         samples: list[Sample] = []
         seen: set[str] = set()
-        with self.path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                where = f"{self.path}:{lineno}"
-                try:
-                    row = json.loads(line)
-                except ValueError as exc:
-                    raise UserError(f"{where}: not valid JSON ({exc.msg}); each line must be one JSON object") from None
-                if not isinstance(row, dict) or "id" not in row or not ("prompt" in row or "messages" in row):
-                    raise UserError(f"{where}: each line needs \"id\" and \"prompt\" or \"messages\"")
-                sid = str(row["id"])
-                if sid in seen:
-                    raise UserError(f"{where}: duplicate id {sid!r}")
-                seen.add(sid)
-                answers = row.get("answers") or []
-                answers = [answers] if isinstance(answers, str) else [str(a) for a in answers]
-                metric = row.get("metric") or ("exact_match" if answers else None)
-                if metric and metric not in SIMPLE_METRICS and metric not in METRICS:
-                    raise UserError(f"{where}: unknown metric {metric!r}; use one of "
-                                    f"{', '.join(SIMPLE_METRICS + tuple(sorted(METRICS)))}")
-                try:
-                    max_tokens = int(row.get("max_tokens", 128))
-                except (TypeError, ValueError):
-                    raise UserError(f"{where}: max_tokens must be an integer") from None
-                samples.append(Sample(id=sid, task=str(row.get("task", "jsonl")), prompt=row.get("prompt"),
-                                      messages=row.get("messages"), answers=answers, max_tokens=max_tokens,
-                                      metric=metric, chat="messages" in row,
-                                      meta={"all_classes": row.get("all_classes")}))
+        for lineno, row in iter_json_objects(self.path, hint='each line needs "id" and "prompt" or "messages"'):
+            where = f"{self.path}:{lineno}"
+            if "id" not in row or not ("prompt" in row or "messages" in row):
+                raise UserError(f"{where}: each line needs \"id\" and \"prompt\" or \"messages\"")
+            sid = str(row["id"])
+            if sid in seen:
+                raise UserError(f"{where}: duplicate id {sid!r}")
+            seen.add(sid)
+            answers = row.get("answers") or []
+            answers = [answers] if isinstance(answers, str) else [str(a) for a in answers]
+            metric = row.get("metric") or ("exact_match" if answers else None)
+            if metric and metric not in SIMPLE_METRICS and metric not in METRICS:
+                raise UserError(f"{where}: unknown metric {metric!r}; use one of "
+                                f"{', '.join(SIMPLE_METRICS + tuple(sorted(METRICS)))}")
+            try:
+                max_tokens = int(row.get("max_tokens", 128))
+            except (TypeError, ValueError):
+                raise UserError(f"{where}: max_tokens must be an integer") from None
+            samples.append(Sample(id=sid, task=str(row.get("task", "jsonl")), prompt=row.get("prompt"),
+                                  messages=row.get("messages"), answers=answers, max_tokens=max_tokens,
+                                  metric=metric, chat="messages" in row,
+                                  meta={"all_classes": row.get("all_classes")}))
         if not samples:
             raise UserError(f"{self.path} holds no samples")
         return samples[: opts.limit] if opts.limit else samples

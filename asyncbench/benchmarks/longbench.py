@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import UserError
+from ..jsonl_io import iter_json_objects
 from ..prompts import LongBenchConfig, fill_prompt, load_config
 from ..types import Sample, SampleResult
 from .base import LoadOptions, RunContext
@@ -145,17 +146,7 @@ def longbench_file(data_dir: Path | None, stem: str) -> Path:
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line; a malformed line is a UserError."""
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(f"{path}:{lineno}: invalid JSON ({exc.msg}); fix or re-download the file") from None
-            if not isinstance(row, dict):
-                raise UserError(f"{path}:{lineno}: expected a JSON object per line")
-            yield lineno, row
+    return iter_json_objects(path, hint="fix or re-download the file")
 
 
 # ---------------------------------------------------------------- selection

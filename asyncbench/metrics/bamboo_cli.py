@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..jsonl_io import iter_json_objects
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,22 +75,9 @@ def _check(record: dict[str, Any], where: str) -> dict[str, Any]:
 
 def read_predictions(path: Path) -> list[dict[str, Any]]:
     """Parse and validate the predictions file; UserError names the file and line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot read predictions file {path}: {exc.strerror or exc}") from None
-    records = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{where}: not valid JSON ({exc.msg}); write one JSON object per line") from None
-        if not isinstance(record, dict):
-            raise UserError(f"{where}: expected a JSON object with dataset, pred and answer")
-        records.append(_check(record, where))
+    records = [_check(record, f"{path}:{lineno}") for lineno, record in
+               iter_json_objects(path, hint="write one JSON object with dataset, pred, answer per line",
+                                                 what="predictions file")]
     if not records:
         raise UserError(f"{path} has no predictions")
     return records

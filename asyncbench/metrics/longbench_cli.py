@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..jsonl_io import iter_json_objects
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,21 +31,10 @@ def read_predictions(path: Path) -> list[dict[str, Any]]:
     """Parse and validate the predictions file; UserError names the file and line."""
     from .longbench import check_sample
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot read predictions file {path}: {exc.strerror or exc}") from None
     records = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for lineno, record in iter_json_objects(path, hint="write one JSON object with dataset, pred, answers per line",
+                                           what="predictions file"):
         where = f"{path}:{lineno}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{where}: not valid JSON ({exc.msg}); write one JSON object per line") from None
-        if not isinstance(record, dict):
-            raise UserError(f"{where}: expected a JSON object with dataset, pred and answers")
         missing = [k for k in ("dataset", "pred", "answers") if k not in record]
         if missing:
             raise UserError(f"{where}: missing field(s) {', '.join(missing)}; each line needs dataset, pred, answers")

@@ -1,0 +1,68 @@
+"""Estimate full-LongBench scores from a model's 237 MiniLongBench anchor scores.
+
+Input: `{"scores": [237 floats in sorted-anchor order]}` or `{"scores": {dataset:
+[floats]}}` (or the mapping at top level), scores on the 0-1 scale. Prints the IRT and
+direct estimates per dataset, per category and Overall, and the anchors' share of the
+full benchmark's length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--anchor-scores", required=True, metavar="FILE.json", help="the model's anchor scores")
+    parser.add_argument("--method", choices=("irt", "direct"), default="irt", help="headline method (default irt)")
+    parser.add_argument("--params", metavar="DIR", help="IRT parameters + anchors (default: <data-dir>/minilongbench)")
+    parser.add_argument("--data-dir", metavar="DIR", help="data directory (or ASYNCBENCH_DATA_DIR); else the release is downloaded")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def read_anchor_scores(path: Path) -> Any:
+    """The `scores` list or mapping from FILE.json (UserError naming the problem)."""
+    from ..errors import UserError
+
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file; pass --anchor-scores FILE.json") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    scores = raw.get("scores", raw) if isinstance(raw, dict) else raw
+    if not isinstance(scores, (list, dict)):
+        raise UserError(f'{path}: expected {{"scores": [237 numbers]}} or {{"scores": {{dataset: [numbers]}}}}')
+    return scores
+
+
+def render(result: dict[str, Any]) -> str:
+    """A plain-text table: dataset/category/Overall rows, IRT and direct columns (x100)."""
+    irt, direct = result["irt"], result["direct"]
+    lines = [f"{'':28s} {'irt':>7s} {'direct':>7s}"]
+    for name, value in irt["by_dataset"].items():
+        d = direct["by_dataset"].get(name)
+        lines.append(f"{name:28s} {100 * value:7.2f} {'-' if d is None else f'{100 * d:.2f}':>7s}")
+    lines.append("")
+    for cat, value in irt["by_category"].items():
+        lines.append(f"{cat:28s} {100 * value:7.2f} {100 * direct['by_category'][cat]:7.2f}")
+    lines.append(f"{'Overall':28s} {100 * irt['overall']:7.2f} {100 * direct['overall']:7.2f}")
+    cost = result["token_cost"]
+    lines.append("")
+    lines.append(f"estimated LongBench Overall ({result['method']}): {100 * result['overall']:.2f}")
+    lines.append(f"cost: {cost['anchor_samples']} of {cost['full_samples']} samples, "
+                 f"{100 * cost['fraction']:.1f}% of the full benchmark's length ({100 * cost['saved_fraction']:.1f}% saved)")
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..datadir import resolve_data_dir
+    from .irt import estimate_from_anchor_scores
+
+    scores = read_anchor_scores(Path(args.anchor_scores))
+    params_dir = Path(args.params) if args.params else None
+    result = estimate_from_anchor_scores(scores, params_dir, args.method, data_dir=resolve_data_dir(args.data_dir))
+    print(json.dumps(result, indent=1) if args.json else render(result))
+    return 0

@@ -1,0 +1,30 @@
+"""Reading JSON-lines files with errors a user can act on: file and line, what is wrong,
+and how to fix it (one UserError line, never a traceback)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import UserError
+
+
+def iter_json_objects(path: Path, *, hint: str = "write one JSON object per line",
+                      what: str = "file") -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of `path`."""
+    try:
+        fh = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    with fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UserError(f"{path}:{lineno}: not valid JSON ({exc.msg}); {hint}") from None
+            if not isinstance(row, dict):
+                raise UserError(f"{path}:{lineno}: expected a JSON object; {hint}")
+            yield lineno, row
