@@ -52,12 +52,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_module(sub: argparse._SubParsersAction, name: str, module: str, help: str | None) -> None:
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:  # TEMP during development: module not written yet
-        if exc.name != module:
-            raise
-        return
+    mod = importlib.import_module(module)
     doc = (mod.__doc__ or "").strip()
     parser = sub.add_parser(name, help=help or doc.splitlines()[0] if doc else help, description=doc)
     mod.add_arguments(parser)

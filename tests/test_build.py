@@ -49,7 +49,7 @@ def test_select_anchors_counts():
     by_cat = B.select_anchors(params.disc, params.diff, 237, "category")
     assert len(by_cat) == 237 == len(np.unique(by_cat)) and np.all(np.diff(by_cat) > 0)
     cat_of = np.array([irt.CATEGORY_OF[irt.DATASET_NAMES[k]] for k in irt.anchor_datasets(by_cat)])
-    assert (cat_of == "Code Completion").sum() == 237 - sum(
+    assert (cat_of == "Code").sum() == 237 - sum(
         int(n / 4750 * 237) for n in (750, 800, 800, 800, 600))  # the release's remainder rule
     by_ds = B.select_anchors(params.disc, params.diff, 237, "dataset")
     counts = np.bincount(irt.anchor_datasets(by_ds), minlength=21)

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..aggregate import CATEGORIES, CATEGORY_OF  # LongBench's six categories; Overall = their mean
 from ..errors import UserError
 
 # Columns of the release's 4,750-sample score table: datasets in this (release) order.
@@ -42,16 +43,6 @@ DATASETS: tuple[tuple[str, int], ...] = (
 DATASET_NAMES: tuple[str, ...] = tuple(name for name, _ in DATASETS)
 N_ITEMS = sum(n for _, n in DATASETS)
 
-# LongBench's six task categories (the Overall is their unweighted mean).
-CATEGORIES: dict[str, tuple[str, ...]] = {
-    "Single-Document QA": ("narrativeqa", "qasper", "multifieldqa_en", "multifieldqa_zh"),
-    "Multi-Document QA": ("hotpotqa", "2wikimqa", "musique", "dureader"),
-    "Summarization": ("gov_report", "qmsum", "multi_news", "vcsum"),
-    "Few-shot Learning": ("trec", "triviaqa", "samsum", "lsht"),
-    "Synthetic Task": ("passage_count", "passage_retrieval_en", "passage_retrieval_zh"),
-    "Code Completion": ("lcc", "repobench-p"),
-}
-CATEGORY_OF: dict[str, str] = {ds: cat for cat, members in CATEGORIES.items() for ds in members}
 
 # MiniLongBench paper, Table 1: average length (words for English/code, characters for
 # Chinese) of LongBench and of the 237 MiniLongBench samples, per dataset. Used for the
