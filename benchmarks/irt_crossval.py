@@ -36,7 +36,7 @@ def main() -> None:
         s = summarise([evaluate(scores, emb, RECIPES[name], tr, te) for tr, te in pairs])
         print(f"\n### recipe `{name}` ({args.splits} splits, {args.test} held out, {time.perf_counter() - t0:.0f} s)\n")
         print("| estimate | key | Spearman | MAE |\n|---|---|---|---|")
-        for method in ("irt", "direct"):
+        for method in ("irt", "direct", "blend"):
             for key in s[method]["spearman"]:
                 print(f"| {method} | {key} | {s[method]['spearman'][key]:.3f} | {s[method]['mae'][key]:.4f} |")
 

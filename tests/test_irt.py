@@ -155,3 +155,19 @@ def test_cli_json_and_errors(tmp_path, capsys):
     path.write_text("{not json")
     assert main(["estimate", "minilongbench", "--anchor-scores", str(path), "--data-dir", str(DATA.parent)]) == 2
     assert "invalid JSON at line 1" in capsys.readouterr().err
+
+
+def test_blend_is_the_per_dataset_mean_of_irt_and_direct():
+    from asyncbench.estimators.irt import estimate_from_anchor_scores
+
+    data = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    if not (data / "minilongbench").is_dir():
+        pytest.skip("../shared/data not available")
+    anchors = json.loads((data / "minilongbench" / "anchors.json").read_text())["sorted_anchors"]
+    scores = np.load(data / "minilongbench" / "longbench_scores.npz")["scores"][3][anchors]
+    out = estimate_from_anchor_scores(scores.tolist(), data_dir=data, method="blend")
+    assert out["method"] == "blend" and out["overall"] == out["blend"]["overall"]
+    for name, value in out["blend"]["by_dataset"].items():
+        assert value == pytest.approx((out["irt"]["by_dataset"][name] + out["direct"]["by_dataset"][name]) / 2)
+    assert min(out["irt"]["overall"], out["direct"]["overall"]) <= out["overall"] <= max(
+        out["irt"]["overall"], out["direct"]["overall"])

@@ -48,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prior-threshold", type=float,
                    help="100-LongBench: exclude QA samples answered above this score without context (default 0.5)")
     p.add_argument("--skip-bad-rows", action="store_true", help="skip unreadable data rows (counted in the report)")
-    p.add_argument("--estimate-method", choices=("irt", "direct"), default="irt",
+    p.add_argument("--estimate-method", choices=("irt", "direct", "blend"), default="irt",
                    help="MiniLongBench: headline estimate method")
     p.add_argument("--no-progress", action="store_false", dest="progress", default=None)
     p.add_argument("--json", action="store_true", help="print run.json instead of the summary table")

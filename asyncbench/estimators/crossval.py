@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .build import Recipe, build
-from .irt import CATEGORIES, aggregate, estimate_direct, estimate_irt
+from .irt import CATEGORIES, aggregate, estimate_blend, estimate_direct, estimate_irt
 
 
 @dataclass
@@ -56,7 +56,8 @@ def evaluate(scores: np.ndarray, embeddings: np.ndarray, recipe: Recipe, train: 
     truth = [aggregate(scores[i]) for i in test]
     irt = [estimate_irt(params, scores[i, params.anchors]) for i in test]
     direct = [estimate_direct(params.anchors, scores[i, params.anchors]) for i in test]
-    return {"irt": _score(irt, truth), "direct": _score(direct, truth)}
+    blend = [estimate_blend(a, b) for a, b in zip(irt, direct)]
+    return {"irt": _score(irt, truth), "direct": _score(direct, truth), "blend": _score(blend, truth)}
 
 
 def summarise(results: list[dict[str, SplitScore]]) -> dict[str, dict[str, dict[str, float]]]:

@@ -16,7 +16,7 @@ from typing import Any
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--anchor-scores", required=True, metavar="FILE.json", help="the model's anchor scores")
-    parser.add_argument("--method", choices=("irt", "direct"), default="irt", help="headline method (default irt)")
+    parser.add_argument("--method", choices=("irt", "direct", "blend"), default="irt", help="headline method (default irt)")
     parser.add_argument("--params", metavar="DIR", help="IRT parameters + anchors (default: <data-dir>/minilongbench)")
     parser.add_argument("--data-dir", metavar="DIR", help="data directory (or ASYNCBENCH_DATA_DIR); else the release is downloaded")
     parser.add_argument("--json", action="store_true", help="print JSON")
@@ -39,16 +39,16 @@ def read_anchor_scores(path: Path) -> Any:
 
 
 def render(result: dict[str, Any]) -> str:
-    """A plain-text table: dataset/category/Overall rows, IRT and direct columns (x100)."""
-    irt, direct = result["irt"], result["direct"]
-    lines = [f"{'':28s} {'irt':>7s} {'direct':>7s}"]
-    for name, value in irt["by_dataset"].items():
-        d = direct["by_dataset"].get(name)
-        lines.append(f"{name:28s} {100 * value:7.2f} {'-' if d is None else f'{100 * d:.2f}':>7s}")
+    """A plain-text table: dataset/category/Overall rows, one column per method (x100)."""
+    methods = ("irt", "direct", "blend")
+    fmt = lambda v: "-" if v is None else f"{100 * v:.2f}"  # noqa: E731
+    lines = [f"{'':28s} " + " ".join(f"{m:>7s}" for m in methods)]
+    for name in result["irt"]["by_dataset"]:
+        lines.append(f"{name:28s} " + " ".join(f"{fmt(result[m]['by_dataset'].get(name)):>7s}" for m in methods))
     lines.append("")
-    for cat, value in irt["by_category"].items():
-        lines.append(f"{cat:28s} {100 * value:7.2f} {100 * direct['by_category'][cat]:7.2f}")
-    lines.append(f"{'Overall':28s} {100 * irt['overall']:7.2f} {100 * direct['overall']:7.2f}")
+    for cat in result["irt"]["by_category"]:
+        lines.append(f"{cat:28s} " + " ".join(f"{fmt(result[m]['by_category'][cat]):>7s}" for m in methods))
+    lines.append(f"{'Overall':28s} " + " ".join(f"{fmt(result[m]['overall']):>7s}" for m in methods))
     cost = result["token_cost"]
     lines.append("")
     lines.append(f"estimated LongBench Overall ({result['method']}): {100 * result['overall']:.2f}")
