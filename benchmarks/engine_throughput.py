@@ -11,6 +11,7 @@ ratios within one run.
 from __future__ import annotations
 
 import json
+import math
 import random
 import subprocess
 import sys
@@ -71,7 +72,7 @@ def long_prompts(tmp: Path) -> str:
     _, chars = write_data(tmp / "long.jsonl", n, (2000, 8000), 16)
     with sim_subprocess(["--latency-ms", "200"]) as url:
         s, wall = run(tmp / "long.jsonl", url, "--concurrency", "64")
-    ideal = n / 64 * 0.2
+    ideal = math.ceil(n / 64) * 0.2  # 16 waves of 64 concurrent 200 ms requests
     return (f"| {n} unique long prompts (2k-8k words, {chars / 1e6:.0f} MB), 200 ms latency, concurrency 64 | "
             f"run wall {s['wall_s']:.2f} s (ideal {ideal:.2f} s; process {wall:.2f} s incl. start-up) | "
             f"completed {s['n_completed']}/{n} |")

@@ -122,10 +122,8 @@ def _task_stats(task: str, rows: list[dict[str, Any]], score: float | None) -> T
 def _served_by(store: Store, keys: list[str]) -> dict[str, str]:
     if not keys:
         return {}
-    import pyarrow as pa
-
-    wanted = pa.table({"k": pa.array(keys, pa.string())})  # noqa: F841 - used by SQL
-    rows = store.con.execute("SELECT r.key, r.served_by FROM responses r JOIN wanted w ON r.key = w.k").fetchall()
+    rows = store.con.execute("SELECT key, served_by FROM responses WHERE key IN (SELECT unnest($1))",
+                             [keys]).fetchall()
     return {k: s for k, s in rows if s}
 
 

@@ -23,7 +23,9 @@ def start_sim_subprocess(args: list[str] | None = None, timeout: float = 30.0) -
     `stop_sim_subprocess`.
     """
     cmd = [sys.executable, "-m", "asyncbench.sim", "--port", "0", *(args or [])]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # the simulator needs no credentials: keep API keys out of its environment
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}
+    env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + timeout
     assert proc.stdout is not None
