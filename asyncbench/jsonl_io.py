@@ -28,3 +28,16 @@ def iter_json_objects(path: Path, *, hint: str = "write one JSON object per line
             if not isinstance(row, dict):
                 raise UserError(f"{path}:{lineno}: expected a JSON object; {hint}")
             yield lineno, row
+
+
+def read_json_object(path: Path, *, hint: str) -> dict[str, Any]:
+    """A whole-file JSON object (prompt tables, MiniLongBench sample files)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg}); {hint}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object; {hint}")
+    return data

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import UserError
+from .jsonl_io import read_json_object
 from .tokenizers import Tokenizer
 from .types import Sample
 
@@ -56,13 +57,7 @@ class LongBenchConfig:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg}); replace it with the official LongBench file") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object mapping dataset names; replace it with the official LongBench file")
-    return data
+    return read_json_object(path, hint="replace it with the official LongBench file")
 
 
 def _download(url: str, target: Path) -> None:

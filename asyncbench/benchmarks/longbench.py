@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import json
 import shutil
 import zipfile
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import UserError
-from ..jsonl_io import iter_json_objects
+from ..jsonl_io import iter_json_objects, read_json_object
 from ..prompts import LongBenchConfig, fill_prompt, load_config
 from ..types import Sample, SampleResult
 from .base import LoadOptions, RunContext
@@ -241,13 +240,7 @@ def _parse_gold(gold: Any, where: str) -> tuple[list[str], list[str] | None]:
 
 
 def _read_json_object(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object keyed '0'..'n-1'")
-    return data
+    return read_json_object(path, hint="expected the release's object keyed '0'..'n-1'")
 
 
 def load_minilongbench(opts: LoadOptions) -> list[Sample]:
