@@ -54,8 +54,6 @@ def _read_texts(path: Path) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from ..errors import UserError
     from .build import Recipe, build, get_embedder
     from .irt import N_ITEMS

@@ -141,7 +141,7 @@ def _md(table: Table) -> str:
 
 
 def render_markdown(report: Report) -> str:
-    out = [f"# asyncbench report", "", f"Generated {report.generated_at}.", ""]
+    out = ["# asyncbench report", "", f"Generated {report.generated_at}.", ""]
     for board in report.leaderboards:
         out += [f"## {board.benchmark}", "", _md(headline_table(board)), ""]
         tt = task_table(board)

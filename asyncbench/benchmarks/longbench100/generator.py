@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ...tokenizers import Tokenizer
-from .sources import GENERAL, Record, split_passages
+from .sources import Record, split_passages
 from .tasks import TASKS, TaskSpec
 
 MIN_FILL_RATIO = 0.95
