@@ -38,13 +38,13 @@ class TokenBucket:
         self.rate = per_minute * SAFETY / 60.0
         self.capacity = max(self.rate * burst_s, 1.0)
 
-    def _refill(self, now: float) -> None:
+    def refill(self, now: float) -> None:
         self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
         self.stamp = now
 
     def wait_time(self, cost: float, now: float) -> float:
         """Seconds until `cost` may be taken (0 if now)."""
-        self._refill(now)
+        self.refill(now)
         need = min(cost, self.capacity)
         if self.level >= need:
             return 0.0
@@ -199,5 +199,5 @@ class RateLimiter:
         for bucket, kind in ((self.requests, "requests"), (self.tokens, "tokens")):
             remaining = info.get(f"remaining_{kind}")
             if bucket is not None and remaining is not None:
-                bucket.wait_time(0, time.monotonic())  # refill to now before comparing
+                bucket.refill(time.monotonic())  # to now, before comparing
                 bucket.level = min(bucket.level, remaining)

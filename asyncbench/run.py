@@ -414,7 +414,7 @@ async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample], client
         store.put_results([_result_row(run_id, r) for r in results])
         scores = benchmark.aggregate(results)
         summary = _summary(cfg, run_id, spec, samples, results, engine, scores, prep_report, t_start,
-                           truncated, max_input, max_input_source, prices, client, judge)
+                           truncated, max_input, max_input_source, prices, client)
         n_failed = summary["n_failed"]
         store.finish_run(run_id, "completed" if n_failed == 0 and summary["n_skipped_budget"] == 0 else "partial",
                          summary)
@@ -487,7 +487,7 @@ def _dry_run_summary(cfg: RunConfig, samples: list[Sample], requests: list[Reque
 def _summary(cfg: RunConfig, run_id: str, spec: ModelSpec, samples: list[Sample], results: list[SampleResult],
              engine: Engine, scores: dict[str, Any], prep_report: dict[str, Any], t_start: float,
              truncated: dict[str, int], max_input: int | None, max_input_source: str, prices: PriceTable,
-             client: ModelClient, judge: ModelClient | None) -> dict[str, Any]:
+             client: ModelClient) -> dict[str, Any]:
     wall = time.time() - t_start
     ev = engine.totals.get("eval", PurposeTotals())
     stats = [s.stats for s in engine.schedulers]

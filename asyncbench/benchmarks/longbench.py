@@ -28,7 +28,7 @@ import ast
 import functools
 import shutil
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -381,6 +381,8 @@ class MiniLongBench(_LongBenchFamily):
     name: str = "minilongbench"
     data_dir: Path | None = None
     method: str = "irt"
+    # sample id -> score without the first-line cut (trec, triviaqa, samsum, lsht), set by score()
+    _release_scores: dict[str, float] = field(default_factory=dict)
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         self.data_dir = opts.data_dir
@@ -408,7 +410,7 @@ class MiniLongBench(_LongBenchFamily):
         """The IRT (and direct) estimate of full LongBench from the 237 anchor scores."""
         from ..estimators.irt import estimate_from_anchor_scores
 
-        release = getattr(self, "_release_scores", {})
+        release = self._release_scores
         by_position: dict[int, SampleResult] = {int(r.meta["position"]): r for r in results if "position" in r.meta}
         missing = [p for p in range(237) if p not in by_position or by_position[p].score is None]
         if missing:
