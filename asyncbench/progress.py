@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 
 class RunProgress:
-    def __init__(self, total: int, cached: int, label: str, enabled: bool | None = None) -> None:
+    def __init__(self, total: int | None, cached: int, label: str, enabled: bool | None = None) -> None:
         self.total = total
         self.cached = cached
         self.done = cached
@@ -47,6 +47,17 @@ class RunProgress:
         if self._progress:
             self._progress.update(self._task, completed=self.done, stats=self._stats())
             self._progress.stop()
+
+    def set_total(self, total: int) -> None:
+        """The total, once a streamed source has been read to the end."""
+        self.total = total
+        if self._progress:
+            self._progress.update(self._task, total=total)
+
+    def add_cached(self) -> None:
+        """One more answer served from the cache (found while the run streams)."""
+        self.cached += 1
+        self.done += 1
 
     def advance(self, ok: bool, tokens: int, cost: float) -> None:
         self.done += 1

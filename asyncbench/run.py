@@ -12,10 +12,12 @@ import hashlib
 import json
 import math
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from itertools import islice
+from typing import Any, AsyncIterator, Iterable, Iterator, Sequence, Sized
 
 import anyio
 
@@ -23,6 +25,7 @@ from .benchmarks import parse_benchmark
 from .benchmarks.base import LoadOptions, RunContext
 from .errors import ProviderError, UserError
 from .limits import RateLimiter
+from .percentiles import percentiles
 from .pricing import Price, PriceTable
 from .progress import RunProgress
 from .providers.base import ModelSpec, Provider, api_key_for, make_provider, parse_model_spec
@@ -31,6 +34,11 @@ from .store import Store, default_cache_path
 from .store.duckdb_store import CachedResponse
 from .tokenizers import Tokenizer, approx_count, get_tokenizer, tiktoken_encoding_for
 from .types import Request, Response, Sample, SampleResult, Usage
+
+
+# Requests hashed and looked up per step after the first chunk: small enough that reading
+# a streamed data file never holds the event loop for long, large enough to batch lookups.
+STREAM_CHUNK = 256
 
 
 @dataclass
@@ -68,15 +76,6 @@ class RunConfig:
         ident["endpoint"] = endpoint_id
         blob = json.dumps(ident, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
-def _percentiles(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None, "p99": None}
-    import numpy as np
-
-    arr = np.asarray(values, dtype=float)
-    return {f"p{q}": round(float(np.percentile(arr, q)), 2) for q in (50, 95, 99)}
 
 
 class ModelClient:
@@ -124,6 +123,15 @@ class PurposeTotals:
     cost_saved_by_cache_usd: float = 0.0
 
 
+@dataclass
+class Generated:
+    """What `Engine.generate` returns, one entry per request in order."""
+
+    answers: list[Response | ProviderError | None]
+    cached: list[bool]
+    keys: list[str]
+
+
 class Engine:
     """Cache-first generation through the scheduler; one writer to the store."""
 
@@ -162,43 +170,71 @@ class Engine:
                 await anyio.to_thread.run_sync(self.store.put_failures, failures)
 
     # -- generation -----------------------------------------------------------------
-    async def generate(self, client: ModelClient, requests: list[Request], purpose: str,
-                       sample_ids: list[str] | None = None, label: str | None = None
-                       ) -> tuple[list[Response | ProviderError | None], list[bool]]:
-        """One answer per request (None: skipped by the budget) and whether it was cached."""
-        totals = self.totals.setdefault(purpose, PurposeTotals())
-        keys = [r.key() for r in requests]
+    async def _keys_and_hits(self, requests: list[Request]) -> tuple[list[str], dict[str, CachedResponse]]:
+        """Hash a chunk of requests and look them up, off the event loop (sha256 of long
+        prompts releases the GIL, so this overlaps requests already in flight)."""
+        def work() -> tuple[list[str], dict[str, CachedResponse]]:
+            keys = [r.key() for r in requests]
+            return keys, self.store.lookup(keys)
+
         async with self._db_lock:
-            hits: dict[str, CachedResponse] = await anyio.to_thread.run_sync(self.store.lookup, keys)
-        results: list[Response | ProviderError | None] = [None] * len(requests)
-        cached_flags = [False] * len(requests)
-        jobs: list[Job] = []
+            return await anyio.to_thread.run_sync(work)
+
+    async def generate(self, client: ModelClient, requests: Iterable[Request], purpose: str,
+                       samples: Sequence[Sample] | None = None, label: str | None = None) -> Generated:
+        """One answer per request (None: skipped by the budget), whether it was cached, and
+        its cache key.
+
+        Requests are hashed and looked up chunk by chunk, and each chunk's misses go to
+        the scheduler at once: the first wave is on the wire while the rest of a large
+        run is still being read, hashed and looked up. `requests` may be a lazy iterator
+        (a streamed data file); `samples[i]` is the sample of the i-th request, for the
+        failure log, and may grow as the iterator runs."""
+        totals = self.totals.setdefault(purpose, PurposeTotals())
+        source = iter(requests)
+        reqs: list[Request] = []
+        keys: list[str] = []
+        cached_flags: list[bool] = []
+        cached_hits: dict[int, Response] = {}
         first_index: dict[str, int] = {}
         duplicates: list[tuple[int, int]] = []
-        for i, (req, key) in enumerate(zip(requests, keys)):
-            hit = hits.get(key)
-            if hit is not None:
-                usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens)
-                results[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
-                cached_flags[i] = True
-                totals.cached += 1
-                totals.cost_saved_by_cache_usd += client.price.cost(usage)
-                self.cached_latencies.append(hit.latency_ms)
-            elif key in first_index:  # identical request twice in one batch: send once
-                duplicates.append((i, first_index[key]))
-            else:
-                first_index[key] = i
-                tokens = client.count(req.text()) + req.max_tokens
-                est = client.price.estimate(tokens - req.max_tokens, req.max_tokens)
-                jobs.append(Job(index=i, request=req, tokens=tokens, est_cost=est))
+        total = len(requests) if isinstance(requests, Sized) else None
+        progress = RunProgress(total, 0, label or f"{purpose} {client.spec.label}", self.progress_enabled)
 
-        progress = RunProgress(len(requests), len(requests) - len(jobs) - len(duplicates),
-                               label or f"{purpose} {client.spec.label}", self.progress_enabled)
+        async def jobs() -> AsyncIterator[Job]:
+            size = client.pool.capacity()  # the first chunk fills the endpoints, at once
+            while chunk := list(islice(source, size)):
+                size = STREAM_CHUNK
+                lo = len(reqs)
+                reqs.extend(chunk)
+                chunk_keys, hits = await self._keys_and_hits(chunk)
+                keys.extend(chunk_keys)
+                cached_flags.extend([False] * len(chunk))
+                for i, key in enumerate(chunk_keys, start=lo):
+                    hit = hits.get(key)
+                    if hit is not None:
+                        usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens)
+                        cached_hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
+                        cached_flags[i] = True
+                        totals.cached += 1
+                        totals.cost_saved_by_cache_usd += client.price.cost(usage)
+                        self.cached_latencies.append(hit.latency_ms)
+                        progress.add_cached()
+                    elif key in first_index:  # identical request twice in one run: send once
+                        duplicates.append((i, first_index[key]))
+                        progress.add_cached()
+                    else:
+                        first_index[key] = i
+                        req = reqs[i]
+                        tokens = client.count(req.text()) + req.max_tokens
+                        est = client.price.estimate(tokens - req.max_tokens, req.max_tokens)
+                        yield Job(index=i, request=req, tokens=tokens, est_cost=est)
+            progress.set_total(len(reqs))
 
         def on_outcome(outcome: Outcome) -> None:
-            req = requests[outcome.index]
+            req = reqs[outcome.index]
             key = keys[outcome.index]
-            sid = sample_ids[outcome.index] if sample_ids else None
+            sid = samples[outcome.index].id if samples is not None else None
             if outcome.response is not None:
                 resp = outcome.response
                 cost = client.price.cost(resp.usage)
@@ -234,15 +270,17 @@ class Engine:
                               timeout_s=self.timeout_s, max_attempts=self.max_attempts,
                               on_outcome=on_outcome, cost_of=lambda r: client.price.cost(r.usage))
         self.schedulers.append(scheduler)
-        if jobs:
+        try:
             with progress:
-                outcomes = await scheduler.run(jobs)
+                outcomes = await scheduler.run(jobs())
+        finally:  # also when the data stream fails part-way: keep every answer received
             await self.flush()
-            for o in outcomes:
-                results[o.index] = o.response if o.response is not None else o.error
+        results: list[Response | ProviderError | None] = [cached_hits.get(i) for i in range(len(reqs))]
+        for o in outcomes:
+            results[o.index] = o.response if o.response is not None else o.error
         for i, j in duplicates:
             results[i] = results[j]
-        return results, cached_flags
+        return Generated(results, cached_flags, keys)
 
 
 def _resolve_model(model: str, base_urls: list[str], cfg: RunConfig, stack: "ExitStackLike") -> ModelSpec:
@@ -332,10 +370,16 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
     from .datadir import resolve_data_dir
 
     data_dir = resolve_data_dir(cfg.data_dir)
-    samples = benchmark.load(LoadOptions(data_dir=data_dir, tasks=tasks, limit=cfg.limit, extra=cfg.extra))
-    prices = PriceTable(cfg.prices)
+    cache_path = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
+    opener = None if cfg.dry_run else _StoreOpener(cache_path)
     stack = ExitStackLike()
     try:
+        opts = LoadOptions(data_dir=data_dir, tasks=tasks, limit=cfg.limit, extra=cfg.extra)
+        # Streamed where the benchmark allows it: requests start while the file is read.
+        samples: list[Sample] | Iterator[Sample] = (
+            benchmark.iter_load(opts) if hasattr(benchmark, "iter_load") and not cfg.dry_run
+            else benchmark.load(opts))
+        prices = PriceTable(cfg.prices)
         spec = _resolve_model(cfg.model, cfg.base_urls, cfg, stack)
         client = _make_client(spec, cfg, prices, cfg.rpm, cfg.tpm)
         judge = None
@@ -344,17 +388,52 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
             judge_spec = spec if same else _resolve_model(cfg.judge, cfg.judge_base_urls, cfg, stack)
             judge = _make_client(judge_spec, cfg, prices, None, None)
         try:
-            return await _execute(cfg, benchmark, samples, client, judge, prices, t_start)
+            return await _execute(cfg, benchmark, samples, client, judge, prices, t_start, opener)
         finally:
             await client.provider.aclose()
             if judge is not None and judge is not client:
                 await judge.provider.aclose()
     finally:
+        if opener is not None:
+            opener.close()
         stack.close()
 
 
-async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample], client: ModelClient,
-                   judge: ModelClient | None, prices: PriceTable, t_start: float) -> dict[str, Any]:
+class _StoreOpener:
+    """Opens the cache in a thread while the benchmark loads.
+
+    Importing duckdb and opening the file take ~70 ms, mostly outside the GIL, so they
+    overlap the parsing of the data instead of following it. A failure (the file locked
+    by another process) is raised where the store is first needed."""
+
+    def __init__(self, path: Path) -> None:
+        self._store: Store | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._open, args=(path,), name="open-cache", daemon=True)
+        self._thread.start()
+
+    def _open(self, path: Path) -> None:
+        try:
+            self._store = Store(path)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller in result()
+            self._error = exc
+
+    def result(self) -> Store:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._store is not None
+        return self._store
+
+    def close(self) -> None:
+        self._thread.join()
+        if self._store is not None:
+            self._store.close()
+
+
+async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Iterator[Sample], client: ModelClient,
+                   judge: ModelClient | None, prices: PriceTable, t_start: float,
+                   opener: _StoreOpener | None) -> dict[str, Any]:
     spec = client.spec
     run_id = cfg.run_id(spec.endpoint_id)
     if not cfg.dry_run:
@@ -365,31 +444,29 @@ async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample], client
     from .prompts import build_request_prompt
 
     truncated: dict[str, int] = {}
-    requests: list[Request] = []
-    for s in samples:
+
+    def build(s: Sample) -> Request:
         if s.messages is not None:
-            req = client.request(messages=s.messages, max_tokens=s.max_tokens, temperature=cfg.temperature,
-                                 repeat=cfg.repeat, chat=True)
-        else:
-            text, removed = (build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=max_input)
-                             if tokenizer else (s.prompt or "", 0))
-            if removed:
-                truncated[s.id] = removed
-            req = client.request(prompt=text, max_tokens=s.max_tokens, temperature=cfg.temperature,
-                                 repeat=cfg.repeat, chat=s.chat)
-        requests.append(req)
+            return client.request(messages=s.messages, max_tokens=s.max_tokens, temperature=cfg.temperature,
+                                  repeat=cfg.repeat, chat=True)
+        text, removed = (build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=max_input)
+                         if tokenizer else (s.prompt or "", 0))
+        if removed:
+            truncated[s.id] = removed
+        return client.request(prompt=text, max_tokens=s.max_tokens, temperature=cfg.temperature,
+                              repeat=cfg.repeat, chat=s.chat)
 
-    if cfg.dry_run:
-        return _dry_run_summary(cfg, samples, requests, client, run_id, truncated, max_input)
+    if cfg.dry_run or opener is None:
+        samples = list(samples)
+        return _dry_run_summary(cfg, samples, [build(s) for s in samples], client, run_id, truncated, max_input)
 
-    cache_path = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
-    with Store(cache_path) as store:
+    with opener.result() as store:
         store.start_run(run_id, cfg.benchmark, spec.label, _public_config(cfg, spec))
         engine = Engine(store, run_id, cfg.progress, cfg.max_cost, cfg.timeout_s, cfg.max_attempts)
 
         async def ctx_generate(reqs: list[Request], purpose: str) -> list[Response | ProviderError]:
             target = judge if purpose == "judge" and judge is not None else client
-            answers, _ = await engine.generate(target, reqs, purpose)
+            answers = (await engine.generate(target, reqs, purpose)).answers
             return [a if a is not None else ProviderError("fatal", "budget reached (--max-cost)") for a in answers]
 
         def ctx_make_request(spec_or_none: str | None = None, prompt: str | None = None,
@@ -399,27 +476,44 @@ async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample], client
 
         ctx = RunContext(model_spec=spec.label, generate=ctx_generate, make_request=ctx_make_request,
                          options={"judge": cfg.judge, **cfg.extra})
+        failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(engine.writer)
-            kept, prep_report = await benchmark.prepare(samples, ctx)
-            kept_ids = {s.id for s in kept}
-            kept_requests = [r for s, r in zip(samples, requests) if s.id in kept_ids]
-            answers, cached = await engine.generate(client, kept_requests, "eval", [s.id for s in kept],
-                                                    label=f"{cfg.benchmark} {spec.label}")
-            results = await _score(benchmark, kept, answers, cached, client, truncated, ctx)
-            for r, req in zip(results, kept_requests):
-                r.key = req.key()
+            try:
+                if isinstance(samples, list):
+                    kept, prep_report = await benchmark.prepare(samples, ctx)
+                    kept_requests: Iterable[Request] = [build(s) for s in kept]
+                else:  # streamed: prepare() is the identity for such benchmarks
+                    kept, prep_report = [], {}
+                    kept_requests = (build(s) for s in _collect(samples, kept))
+                out = await engine.generate(client, kept_requests, "eval", kept,
+                                            label=f"{cfg.benchmark} {spec.label}")
+                results = await _score(benchmark, kept, out.answers, out.cached, client, truncated, ctx)
+            except Exception as exc:  # noqa: BLE001 - raised below, outside the task group's ExceptionGroup
+                failure = exc
             await engine.flush()
             tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        for r, key in zip(results, out.keys):
+            r.key = key
         store.put_results([_result_row(run_id, r) for r in results])
         scores = benchmark.aggregate(results)
-        summary = _summary(cfg, run_id, spec, samples, results, engine, scores, prep_report, t_start,
+        loaded = samples if isinstance(samples, list) else kept
+        summary = _summary(cfg, run_id, spec, loaded, results, engine, scores, prep_report, t_start,
                            truncated, max_input, max_input_source, prices, client)
         n_failed = summary["n_failed"]
         store.finish_run(run_id, "completed" if n_failed == 0 and summary["n_skipped_budget"] == 0 else "partial",
                          summary)
     _write_out(cfg, summary)
     return summary
+
+
+def _collect(items: Iterator[Sample], into: list[Sample]) -> Iterator[Sample]:
+    """Pass a stream through, keeping what went by."""
+    for item in items:
+        into.append(item)
+        yield item
 
 
 async def _score(benchmark: Any, samples: list[Sample], answers: list[Response | ProviderError | None],
@@ -517,7 +611,7 @@ def _summary(cfg: RunConfig, run_id: str, spec: ModelSpec, samples: list[Sample]
         "cost_saved_by_cache_usd": round(sum(v.cost_saved_by_cache_usd for v in engine.totals.values()), 6),
         "by_purpose": purposes,
         "prices_version": prices.version,
-        "latency_ms": {**_percentiles(latencies), "source": "requests" if engine.fresh_latencies else "cache"},
+        "latency_ms": {**percentiles(latencies), "source": "requests" if engine.fresh_latencies else "cache"},
         "throughput_rps": round(sum(s.requests_sent for s in stats) / wall, 2) if wall > 0 else None,
         "truncation": {"max_input_tokens": max_input, "source": max_input_source,
                        "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())},
@@ -546,7 +640,7 @@ def _by_task_cost(results: list[SampleResult]) -> dict[str, dict[str, Any]]:
                 latencies.setdefault(r.task, []).append(r.latency_ms)
     for task, t in out.items():
         t["cost_usd"] = round(t["cost_usd"], 6)
-        t["latency_ms"] = _percentiles(latencies.get(task, []))
+        t["latency_ms"] = percentiles(latencies.get(task, []))
     return out
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import AsyncIterable, Callable, Iterable
 
 import anyio
 import anyio.abc
@@ -150,6 +150,10 @@ class EndpointPool:
         ep.probing = False
         self._notify()
 
+    def capacity(self) -> int:
+        """Requests the pool can have in flight at once (concurrency x endpoints)."""
+        return self.concurrency * len(self.endpoints)
+
     def health(self) -> list[dict[str, object]]:
         now = time.monotonic()
         return [{"url": e.url, "served": e.served, "failed": e.failed,
@@ -247,11 +251,15 @@ class Scheduler:
         except ProviderError as exc:
             return Outcome(job.index, error=exc, attempts=attempts)
 
-    async def run(self, jobs: list[Job]) -> list[Outcome]:
-        """Process every job; outcomes come back in job order (and via `on_outcome` as
-        they complete)."""
+    async def run(self, jobs: Iterable[Job] | AsyncIterable[Job]) -> list[Outcome]:
+        """Process every job; outcomes come back in the order the jobs were given (and via
+        `on_outcome` as they complete). `jobs` may be an async iterator, so that sending
+        starts while later jobs are still being prepared."""
         outcomes: dict[int, Outcome] = {}
-        n_workers = max(1, min(len(jobs), self.pool.concurrency * len(self.pool.endpoints)))
+        order: list[int] = []
+        n_workers = self.pool.capacity()
+        if isinstance(jobs, list):
+            n_workers = max(1, min(len(jobs), n_workers))
         send, receive = anyio.create_memory_object_stream[Job](max_buffer_size=2 * n_workers)
 
         async def worker(inbox: anyio.abc.ObjectReceiveStream[Job]) -> None:
@@ -262,14 +270,28 @@ class Scheduler:
                     if self.on_outcome:
                         self.on_outcome(outcome)
 
+        source_error: Exception | None = None
         async with anyio.create_task_group() as tg:
             for _ in range(n_workers):
                 tg.start_soon(worker, receive.clone())
             receive.close()
             async with send:
-                for job in jobs:
-                    await send.send(job)
-        return [outcomes[j.index] for j in jobs]
+                try:
+                    if isinstance(jobs, AsyncIterable):
+                        async for job in jobs:
+                            order.append(job.index)
+                            await send.send(job)
+                    else:
+                        for job in jobs:
+                            order.append(job.index)
+                            await send.send(job)
+                except Exception as exc:  # noqa: BLE001 - re-raised once in-flight jobs finish
+                    # A failing source (a malformed line in a streamed file) stops the
+                    # feeding; requests already sent are paid for, so let them complete.
+                    source_error = exc
+        if source_error is not None:
+            raise source_error
+        return [outcomes[i] for i in order]
 
 
 class _BudgetReached(Exception):

@@ -52,6 +52,66 @@ def test_rerun_is_served_from_cache(tmp_path, start_sim):
     assert second["cost_saved_by_cache_usd"] == pytest.approx(first["cost_usd"], rel=1e-6)
 
 
+def test_streamed_lookups_across_chunks_send_each_request_once(tmp_path, start_sim):
+    """With concurrency 1 the first lookup chunk is one request: later chunks, duplicates
+    of an earlier chunk's request and a partly cached re-run must still each be sent once."""
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 40)
+    lines = data.read_text().splitlines()
+    dup = json.loads(lines[0])
+    dup["id"] = "dup-of-q0"
+    lines[-1] = json.dumps(dup)
+    data.write_text("\n".join(lines) + "\n")
+    args = ["--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1", "--concurrency", "1"]
+    first = run_cli(tmp_path, f"jsonl:{data}", *args)
+    assert first["n_completed"] == 40 and first["requests_sent"] == 39 and sim.stats()["requests"] == 39
+    rows = duckdb.connect(str(tmp_path / "cache.duckdb"), read_only=True).execute(
+        "SELECT sample_id, prediction FROM results WHERE sample_id IN ('q0', 'dup-of-q0')").fetchall()
+    assert len({pred for _, pred in rows}) == 1 and len(rows) == 2
+    more = write_jsonl(tmp_path / "more.jsonl", 50)
+    more.write_text(data.read_text() + "".join(more.read_text().splitlines(keepends=True)[40:]))
+    second = run_cli(tmp_path, f"jsonl:{more}", *args)
+    assert second["requests_sent"] == 10 and second["n_cached"] == 40 and second["n_completed"] == 50
+
+
+def test_malformed_line_late_in_a_streamed_file_keeps_what_was_answered(tmp_path, start_sim):
+    """Requests start while the file is read: a bad line far down stops the run with one
+    line naming it, the answers already received stay in the cache, and the re-run after
+    the fix pays only for the rest."""
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 600)
+    good = data.read_text()
+    lines = good.splitlines()
+    lines[550] = '{"id": "broken", "prompt": '
+    data.write_text("\n".join(lines) + "\n")
+    cache = tmp_path / "c.duckdb"
+    args = ["run", f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
+            "--cache", str(cache), "--out", str(tmp_path / "o"), "--concurrency", "4"]
+    line = _one_clean_line(_cli(*args))
+    assert f"{data}:551" in line
+    sent = sim.stats()["requests"]
+    con = duckdb.connect(str(cache), read_only=True)
+    stored = con.execute("SELECT count(*) FROM responses").fetchone()[0]
+    con.close()
+    assert 0 < sent < 600 and stored == sent  # every answer received was kept
+    data.write_text(good)
+    assert _cli(*args).returncode == 0
+    assert sim.stats()["requests"] == 600  # the fixed re-run sent only what was missing
+
+
+def test_percentiles_match_numpy():
+    import numpy as np
+
+    from asyncbench.percentiles import percentiles
+
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 5, 100, 1001):
+        values = list(rng.exponential(200.0, n))
+        expected = {f"p{q}": round(float(np.percentile(values, q)), 2) for q in (50, 95, 99)}
+        assert percentiles(values) == expected
+    assert percentiles([]) == {"p50": None, "p95": None, "p99": None}
+
+
 def test_faults_are_retried_until_every_sample_completes(tmp_path, start_sim):
     sim = start_sim("--error-rate", "0.05", "--drop-rate", "0.01", "--malformed-rate", "0.01", "--seed", "3")
     data = write_jsonl(tmp_path / "d.jsonl", 300)

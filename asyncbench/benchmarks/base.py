@@ -48,7 +48,9 @@ class Benchmark(Protocol):
     name: str
 
     def load(self, opts: LoadOptions) -> list[Sample]:
-        """All samples, in a stable order."""
+        """All samples, in a stable order. A benchmark whose `prepare` is the identity may
+        also offer `iter_load(opts) -> Iterator[Sample]`: a run then sends the first
+        requests while the rest of the data is still being read."""
         ...
 
     async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:

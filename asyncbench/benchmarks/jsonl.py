@@ -11,7 +11,7 @@ are generated and stored but not scored.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import UserError
 from ..jsonl_io import iter_json_objects
@@ -48,12 +48,18 @@ class JsonlBenchmark:
         self.name = f"jsonl:{self.path}"
 
     def load(self, opts: LoadOptions) -> list[Sample]:
+        return list(self.iter_load(opts))
+
+    def iter_load(self, opts: LoadOptions) -> Iterator[Sample]:
+        """Samples one line at a time, validated as they are read: a run starts sending
+        while the rest of a large file is still being parsed (see run.py)."""
         if not self.path.is_file():
             raise UserError(f"data file {self.path} not found (jsonl:PATH needs an existing .jsonl file)")
         METRICS = longbench_metrics()
-        samples: list[Sample] = []
         seen: set[str] = set()
         for lineno, row in iter_json_objects(self.path, hint='each line needs "id" and "prompt" or "messages"'):
+            if opts.limit and len(seen) >= opts.limit:
+                return
             where = f"{self.path}:{lineno}"
             if "id" not in row or not ("prompt" in row or "messages" in row):
                 raise UserError(f"{where}: each line needs \"id\" and \"prompt\" or \"messages\"")
@@ -71,13 +77,11 @@ class JsonlBenchmark:
                 max_tokens = int(row.get("max_tokens", 128))
             except (TypeError, ValueError):
                 raise UserError(f"{where}: max_tokens must be an integer") from None
-            samples.append(Sample(id=sid, task=str(row.get("task", "jsonl")), prompt=row.get("prompt"),
-                                  messages=row.get("messages"), answers=answers, max_tokens=max_tokens,
-                                  metric=metric, chat="messages" in row,
-                                  meta={"all_classes": row.get("all_classes")}))
-        if not samples:
+            yield Sample(id=sid, task=str(row.get("task", "jsonl")), prompt=row.get("prompt"),
+                         messages=row.get("messages"), answers=answers, max_tokens=max_tokens,
+                         metric=metric, chat="messages" in row, meta={"all_classes": row.get("all_classes")})
+        if not seen:
             raise UserError(f"{self.path} holds no samples")
-        return samples[: opts.limit] if opts.limit else samples
 
     async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
         return samples, {}

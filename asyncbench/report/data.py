@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..percentiles import percentiles
 from ..store import Store
 
-PERCENTILES = (50, 95, 99)
 
 
 @dataclass
@@ -83,16 +83,6 @@ class RunReport:
     @property
     def scores(self) -> dict[str, Any]:
         return self.summary.get("scores") or {}
-
-
-def percentiles(values: list[float]) -> dict[str, float | None]:
-    """numpy's default (linear) percentiles, rounded like run.json's."""
-    if not values:
-        return {f"p{q}": None for q in PERCENTILES}
-    import numpy as np
-
-    arr = np.asarray(values, dtype=float)
-    return {f"p{q}": round(float(np.percentile(arr, q)), 2) for q in PERCENTILES}
 
 
 def latency_of(rows: list[dict[str, Any]]) -> tuple[Latency, list[float]]:

@@ -6,9 +6,9 @@ GET /stats[?log=1], POST /stats/reset.
 
 A generation request goes through, in order: parse (400 in the API's own error shape),
 context-length check (the marker `<<SIM:CONTEXT_TOO_LONG>>` always fails it), rate limits
-(429 with `retry-after`), the injected fault if one is drawn, latency, then the baseline
-answerer (`answerer.py`). Tokens are counted as ceil(characters / 4), the same rule as
-`asyncbench.tokenizers.approx_count`. A chat request without `max_tokens` costs only its
+(429 with `retry-after`), the baseline answerer (`answerer.py`), the injected fault if one
+is drawn, and the latency, counted from the request's arrival. Tokens are counted as
+ceil(characters / 4), the same rule as `asyncbench.tokenizers.approx_count`. A chat request without `max_tokens` costs only its
 prompt at admission and is capped at CHAT_DEFAULT_MAX_TOKENS output tokens.
 
 Faults and jitter are drawn from `Random(f"{seed}:{prompt sha256}:{attempt}")`, where
@@ -191,6 +191,7 @@ class SimServer:
         stats = self.stats
         stats.requests += 1
         stats.routes[request.path] += 1
+        arrived = asyncio.get_running_loop().time()
         raw = await request.read()
         try:
             if fmt.api == "anthropic":
@@ -231,7 +232,7 @@ class SimServer:
         cache_ok = fingerprint in self._served and (fmt.api == "openai" or b"cache_control" in raw)
         answers = [_answer(call, p, n, cap, cache_ok) for p, n in zip(call.prompts, prompt_tokens)]
         completion = sum(a.completion_tokens for a in answers)
-        return await self._deliver(request, fmt, call, answers, completion, fingerprint, attempt, headers)
+        return await self._deliver(request, fmt, call, answers, completion, fingerprint, attempt, headers, arrived)
 
     def _check_context(self, fmt: WireFormat, call: Call, text: str, prompt_tokens: int) -> web.Response | None:
         limit = self.config.max_context_tokens
@@ -270,7 +271,8 @@ class SimServer:
         return self._error(fmt, 429, reason or "requests", msg, "rate_limit_exceeded", headers)
 
     async def _deliver(self, request: web.BaseRequest, fmt: WireFormat, call: Call, answers: list[Answer],
-                       completion: int, fingerprint: str, attempt: int, headers: dict[str, str]) -> web.StreamResponse:
+                       completion: int, fingerprint: str, attempt: int, headers: dict[str, str],
+                       arrived: float) -> web.StreamResponse:
         cfg = self.config
         fault, jitter = "", 0.0
         if cfg.faulty:
@@ -281,8 +283,11 @@ class SimServer:
         if fault == "stall":
             self.stats.stalled += 1
             delay_ms += cfg.stall_s * 1000.0
-        if delay_ms > 0:
-            await asyncio.sleep(delay_ms / 1000.0)
+        # The latency runs from the request's arrival, like a real server's: the time spent
+        # parsing and answering is part of it, not added on top.
+        remaining = delay_ms / 1000.0 - (asyncio.get_running_loop().time() - arrived)
+        if remaining > 0:
+            await asyncio.sleep(remaining)
 
         stats = self.stats
         if fault == "drop":
