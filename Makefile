@@ -9,7 +9,7 @@ BENCH ?= minilongbench
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,build,report,bamboo]'
+	$(BIN)/python -m pip install -q -e '.[test,build,report,bamboo,ray]'
 	touch $@
 
 .PHONY: install run test

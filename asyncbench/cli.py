@@ -33,6 +33,9 @@ COMMANDS: dict[str, object] = {
     "minilongbench": {
         "build": "asyncbench.estimators.build_cli",
     },
+    "deploy": {
+        "compose": "asyncbench.deploy",
+    },
 }
 
 HELP = {
@@ -43,6 +46,7 @@ HELP = {
     "score": "score predictions made elsewhere with the official metrics",
     "estimate": "estimate full-benchmark scores (MiniLongBench IRT, LongScore)",
     "minilongbench": "rebuild MiniLongBench anchors and IRT parameters",
+    "deploy": "write deployment files (docker compose: TGI fleet, Ray, evaluator)",
 }
 
 

@@ -6,6 +6,8 @@ prints its message as one line and exits with code 2, no traceback.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class UserError(Exception):
     """A problem with the user's input or environment; the message says how to fix it."""
@@ -37,5 +39,14 @@ class ProviderError(Exception):
         self.retry_after = retry_after
         self.ratelimit = ratelimit or {}
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Picklable with its keyword fields (Ray workers send errors back to the driver)."""
+        return (_provider_error, (self.kind, self.message, self.status, self.retry_after, self.ratelimit))
+
     def __str__(self) -> str:  # pragma: no cover - trivial
         return f"{self.kind}: {self.message}"
+
+
+def _provider_error(kind: str, message: str, status: int | None, retry_after: float | None,
+                    ratelimit: dict[str, float]) -> ProviderError:
+    return ProviderError(kind, message, status=status, retry_after=retry_after, ratelimit=ratelimit)

@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from itertools import islice
-from typing import Any, AsyncIterator, Iterable, Iterator, Sequence, Sized
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence, Sized
 
 import anyio
 
@@ -67,6 +67,9 @@ class RunConfig:
     judge_base_urls: list[str] = field(default_factory=list)
     prices: str | None = None
     progress: bool | None = None
+    backend: str = "local"  # "local" | "ray"
+    ray_address: str | None = None
+    ray_workers: int = 2
     extra: dict[str, Any] = field(default_factory=dict)
 
     def run_id(self, endpoint_id: str) -> str:
@@ -82,15 +85,19 @@ class ModelClient:
     """Everything needed to talk to one model: provider, endpoint pool, limiter, price."""
 
     def __init__(self, spec: ModelSpec, provider: Provider, cfg: RunConfig, prices: PriceTable,
-                 rpm: float | None, tpm: float | None) -> None:
+                 rpm: float | None, tpm: float | None, api_key: str | None = None) -> None:
         self.spec = spec
         self.provider = provider
+        self.api_key = api_key  # handed to Ray workers only; never stored or printed
         self.price: Price = prices.price(spec.provider, spec.model)
         self.limiter = RateLimiter(rpm, tpm)
         self.pool = EndpointPool(spec.base_urls, cfg.concurrency)
         # Token counting for TPM: tiktoken for OpenAI models, ceil(chars/4) otherwise.
         enc = tiktoken_encoding_for(spec.model) if spec.provider == "openai" else None
         self.counter: Tokenizer | None = get_tokenizer(enc) if enc else None
+        # Checked before the first request is sent, not before the run: a fully cached
+        # re-run needs no server.
+        self.reachable = False
 
     def count(self, text: str) -> int:
         return self.counter.count(text) if self.counter else approx_count(text)
@@ -136,8 +143,9 @@ class Engine:
     """Cache-first generation through the scheduler; one writer to the store."""
 
     def __init__(self, store: Store, run_id: str, progress_enabled: bool | None, max_cost: float | None,
-                 timeout_s: float, max_attempts: int) -> None:
+                 timeout_s: float, max_attempts: int, backend: Any = None) -> None:
         self.store = store
+        self.backend = backend  # None: this process; else a RayBackend (distributed/ray_backend.py)
         self.run_id = run_id
         self.progress_enabled = progress_enabled
         self.budget = Budget(max_cost)
@@ -146,7 +154,7 @@ class Engine:
         self.totals: dict[str, PurposeTotals] = {}
         self.fresh_latencies: list[float] = []
         self.cached_latencies: list[float] = []
-        self.schedulers: list[Scheduler] = []
+        self.schedulers: list[Any] = []  # Scheduler or RayRunner: both have .stats
         self._pending_responses: list[dict[str, Any]] = []
         self._pending_failures: list[dict[str, Any]] = []
         self._flush_event = anyio.Event()
@@ -170,6 +178,14 @@ class Engine:
                 await anyio.to_thread.run_sync(self.store.put_failures, failures)
 
     # -- generation -----------------------------------------------------------------
+    def _group(self, client: ModelClient) -> Any:
+        lim = client.limiter
+        return self.backend.group(client.spec, client.api_key, lim.configured_rpm, lim.configured_tpm)
+
+    def endpoint_health(self, client: ModelClient) -> list[dict[str, Any]]:
+        """Served/failed per endpoint, from this process's pool or from the Ray workers."""
+        return client.pool.health() if self.backend is None else self._group(client).endpoint_health()
+
     async def _keys_and_hits(self, requests: list[Request]) -> tuple[list[str], dict[str, CachedResponse]]:
         """Hash a chunk of requests and look them up, off the event loop (sha256 of long
         prompts releases the GIL, so this overlaps requests already in flight)."""
@@ -224,6 +240,9 @@ class Engine:
                         duplicates.append((i, first_index[key]))
                         progress.add_cached()
                     else:
+                        if not client.reachable:  # only once something must be sent
+                            await _check_reachable(client)
+                            client.reachable = True
                         first_index[key] = i
                         req = reqs[i]
                         tokens = client.count(req.text()) + req.max_tokens
@@ -266,9 +285,13 @@ class Engine:
                 progress.advance(False, 0, 0.0)
             self._flush_event.set()
 
-        scheduler = Scheduler(client.provider, client.pool, client.limiter, budget=self.budget,
-                              timeout_s=self.timeout_s, max_attempts=self.max_attempts,
-                              on_outcome=on_outcome, cost_of=lambda r: client.price.cost(r.usage))
+        cost_of = lambda r: client.price.cost(r.usage)  # noqa: E731
+        if self.backend is None:
+            scheduler: Any = Scheduler(client.provider, client.pool, client.limiter, budget=self.budget,
+                                       timeout_s=self.timeout_s, max_attempts=self.max_attempts,
+                                       on_outcome=on_outcome, cost_of=cost_of)
+        else:
+            scheduler = self.backend.runner(self._group(client), self.budget, on_outcome, cost_of)
         self.schedulers.append(scheduler)
         try:
             with progress:
@@ -342,7 +365,7 @@ def _truncation_tokenizer(cfg: RunConfig, spec: ModelSpec) -> Tokenizer:
 def _make_client(spec: ModelSpec, cfg: RunConfig, prices: PriceTable, rpm: float | None,
                  tpm: float | None) -> ModelClient:
     key = api_key_for(spec.provider, spec.base_urls)
-    return ModelClient(spec, make_provider(spec, key), cfg, prices, rpm, tpm)
+    return ModelClient(spec, make_provider(spec, key), cfg, prices, rpm, tpm, key)
 
 
 async def _check_reachable(client: ModelClient) -> None:
@@ -436,8 +459,6 @@ async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Itera
                    opener: _StoreOpener | None) -> dict[str, Any]:
     spec = client.spec
     run_id = cfg.run_id(spec.endpoint_id)
-    if not cfg.dry_run:
-        await _check_reachable(client)
     max_input, max_input_source = await _max_input_tokens(cfg, spec, client.provider)
     tokenizer = _truncation_tokenizer(cfg, spec) if max_input else None
 
@@ -460,9 +481,34 @@ async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Itera
         samples = list(samples)
         return _dry_run_summary(cfg, samples, [build(s) for s in samples], client, run_id, truncated, max_input)
 
-    with opener.result() as store:
+    backend = _make_backend(cfg)
+    try:
+        return await _run_stored(cfg, benchmark, samples, client, judge, prices, t_start, opener.result(), backend,
+                                 run_id, build, truncated, max_input, max_input_source)
+    finally:
+        if backend is not None:
+            backend.close()
+
+
+def _make_backend(cfg: RunConfig) -> Any:
+    """None for this process; a RayBackend for `--backend ray` (Ray imported only then)."""
+    if cfg.backend == "local":
+        return None
+    if cfg.backend != "ray":
+        raise UserError(f"unknown backend {cfg.backend!r}; use local or ray")
+    from .distributed.ray_backend import RayBackend
+
+    return RayBackend(cfg.ray_address, cfg.ray_workers, cfg.concurrency, cfg.timeout_s, cfg.max_attempts)
+
+
+async def _run_stored(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Iterator[Sample], client: ModelClient,
+                      judge: ModelClient | None, prices: PriceTable, t_start: float, store: Store, backend: Any,
+                      run_id: str, build: Callable[[Sample], Request], truncated: dict[str, int],
+                      max_input: int | None, max_input_source: str) -> dict[str, Any]:
+    spec = client.spec
+    with store:
         store.start_run(run_id, cfg.benchmark, spec.label, _public_config(cfg, spec))
-        engine = Engine(store, run_id, cfg.progress, cfg.max_cost, cfg.timeout_s, cfg.max_attempts)
+        engine = Engine(store, run_id, cfg.progress, cfg.max_cost, cfg.timeout_s, cfg.max_attempts, backend)
 
         async def ctx_generate(reqs: list[Request], purpose: str) -> list[Response | ProviderError]:
             target = judge if purpose == "judge" and judge is not None else client
@@ -475,7 +521,8 @@ async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Itera
             return target.request(prompt=prompt, messages=messages, max_tokens=max_tokens)
 
         ctx = RunContext(model_spec=spec.label, generate=ctx_generate, make_request=ctx_make_request,
-                         options={"judge": cfg.judge, **cfg.extra})
+                         options={"judge": cfg.judge, **cfg.extra},
+                         map_chunks=backend.map_chunks if backend is not None else None)
         failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(engine.writer)
@@ -615,12 +662,21 @@ def _summary(cfg: RunConfig, run_id: str, spec: ModelSpec, samples: list[Sample]
         "throughput_rps": round(sum(s.requests_sent for s in stats) / wall, 2) if wall > 0 else None,
         "truncation": {"max_input_tokens": max_input, "source": max_input_source,
                        "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())},
-        "endpoints": client.pool.health(),
+        "endpoints": engine.endpoint_health(client),
+        "backend": _backend_summary(cfg, engine, client),
         "by_task_cost": _by_task_cost(results),
         "failures": [{"sample_id": r.sample_id, "error": r.error} for r in results if r.status == "failed"][:50],
         "prepare": prep_report,
         "scores": scores,
     }
+
+
+def _backend_summary(cfg: RunConfig, engine: Engine, client: ModelClient) -> dict[str, Any]:
+    if engine.backend is None:
+        return {"name": "local"}
+    group = engine._group(client)
+    return {"name": "ray", "address": cfg.ray_address or "local", "workers": cfg.ray_workers,
+            "workers_replaced": group.replaced}
 
 
 def _by_task_cost(results: list[SampleResult]) -> dict[str, dict[str, Any]]:

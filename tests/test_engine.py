@@ -99,6 +99,23 @@ def test_malformed_line_late_in_a_streamed_file_keeps_what_was_answered(tmp_path
     assert sim.stats()["requests"] == 600  # the fixed re-run sent only what was missing
 
 
+def test_fully_cached_rerun_needs_no_server(tmp_path):
+    from asyncbench.sim.testing import start_sim_subprocess, stop_sim_subprocess
+
+    proc, url = start_sim_subprocess([])
+    data = write_jsonl(tmp_path / "d.jsonl", 20)
+    try:
+        first = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", url + "/v1")
+    finally:
+        stop_sim_subprocess(proc)
+    again = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", url + "/v1")
+    assert again["_exit"] == 0 and again["n_cached"] == 20 and again["scores"] == first["scores"]
+    more = write_jsonl(tmp_path / "more.jsonl", 21)  # one answer missing: now the server is needed
+    line = _one_clean_line(_cli("run", f"jsonl:{more}", "--model", "openai-compat:sim", "--base-url", url + "/v1",
+                                "--cache", str(tmp_path / "cache.duckdb"), "--out", str(tmp_path / "o2")))
+    assert "cannot reach" in line
+
+
 def test_percentiles_match_numpy():
     import numpy as np
 

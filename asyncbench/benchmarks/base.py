@@ -42,6 +42,9 @@ class RunContext:
     # make_request(spec, sample-like prompt/messages, max_tokens) -> Request for another model
     make_request: Callable[..., Request]
     options: dict[str, Any] = field(default_factory=dict)
+    # map_chunks(fn, [args, ...]) -> [fn(*args), ...] on other machines (the Ray backend);
+    # None: CPU-heavy scoring uses this machine's cores.
+    map_chunks: Callable[[Callable[..., Any], list[tuple[Any, ...]]], list[Any]] | None = None
 
 
 class Benchmark(Protocol):

@@ -30,7 +30,7 @@ import shutil
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..errors import UserError
 from ..jsonl_io import iter_json_objects, read_json_object
@@ -290,9 +290,10 @@ def load_minilongbench(opts: LoadOptions) -> list[Sample]:
 # ---------------------------------------------------------------- scoring and aggregation
 
 
-async def score_longbench(samples: list[Sample], predictions: list[str]) -> list[float | None]:
+async def score_longbench(samples: list[Sample], predictions: list[str],
+                          map_chunks: Callable[..., list[Any]] | None = None) -> list[float | None]:
     """Official LongBench metrics (first-line truncation included) in a worker thread,
-    since ROUGE and fuzzy matching are CPU-bound."""
+    since ROUGE and fuzzy matching are CPU-bound; spread over Ray tasks by `map_chunks`."""
     import anyio
 
     from ..metrics.longbench import score_many
@@ -306,6 +307,7 @@ async def score_longbench(samples: list[Sample], predictions: list[str]) -> list
         [s.answers for s in samples],
         [s.meta.get("all_classes") for s in samples],
         jobs=None,
+        map_chunks=map_chunks,
     )
     return list(await anyio.to_thread.run_sync(call))
 
@@ -350,7 +352,7 @@ class _LongBenchFamily:
         return samples, {}
 
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
-        return await score_longbench(samples, predictions)
+        return await score_longbench(samples, predictions, ctx.map_chunks)
 
     def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
         return aggregate_results(results, by_length=self.by_length)
@@ -395,7 +397,7 @@ class MiniLongBench(_LongBenchFamily):
         (see ../shared/data/README.md)."""
         from ..metrics.longbench import FIRST_LINE_DATASETS, score_one
 
-        scores = await score_longbench(samples, predictions)
+        scores = await score_longbench(samples, predictions, ctx.map_chunks)
         self._release_scores = {
             s.id: score_one(s.task, p, s.answers, s.meta.get("all_classes"), first_line_post=False)
             for s, p in zip(samples, predictions) if s.task in FIRST_LINE_DATASETS}

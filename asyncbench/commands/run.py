@@ -50,6 +50,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-bad-rows", action="store_true", help="skip unreadable data rows (counted in the report)")
     p.add_argument("--estimate-method", choices=("irt", "direct", "blend"), default="irt",
                    help="MiniLongBench: headline estimate method")
+    p.add_argument("--base-urls-file", metavar="FILE",
+                   help="a fleet of endpoints: one URL per line (# comments allowed), added to --base-url")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local (default): this process; ray: requests and scoring on Ray workers")
+    p.add_argument("--ray-address", help="Ray cluster: auto | HOST:PORT | ray://HOST:10001 (default: start a local one)")
+    p.add_argument("--ray-workers", type=int, default=2, help="generation workers with --backend ray (default 2)")
     p.add_argument("--no-progress", action="store_false", dest="progress", default=None)
     p.add_argument("--json", action="store_true", help="print run.json instead of the summary table")
 
@@ -79,6 +85,29 @@ def _extra(args: argparse.Namespace) -> dict:
     return extra
 
 
+def _fleet_urls(path: str) -> list[str]:
+    """Endpoint URLs from a file, one per line; blank lines and # comments skipped."""
+    from pathlib import Path
+
+    from ..errors import UserError
+
+    try:
+        lines = Path(path).expanduser().read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UserError(f"cannot read --base-urls-file {path}: {exc.strerror or exc}") from None
+    urls = []
+    for lineno, line in enumerate(lines, 1):
+        url = line.split("#", 1)[0].strip()
+        if not url:
+            continue
+        if not url.startswith(("http://", "https://")):
+            raise UserError(f"{path}:{lineno}: {url!r} is not an http(s) URL; write one endpoint URL per line")
+        urls.append(url.rstrip("/"))
+    if not urls:
+        raise UserError(f"{path} lists no endpoint URLs; write one per line, e.g. http://tgi-0:80")
+    return urls
+
+
 def main(args: argparse.Namespace) -> int:
     import anyio
 
@@ -95,21 +124,24 @@ def main(args: argparse.Namespace) -> int:
             raise UserError(f"no run {args.resume!r} in the cache; `asyncbench cache stats` lists what is stored")
         for k in ("resolved_model", "endpoint_id"):
             stored.pop(k, None)
-        stored.update(cache=args.cache, progress=args.progress, dry_run=False)
+        stored.update(cache=args.cache, progress=args.progress, dry_run=False, backend=args.backend,
+                      ray_address=args.ray_address, ray_workers=args.ray_workers)
         cfg = RunConfig(**stored)
     else:
         if args.limit is not None and args.limit < 1:
             raise UserError("--limit must be at least 1")
         if args.concurrency < 1:
             raise UserError("--concurrency must be at least 1")
+        base_urls = args.base_urls + (_fleet_urls(args.base_urls_file) if args.base_urls_file else [])
         cfg = RunConfig(
-            benchmark=args.benchmark, model=args.model, base_urls=args.base_urls, endpoint_id=args.endpoint_id,
+            benchmark=args.benchmark, model=args.model, base_urls=base_urls, endpoint_id=args.endpoint_id,
             api=args.api, data_dir=args.data_dir, cache=args.cache, out=args.out, limit=args.limit,
             concurrency=args.concurrency, rpm=args.rpm, tpm=args.tpm, max_cost=args.max_cost,
             dry_run=args.dry_run, timeout_s=args.timeout_s, max_attempts=args.max_attempts,
             max_input_tokens=args.max_input_tokens, tokenizer=args.tokenizer, temperature=args.temperature,
             repeat=args.repeat, judge=args.judge, judge_base_urls=args.judge_base_urls, prices=args.prices,
-            progress=args.progress, extra=_extra(args),
+            progress=args.progress, backend=args.backend, ray_address=args.ray_address,
+            ray_workers=args.ray_workers, extra=_extra(args),
         )
     summary = anyio.run(execute, cfg)
     if args.json or cfg.dry_run:

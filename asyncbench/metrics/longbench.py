@@ -21,7 +21,7 @@ import threading
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import UserError
 
@@ -412,6 +412,9 @@ def _score_chunk(items: list[_Item], first_line_post: bool) -> list[float]:
 # Below this many predictions the pool's start-up costs more than it saves (scoring
 # averages well under a millisecond per prediction; see benchmarks/scoring.md).
 MIN_PARALLEL_ITEMS = 256
+# Predictions per Ray task: the cluster's size is not known here, and a few hundred
+# predictions (tens of milliseconds) amortise a task's overhead.
+RAY_CHUNK_ITEMS = 500
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -437,9 +440,11 @@ def score_many(
     jobs: int | None = None,
     *,
     first_line_post: bool = True,
+    map_chunks: Callable[[Callable[..., Any], list[tuple[Any, ...]]], list[Any]] | None = None,
 ) -> list[float]:
     """`score_one` for every prediction, in input order, over `jobs` processes
-    (default: all cores; 1 scores in this process).
+    (default: all cores; 1 scores in this process), or over other machines' cores when
+    `map_chunks` is given (the Ray backend: one task per chunk).
 
     Items are dealt round-robin into a few chunks per worker so that expensive summaries
     (ROUGE) spread evenly instead of landing in one chunk.
@@ -452,12 +457,15 @@ def score_many(
     classes = list(all_classes) if all_classes is not None else [None] * n
     items: list[_Item] = list(zip(datasets, preds, answers, classes))
     jobs = (os.cpu_count() or 1) if jobs is None else max(1, jobs)
-    if jobs == 1 or n < MIN_PARALLEL_ITEMS:
+    if n < MIN_PARALLEL_ITEMS or (jobs == 1 and map_chunks is None):
         return _score_chunk(items, first_line_post)
-    n_chunks = min(n, jobs * 4)
+    n_chunks = min(n, max(jobs * 4, n // RAY_CHUNK_ITEMS) if map_chunks else jobs * 4)
     chunks = [items[k::n_chunks] for k in range(n_chunks)]
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context(), initializer=_init_worker) as pool:
-        results = list(pool.map(_score_chunk, chunks, [first_line_post] * n_chunks))
+    if map_chunks is not None:
+        results = map_chunks(_score_chunk, [(chunk, first_line_post) for chunk in chunks])
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context(), initializer=_init_worker) as pool:
+            results = list(pool.map(_score_chunk, chunks, [first_line_post] * n_chunks))
     scores = [0.0] * n
     for k, chunk_scores in enumerate(results):
         scores[k::n_chunks] = chunk_scores

@@ -31,6 +31,7 @@ import hashlib
 import json
 import random
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -211,6 +212,7 @@ class SimServer:
         text = call.text()
         fingerprint = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         stats.log.append(fingerprint)
+        stats.times.append(time.time())
         attempt = self._attempts.get(fingerprint, 0)
         self._attempts[fingerprint] = attempt + 1
 

@@ -31,11 +31,15 @@ class SimStats:
     cached_tokens: int = 0
     routes: Counter[str] = field(default_factory=Counter)
     log: list[str] = field(default_factory=list)
+    # arrival time (Unix seconds) of each logged request: lets a test check the rate the
+    # server saw across several simulators
+    times: list[float] = field(default_factory=list)
 
     def as_dict(self, with_log: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("routes", "log")}
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("routes", "log", "times")}
         out["routes"] = dict(self.routes)
         out["unique_prompts"] = len(set(self.log))
         if with_log:
             out["log"] = list(self.log)
+            out["times"] = list(self.times)
         return out

@@ -1,0 +1,134 @@
+"""`--backend ray` on a real local Ray cluster (head + two generation workers, loopback
+only) against simulator subprocesses: same answers and scores as the local backend, a
+global RPM shared by the workers, and a worker killed mid-run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+pytest.importorskip("ray")
+
+RAY = str(Path(sys.executable).with_name("ray"))
+# loopback only; token auth off for this throwaway cluster (nothing outside 127.0.0.1 can reach it)
+ENV = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A Ray head on 127.0.0.1 with 2 CPUs, started for these tests and stopped after."""
+    port = _free_port()
+    start = subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+                            "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+                           env=ENV, capture_output=True, text=True, timeout=120)
+    assert start.returncode == 0, start.stderr[-2000:]
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([RAY, "stop", "--force"], env=ENV, capture_output=True, timeout=120)
+
+
+def _run(tmp: Path, name: str, urls: list[str], *extra: str, bench: str = "minilongbench", wait: bool = True):
+    cmd = [sys.executable, "-m", "asyncbench.cli", "run", bench, "--model", "openai-compat:sim",
+           *[a for u in urls for a in ("--base-url", u + "/v1")], "--endpoint-id", "two-sims",
+           "--data-dir", str(Path(__file__).resolve().parents[2] / "shared" / "data"),
+           "--cache", str(tmp / f"{name}.duckdb"), "--out", str(tmp / name), "--no-progress", *extra]
+    if not wait:
+        return subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((tmp / name / "run.json").read_text())
+
+
+def _answers(path: Path) -> list[tuple]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute("SELECT key, text, finish_reason, completion_tokens FROM responses ORDER BY key").fetchall()
+    finally:
+        con.close()
+
+
+def test_ray_matches_local_and_keeps_the_global_rpm(tmp_path, shared_data, start_sim, ray_cluster):
+    sims = [start_sim("--latency-ms", "20"), start_sim("--latency-ms", "20")]
+    urls = [s.base_url for s in sims]
+    local = _run(tmp_path, "local", urls, "--limit", "3")
+    for s in sims:
+        s.reset()
+    rpm = 1200  # 20 requests/s for the whole group, whatever the number of workers
+    ray = _run(tmp_path, "ray", urls, "--limit", "3", "--backend", "ray", "--ray-address", ray_cluster,
+               "--ray-workers", "2", "--rpm", str(rpm))
+    assert ray["backend"]["name"] == "ray" and ray["n_completed"] == local["n_completed"] == local["n_samples"]
+    assert ray["scores"] == local["scores"]
+    assert _answers(tmp_path / "ray.duckdb") == _answers(tmp_path / "local.duckdb")
+    assert all(e["served"] > 0 for e in ray["endpoints"])  # both endpoints used
+
+    stats = [s.stats(log=True) for s in sims]
+    assert sum(st["requests"] for st in stats) == ray["n_samples"] and sum(st["rate_limited"] for st in stats) == 0
+    arrivals = sorted(t for st in stats for t in st["times"])
+    # A bucket of one second's worth, refilled at rpm/60 per second: in any window of
+    # w seconds the two simulators together may see at most rpm/60 * (w + 1) requests.
+    # Two workers each keeping their own limit would send twice that.
+    for w in (1.0, 2.0):
+        allowed = rpm / 60 * (w + 1)
+        busiest = max(sum(1 for t in arrivals[i:] if t < start + w) for i, start in enumerate(arrivals))
+        assert busiest <= allowed, (w, busiest, allowed)
+
+
+def test_killing_a_worker_mid_run_requests_nothing_twice(tmp_path, start_sim, ray_cluster):
+    n = 300
+    prompts = {f"s{i}": f"Passage {i}: " + " ".join(f"w{(i * 13 + k) % 97}" for k in range(40)) + "\nAnswer:"
+               for i in range(n)}
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": sid, "prompt": p, "answers": ["w1"], "max_tokens": 8}) + "\n"
+                            for sid, p in prompts.items()))
+    sims = [start_sim("--latency-ms", "150"), start_sim("--latency-ms", "150")]
+    proc = _run(tmp_path, "kill", [s.base_url for s in sims], "--backend", "ray", "--ray-address", ray_cluster,
+                "--ray-workers", "2", "--concurrency", "4", bench=f"jsonl:{data}", wait=False)
+    try:
+        deadline = time.monotonic() + 120
+        while sum(s.stats()["requests"] for s in sims) < 60:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        victims = subprocess.run(["pgrep", "-f", "ray::GenerationWorker"], capture_output=True, text=True).stdout.split()
+        assert victims, "no generation worker process found"
+        os.kill(int(victims[0]), signal.SIGKILL)
+        killed_at = time.time()
+        _, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    summary = json.loads((tmp_path / "kill" / "run.json").read_text())
+    assert summary["n_completed"] == summary["n_samples"] == n
+    assert summary["backend"]["workers_replaced"] >= 1
+
+    con = duckdb.connect(str(tmp_path / "kill.duckdb"), read_only=True)
+    done_before = [sid for (sid,) in con.execute(
+        "SELECT r.sample_id FROM results r JOIN responses p ON p.key = r.key WHERE p.created_at < ?",
+        [killed_at]).fetchall()]
+    con.close()
+    assert 0 < len(done_before) < n
+    # the simulator logs sha256 of the prompt text of every request it receives
+    log = [fp for s in sims for fp in s.stats(log=True)["log"]]
+    seen_twice = {fp for fp in set(log) if log.count(fp) > 1}
+    fingerprint = {sid: hashlib.sha256(p.encode("utf-8")).hexdigest() for sid, p in prompts.items()}
+    assert set(fingerprint.values()) == set(log)  # every sample reached a simulator
+    assert not seen_twice & {fingerprint[sid] for sid in done_before}
+    # only the dead worker's in-flight requests (its concurrency share on two endpoints) go again
+    assert len(seen_twice) <= 2 * 2
