@@ -339,16 +339,40 @@ async def _max_input_tokens(cfg: RunConfig, spec: ModelSpec, provider: Provider)
     if cfg.max_input_tokens:
         return cfg.max_input_tokens, "--max-input-tokens"
     if spec.provider == "tgi":
-        try:
-            info = await provider.info(spec.base_urls[0])  # type: ignore[attr-defined]
-        except ProviderError as exc:
-            raise UserError(f"cannot read {spec.base_urls[0]}/info ({exc.message}); is the TGI server up?") from None
-        if info.get("max_input_tokens"):
-            return int(info["max_input_tokens"]), "tgi /info"
+        limit = await _fleet_max_input_tokens(spec, provider)
+        if limit is not None:
+            return limit, f"tgi /info ({len(spec.base_urls)} endpoint{'s' if len(spec.base_urls) > 1 else ''})"
     from .prompts import max_input_tokens_for
 
     found = max_input_tokens_for(spec.model)
     return (found, "model-context table") if found else (None, "none")
+
+
+async def _fleet_max_input_tokens(spec: ModelSpec, provider: Provider) -> int | None:
+    """Ask every TGI replica's /info: the prompt must fit the smallest of them (a fleet
+    can mix launch settings), and all must serve the same model, or the cache would
+    file one model's answers under another's name. Replicas that are down are left to
+    the pool's health checks, as long as one answers."""
+    infos: dict[str, dict[str, Any]] = {}
+    errors: list[str] = []
+
+    async def ask(url: str) -> None:
+        try:
+            infos[url] = await provider.info(url)  # type: ignore[attr-defined]
+        except ProviderError as exc:
+            errors.append(f"{url}/info ({exc.message})")
+
+    async with anyio.create_task_group() as tg:
+        for url in spec.base_urls:
+            tg.start_soon(ask, url)
+    if not infos:
+        raise UserError(f"cannot read {'; '.join(errors)}; is the TGI server up?")
+    models = {str(i.get("model_id")) for i in infos.values() if i.get("model_id")}
+    if len(models) > 1:
+        raise UserError(f"the TGI endpoints serve different models ({', '.join(sorted(models))}); "
+                        "give one model's replicas per run")
+    limits = [int(i["max_input_tokens"]) for i in infos.values() if i.get("max_input_tokens")]
+    return min(limits) if limits else None
 
 
 def _truncation_tokenizer(cfg: RunConfig, spec: ModelSpec) -> Tokenizer:

@@ -303,3 +303,26 @@ def test_bad_input_gives_one_line_and_exit_2(tmp_path, start_sim):
     con = duckdb.connect(str(cache), read_only=True)
     assert con.execute("SELECT count(*) FROM responses").fetchone()[0] == 5
     con.close()
+
+
+def test_provider_errors_survive_pickling():
+    """Ray workers send failures back to the driver pickled: kind and fields must survive."""
+    import pickle
+
+    from asyncbench.errors import ProviderError
+
+    err = ProviderError("rate_limited", "slow down", status=429, retry_after=1.5, ratelimit={"limit_requests": 60.0})
+    back = pickle.loads(pickle.dumps(err))
+    assert (back.kind, back.message, back.status, back.retry_after, back.ratelimit) == \
+        ("rate_limited", "slow down", 429, 1.5, {"limit_requests": 60.0})
+
+
+def test_ray_backend_without_ray_is_one_clear_line(monkeypatch):
+    """Ray is an optional extra: asking for it without it installed is a user error."""
+    from asyncbench.errors import UserError
+    from asyncbench.run import RunConfig, _make_backend
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    with pytest.raises(UserError, match=r"pip install 'asyncbench\[ray\]'"):
+        _make_backend(RunConfig(benchmark="minilongbench", model="sim", backend="ray"))
+    assert _make_backend(RunConfig(benchmark="minilongbench", model="sim")) is None

@@ -8,8 +8,9 @@ A generation request goes through, in order: parse (400 in the API's own error s
 context-length check (the marker `<<SIM:CONTEXT_TOO_LONG>>` always fails it), rate limits
 (429 with `retry-after`), the baseline answerer (`answerer.py`), the injected fault if one
 is drawn, and the latency, counted from the request's arrival. Tokens are counted as
-ceil(characters / 4), the same rule as `asyncbench.tokenizers.approx_count`. A chat request without `max_tokens` costs only its
-prompt at admission and is capped at CHAT_DEFAULT_MAX_TOKENS output tokens.
+ceil(characters / 4), the same rule as `asyncbench.tokenizers.approx_count`. A chat
+request without `max_tokens` costs only its prompt at admission and is capped at
+CHAT_DEFAULT_MAX_TOKENS output tokens.
 
 Faults and jitter are drawn from `Random(f"{seed}:{prompt sha256}:{attempt}")`, where
 `attempt` counts earlier requests with the same prompt: the fate of each attempt is
