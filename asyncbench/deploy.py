@@ -36,6 +36,10 @@ DATA_MOUNT = "/benchdata"
 # Compose interpolates this from the host environment when it starts the services, so
 # the file itself never holds a token (and an unset token is an empty string, not an error).
 HF_TOKEN_FROM_HOST = "${HF_TOKEN:-}"
+# Ray's control plane (jobs, actors, the client port) authenticates every call with one
+# shared token from the host environment; compose refuses to start without it.
+RAY_AUTH = {"RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN": "${RAY_AUTH_TOKEN:?set RAY_AUTH_TOKEN to a shared secret, e.g. the output of openssl rand -hex 32}"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -113,6 +117,7 @@ def compose_spec(
         "command": ["ray", "start", "--head", "--block", "--port=6379",
                     f"--ray-client-server-port={RAY_CLIENT_PORT}", "--include-dashboard=false",
                     "--disable-usage-stats", "--num-cpus=2"],
+        "environment": dict(RAY_AUTH),
         # Ray's object store lives in /dev/shm; docker's 64 MB default makes it fall back to disk.
         "shm_size": "2gb",
     }
@@ -120,6 +125,7 @@ def compose_spec(
         "build": build,
         "image": EVALUATOR_IMAGE,
         "command": ["ray", "start", "--address=ray-head:6379", "--block", "--disable-usage-stats"],
+        "environment": dict(RAY_AUTH),
         "shm_size": "2gb",
         "depends_on": {"ray-head": {"condition": "service_started"}},
         "deploy": {"replicas": ray_workers},
@@ -134,6 +140,7 @@ def compose_spec(
         "HF_TOKEN": HF_TOKEN_FROM_HOST,  # gated tokenizers and hub datasets
         # Hub downloads (benchmark data) persist in the results volume across `run --rm`.
         "XDG_CACHE_HOME": f"{RESULTS}/.cache",
+        **RAY_AUTH,
     }
     volumes: list[dict[str, Any]] = [{"type": "volume", "source": "results", "target": RESULTS}]
     if data_dir:
