@@ -352,7 +352,7 @@ class _LongBenchFamily:
         return samples, {}
 
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
-        return await score_longbench(samples, predictions, ctx.map_chunks)
+        return await score_longbench(samples, predictions, getattr(ctx, "map_chunks", None))
 
     def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
         return aggregate_results(results, by_length=self.by_length)
@@ -397,7 +397,7 @@ class MiniLongBench(_LongBenchFamily):
         (see ../shared/data/README.md)."""
         from ..metrics.longbench import FIRST_LINE_DATASETS, score_one
 
-        scores = await score_longbench(samples, predictions, ctx.map_chunks)
+        scores = await score_longbench(samples, predictions, getattr(ctx, "map_chunks", None))
         self._release_scores = {
             s.id: score_one(s.task, p, s.answers, s.meta.get("all_classes"), first_line_post=False)
             for s, p in zip(samples, predictions) if s.task in FIRST_LINE_DATASETS}
