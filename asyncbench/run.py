@@ -178,13 +178,14 @@ class Engine:
                 await anyio.to_thread.run_sync(self.store.put_failures, failures)
 
     # -- generation -----------------------------------------------------------------
-    def _group(self, client: ModelClient) -> Any:
+    def ray_group(self, client: ModelClient) -> Any:
+        """The limiter actor and workers serving this client (Ray backend only)."""
         lim = client.limiter
         return self.backend.group(client.spec, client.api_key, lim.configured_rpm, lim.configured_tpm)
 
     def endpoint_health(self, client: ModelClient) -> list[dict[str, Any]]:
         """Served/failed per endpoint, from this process's pool or from the Ray workers."""
-        return client.pool.health() if self.backend is None else self._group(client).endpoint_health()
+        return client.pool.health() if self.backend is None else self.ray_group(client).endpoint_health()
 
     async def _keys_and_hits(self, requests: list[Request]) -> tuple[list[str], dict[str, CachedResponse]]:
         """Hash a chunk of requests and look them up, off the event loop (sha256 of long
@@ -291,7 +292,7 @@ class Engine:
                                        timeout_s=self.timeout_s, max_attempts=self.max_attempts,
                                        on_outcome=on_outcome, cost_of=cost_of)
         else:
-            scheduler = self.backend.runner(self._group(client), self.budget, on_outcome, cost_of)
+            scheduler = self.backend.runner(self.ray_group(client), self.budget, on_outcome, cost_of)
         self.schedulers.append(scheduler)
         try:
             with progress:
@@ -698,7 +699,7 @@ def _summary(cfg: RunConfig, run_id: str, spec: ModelSpec, samples: list[Sample]
 def _backend_summary(cfg: RunConfig, engine: Engine, client: ModelClient) -> dict[str, Any]:
     if engine.backend is None:
         return {"name": "local"}
-    group = engine._group(client)
+    group = engine.ray_group(client)
     return {"name": "ray", "address": cfg.ray_address or "local", "workers": cfg.ray_workers,
             "workers_replaced": group.replaced}
 
