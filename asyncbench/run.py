@@ -12,12 +12,12 @@ import hashlib
 import json
 import math
 import os
-import threading
 import time
 from dataclasses import asdict, dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from itertools import islice
-from typing import Any, AsyncIterator, Callable, Iterable, Iterator, Sequence, Sized
+from typing import Any, AsyncIterator, Iterable, Iterator, Sequence, Sized
 
 import anyio
 
@@ -419,8 +419,9 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
 
     data_dir = resolve_data_dir(cfg.data_dir)
     cache_path = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
-    opener = None if cfg.dry_run else _StoreOpener(cache_path)
+    opening = None if cfg.dry_run else _open_in_background(cache_path)
     stack = ExitStackLike()
+    backend = None
     try:
         opts = LoadOptions(data_dir=data_dir, tasks=tasks, limit=cfg.limit, extra=cfg.extra)
         # Streamed where the benchmark allows it: requests start while the file is read.
@@ -435,53 +436,47 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
             same = cfg.judge == cfg.model and not cfg.judge_base_urls
             judge_spec = spec if same else _resolve_model(cfg.judge, cfg.judge_base_urls, cfg, stack)
             judge = _make_client(judge_spec, cfg, prices, None, None)
+        if not cfg.dry_run:
+            backend = _make_backend(cfg)
         try:
-            return await _execute(cfg, benchmark, samples, client, judge, prices, t_start, opener)
+            return await _execute(cfg, benchmark, samples, client, judge, prices, t_start, opening, backend)
         finally:
             await client.provider.aclose()
             if judge is not None and judge is not client:
                 await judge.provider.aclose()
     finally:
-        if opener is not None:
-            opener.close()
+        if backend is not None:
+            backend.close()
+        if opening is not None and opening.exception() is None:
+            opening.result().close()  # closing twice is harmless
         stack.close()
 
 
-class _StoreOpener:
-    """Opens the cache in a thread while the benchmark loads.
+def _open_in_background(path: Path) -> Future[Store]:
+    """Open the cache in a thread while the benchmark loads: importing duckdb and opening
+    the file (~70 ms, mostly outside the GIL) overlap the rest of the start-up instead of
+    following it. A failure (the file locked by another process) is raised where the store
+    is first needed, by `result()`."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="open-cache")
+    future = pool.submit(Store, path)
+    pool.shutdown(wait=False)
+    return future
 
-    Importing duckdb and opening the file take ~70 ms, mostly outside the GIL, so they
-    overlap the parsing of the data instead of following it. A failure (the file locked
-    by another process) is raised where the store is first needed."""
 
-    def __init__(self, path: Path) -> None:
-        self._store: Store | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._open, args=(path,), name="open-cache", daemon=True)
-        self._thread.start()
+def _make_backend(cfg: RunConfig) -> Any:
+    """None for this process; a RayBackend for `--backend ray` (Ray imported only then)."""
+    if cfg.backend == "local":
+        return None
+    if cfg.backend != "ray":
+        raise UserError(f"unknown backend {cfg.backend!r}; use local or ray")
+    from .distributed.ray_backend import RayBackend
 
-    def _open(self, path: Path) -> None:
-        try:
-            self._store = Store(path)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller in result()
-            self._error = exc
-
-    def result(self) -> Store:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._store is not None
-        return self._store
-
-    def close(self) -> None:
-        self._thread.join()
-        if self._store is not None:
-            self._store.close()
+    return RayBackend(cfg.ray_address, cfg.ray_workers, cfg.concurrency, cfg.timeout_s, cfg.max_attempts)
 
 
 async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Iterator[Sample], client: ModelClient,
                    judge: ModelClient | None, prices: PriceTable, t_start: float,
-                   opener: _StoreOpener | None) -> dict[str, Any]:
+                   opening: Future[Store] | None, backend: Any) -> dict[str, Any]:
     spec = client.spec
     run_id = cfg.run_id(spec.endpoint_id)
     max_input, max_input_source = await _max_input_tokens(cfg, spec, client.provider)
@@ -502,36 +497,11 @@ async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Itera
         return client.request(prompt=text, max_tokens=s.max_tokens, temperature=cfg.temperature,
                               repeat=cfg.repeat, chat=s.chat)
 
-    if cfg.dry_run or opener is None:
+    if cfg.dry_run or opening is None:
         samples = list(samples)
         return _dry_run_summary(cfg, samples, [build(s) for s in samples], client, run_id, truncated, max_input)
 
-    backend = _make_backend(cfg)
-    try:
-        return await _run_stored(cfg, benchmark, samples, client, judge, prices, t_start, opener.result(), backend,
-                                 run_id, build, truncated, max_input, max_input_source)
-    finally:
-        if backend is not None:
-            backend.close()
-
-
-def _make_backend(cfg: RunConfig) -> Any:
-    """None for this process; a RayBackend for `--backend ray` (Ray imported only then)."""
-    if cfg.backend == "local":
-        return None
-    if cfg.backend != "ray":
-        raise UserError(f"unknown backend {cfg.backend!r}; use local or ray")
-    from .distributed.ray_backend import RayBackend
-
-    return RayBackend(cfg.ray_address, cfg.ray_workers, cfg.concurrency, cfg.timeout_s, cfg.max_attempts)
-
-
-async def _run_stored(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Iterator[Sample], client: ModelClient,
-                      judge: ModelClient | None, prices: PriceTable, t_start: float, store: Store, backend: Any,
-                      run_id: str, build: Callable[[Sample], Request], truncated: dict[str, int],
-                      max_input: int | None, max_input_source: str) -> dict[str, Any]:
-    spec = client.spec
-    with store:
+    with opening.result() as store:
         store.start_run(run_id, cfg.benchmark, spec.label, _public_config(cfg, spec))
         engine = Engine(store, run_id, cfg.progress, cfg.max_cost, cfg.timeout_s, cfg.max_attempts, backend)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import AsyncIterable, Callable, Iterable
+from typing import AsyncIterable, AsyncIterator, Callable, Iterable
 
 import anyio
 import anyio.abc
@@ -277,14 +277,9 @@ class Scheduler:
             receive.close()
             async with send:
                 try:
-                    if isinstance(jobs, AsyncIterable):
-                        async for job in jobs:
-                            order.append(job.index)
-                            await send.send(job)
-                    else:
-                        for job in jobs:
-                            order.append(job.index)
-                            await send.send(job)
+                    async for job in jobs if isinstance(jobs, AsyncIterable) else _aiter(jobs):
+                        order.append(job.index)
+                        await send.send(job)
                 except Exception as exc:  # noqa: BLE001 - re-raised once in-flight jobs finish
                     # A failing source (a malformed line in a streamed file) stops the
                     # feeding; requests already sent are paid for, so let them complete.
@@ -292,6 +287,11 @@ class Scheduler:
         if source_error is not None:
             raise source_error
         return [outcomes[i] for i in order]
+
+
+async def _aiter(items: Iterable[Job]) -> AsyncIterator[Job]:
+    for item in items:
+        yield item
 
 
 class _BudgetReached(Exception):

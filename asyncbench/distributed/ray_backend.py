@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 from dataclasses import asdict
 from typing import Any, AsyncIterable, AsyncIterator, Callable, Iterable
 
@@ -104,9 +103,6 @@ class GenerationWorker:
         self.max_attempts = max_attempts
         self.limiter = RemoteLimiter(limiter)
         self.pool: EndpointPool | None = None
-
-    async def pid(self) -> int:
-        return os.getpid()
 
     async def run_shard(self, jobs: list[Job]) -> AsyncIterator[list[Outcome] | dict[str, Any]]:
         """Yields lists of outcomes as they complete, then one dict of stats and health."""
@@ -220,9 +216,6 @@ class _WorkerGroup:
         self.workers[k] = self._new_worker()
         self.replaced += 1
         return self.workers[k]
-
-    def pids(self) -> list[int]:
-        return self.backend.ray.get([w.pid.remote() for w in self.workers])
 
     def endpoint_health(self) -> list[dict[str, Any]]:
         """Served/failed per endpoint summed over the workers' last reports."""
