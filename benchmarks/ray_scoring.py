@@ -6,7 +6,7 @@ built deterministically from the MiniLongBench release by benchmarks/scoring.py,
   1. locally as `asyncbench run` does without Ray: `score_many` over a process pool on
      all cores of this machine;
   2. on a Ray cluster started here on 127.0.0.1 with 2 CPUs, through the same
-     `RayBackend.map_chunks` that `--backend ray` uses (one task per chunk of 500);
+     `RayRunner.map_chunks` that `--backend ray` uses (one task per chunk of 500);
      first call (cold: worker processes start and load jieba) and second call (warm).
 
 and checks the scores are identical. Throughput ratio = local wall / Ray wall.
@@ -66,9 +66,9 @@ def main() -> None:
     subprocess.run([ray_bin, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
                     "--include-dashboard=false", "--disable-usage-stats"], env=ENV, check=True, capture_output=True)
     try:
-        from asyncbench.distributed.ray_backend import RayBackend
+        from asyncbench.runners.ray import RayRunner
 
-        backend = RayBackend(f"127.0.0.1:{port}", workers=2, concurrency=32, timeout_s=120, max_attempts=6)
+        backend = RayRunner(f"127.0.0.1:{port}", workers=2, concurrency=32, timeout_s=120, max_attempts=6)
         for label in ("cold", "warm"):
             t = time.perf_counter()
             remote = score_many(*columns, map_chunks=backend.map_chunks)

@@ -320,9 +320,10 @@ def test_provider_errors_survive_pickling():
 def test_ray_backend_without_ray_is_one_clear_line(monkeypatch):
     """Ray is an optional extra: asking for it without it installed is a user error."""
     from asyncbench.errors import UserError
-    from asyncbench.run import RunConfig, _make_backend
+    from asyncbench.config import RunConfig
+    from asyncbench.runners import LocalRunner, make_runner
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
     with pytest.raises(UserError, match=r"pip install 'asyncbench\[ray\]'"):
-        _make_backend(RunConfig(benchmark="minilongbench", model="sim", backend="ray"))
-    assert _make_backend(RunConfig(benchmark="minilongbench", model="sim")) is None
+        make_runner(RunConfig(benchmark="minilongbench", model="sim", backend="ray"))
+    assert isinstance(make_runner(RunConfig(benchmark="minilongbench", model="sim")), LocalRunner)

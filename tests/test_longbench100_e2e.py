@@ -7,7 +7,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from asyncbench.run import RunConfig, execute
+from asyncbench.config import RunConfig
+from asyncbench.engine import execute
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 pytestmark = pytest.mark.skipif(not (DATA / "minilongbench").is_dir(), reason="../shared/data not available")

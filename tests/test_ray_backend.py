@@ -137,7 +137,7 @@ def test_killing_a_worker_mid_run_requests_nothing_twice(tmp_path, start_sim, ra
 
 SCORING_SCRIPT = r"""
 import sys
-from asyncbench.distributed.ray_backend import RayBackend
+from asyncbench.runners.ray import RayRunner
 from asyncbench.metrics.longbench import score_many
 
 words = [f"w{k}" for k in range(60)]
@@ -150,7 +150,7 @@ for i in range(900):
         ref, pred = "会议讨论了预算和进度。" * (1 + i % 5), "会议讨论了进度。" * (1 + i % 3)
     items.append((dataset, pred, [ref], None))
 columns = list(zip(*items))
-backend = RayBackend(sys.argv[1], workers=2, concurrency=4, timeout_s=60, max_attempts=3)
+backend = RayRunner(sys.argv[1], workers=2, concurrency=4, timeout_s=60, max_attempts=3)
 calls = []
 
 def counting(fn, args):

@@ -112,7 +112,8 @@ def main(args: argparse.Namespace) -> int:
     import anyio
 
     from ..errors import UserError
-    from ..run import RunConfig, execute
+    from ..config import RunConfig
+    from ..engine import execute
     from ..report.summary import print_summary
 
     if args.resume:

@@ -33,7 +33,10 @@ import anyio
 from ..errors import ProviderError, UserError
 from ..limits import RateLimiter
 from ..providers.base import ModelSpec, make_provider
+from ..client import ModelClient
 from ..scheduler import Budget, EndpointPool, Job, Outcome, Scheduler, SchedulerStats
+from ..types import Response
+from .base import add_stats
 
 # Outcomes per message from a worker: small enough to stream, large enough to be cheap.
 OUTCOME_BATCH = 64
@@ -126,11 +129,17 @@ class GenerationWorker:
         yield {"stats": asdict(scheduler.stats), "health": self.pool.health()}
 
 
+def _group_key(spec: ModelSpec) -> tuple[str, str]:
+    """Endpoint groups are keyed by what they are (model and endpoint identity), so the
+    same model as judge shares the evaluated model's limiter and workers."""
+    return (spec.label, spec.endpoint_id)
+
+
 def _apply(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
 
-class RayBackend:
+class RayRunner:
     """Ray workers for generation and scoring; see the module docstring."""
 
     name = "ray"
@@ -140,6 +149,8 @@ class RayBackend:
         if workers < 1:
             raise UserError(f"--ray-workers must be at least 1 (got {workers})")
         self.ray = ray = import_ray()
+        self.address = address
+        self._stats = SchedulerStats()
         self.n_workers = workers
         self.concurrency = concurrency
         self.timeout_s = timeout_s
@@ -160,21 +171,45 @@ class RayBackend:
         self._limiter_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(LimiterActor)
         self._worker_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(GenerationWorker)
         self._apply = ray.remote(num_cpus=1)(_apply)
-        self._groups: dict[int, _WorkerGroup] = {}
+        self._groups: dict[tuple[str, str], _WorkerGroup] = {}
 
     # -- generation -----------------------------------------------------------------
     def group(self, spec: ModelSpec, api_key: str | None, rpm: float | None, tpm: float | None) -> "_WorkerGroup":
-        """The limiter actor and workers of one model client, made once and reused for
-        every purpose (eval, judge, prior)."""
-        key = id(spec)
+        """The limiter actor and workers of one endpoint group, made once (on its first
+        request to send) and reused for every purpose (eval, judge, prior)."""
+        key = _group_key(spec)
         if key not in self._groups:
             limiter = self._limiter_cls.remote(rpm, tpm)
             self._groups[key] = _WorkerGroup(self, spec, api_key, limiter)
         return self._groups[key]
 
-    def runner(self, group: "_WorkerGroup", budget: Budget, on_outcome: Callable[[Outcome], None],
-               cost_of: Callable[[Any], float]) -> "RayRunner":
-        return RayRunner(group, budget, on_outcome, cost_of)
+    async def run(self, client: ModelClient, jobs: AsyncIterable[Job], *, budget: Budget,
+                  on_outcome: Callable[[Outcome], None]) -> list[Outcome]:
+        job_list = [j async for j in jobs]
+        if not job_list:  # everything cached: no actors needed
+            return []
+        lim = client.limiter
+        group = self.group(client.spec, client.api_key, lim.configured_rpm, lim.configured_tpm)
+
+        def cost_of(r: Response) -> float:
+            return client.price.cost(r.usage)
+
+        dispatch = _Dispatch(group, budget, on_outcome, cost_of)
+        try:
+            return await dispatch.run(job_list)
+        finally:
+            add_stats(self._stats, dispatch.stats)
+
+    def stats(self) -> SchedulerStats:
+        return self._stats
+
+    def endpoint_health(self, client: ModelClient) -> list[dict[str, Any]]:
+        group = self._groups.get(_group_key(client.spec))
+        return group.endpoint_health() if group is not None else []
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": "ray", "address": self.address or "local", "workers": self.n_workers,
+                "workers_replaced": sum(g.replaced for g in self._groups.values())}
 
     # -- scoring --------------------------------------------------------------------
     def map_chunks(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
@@ -195,7 +230,7 @@ class RayBackend:
 class _WorkerGroup:
     """The workers of one model client and their shared limiter."""
 
-    def __init__(self, backend: RayBackend, spec: ModelSpec, api_key: str | None, limiter: Any) -> None:
+    def __init__(self, backend: RayRunner, spec: ModelSpec, api_key: str | None, limiter: Any) -> None:
         self.backend = backend
         self.spec = spec
         self.api_key = api_key
@@ -229,8 +264,8 @@ class _WorkerGroup:
         return list(merged.values())
 
 
-class RayRunner:
-    """The Scheduler's interface (`run(jobs)`, `stats`, `on_outcome`) over Ray workers."""
+class _Dispatch:
+    """One `run` over the workers of one group: dispatch, stream outcomes back, replace dead workers."""
 
     def __init__(self, group: _WorkerGroup, budget: Budget, on_outcome: Callable[[Outcome], None],
                  cost_of: Callable[[Any], float]) -> None:
@@ -241,11 +276,7 @@ class RayRunner:
         self.stats = SchedulerStats()
         self.outcomes: dict[int, Outcome] = {}
 
-    async def run(self, jobs: Iterable[Job] | AsyncIterable[Job]) -> list[Outcome]:
-        if isinstance(jobs, AsyncIterable):
-            job_list = [j async for j in jobs]
-        else:
-            job_list = list(jobs)
+    async def run(self, job_list: list[Job]) -> list[Outcome]:
         dispatched: list[Job] = []
         for job in job_list:
             if self.budget.reserve(job.est_cost):

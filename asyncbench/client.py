@@ -1,0 +1,79 @@
+"""ModelClient: everything needed to talk to one model — its provider, endpoint pool,
+rate limiter, price and token counter — built once per model per run.
+
+Runners send a client's requests; the engine never reaches into a provider itself.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from .config import RunConfig
+from .errors import UserError
+from .limits import RateLimiter
+from .pricing import Price, PriceTable
+from .providers.base import ModelSpec, Provider, api_key_for, make_provider
+from .scheduler import EndpointPool
+from .tokenizers import Tokenizer, approx_count, get_tokenizer, tiktoken_encoding_for
+from .types import Request
+
+
+class ModelClient:
+    """Everything needed to talk to one model: provider, endpoint pool, limiter, price."""
+
+    def __init__(self, spec: ModelSpec, provider: Provider, cfg: RunConfig, prices: PriceTable,
+                 rpm: float | None, tpm: float | None, api_key: str | None = None) -> None:
+        self.spec = spec
+        self.provider = provider
+        self.api_key = api_key  # handed to Ray workers only; never stored or printed
+        self.price: Price = prices.price(spec.provider, spec.model)
+        self.limiter = RateLimiter(rpm, tpm)
+        self.pool = EndpointPool(spec.base_urls, cfg.concurrency)
+        # Token counting for TPM: tiktoken for OpenAI models, ceil(chars/4) otherwise.
+        enc = tiktoken_encoding_for(spec.model) if spec.provider == "openai" else None
+        self.counter: Tokenizer | None = get_tokenizer(enc) if enc else None
+        # Checked before the first request is sent, not before the run: a fully cached
+        # re-run needs no server.
+        self.reachable = False
+
+    def count(self, text: str) -> int:
+        return self.counter.count(text) if self.counter else approx_count(text)
+
+    def request(self, *, prompt: str | None = None, messages: list[dict[str, str]] | None = None,
+                max_tokens: int, temperature: float = 0.0, repeat: int = 0, chat: bool = True) -> Request:
+        """A Request in the shape this provider takes: one plain user message for chat APIs,
+        raw text for completion endpoints and for TGI's non-chat prompts."""
+        if messages is None:
+            text = prompt or ""
+            raw = self.spec.api == "completion" or (self.spec.provider == "tgi" and not chat)
+            if raw:
+                prompt, messages = text, None
+            else:
+                prompt, messages = None, [{"role": "user", "content": text}]
+        return Request(provider=self.spec.provider, model=self.spec.model, endpoint_id=self.spec.endpoint_id,
+                       prompt=prompt, messages=messages, max_tokens=max_tokens, temperature=temperature,
+                       repeat=repeat)
+
+
+def make_client(spec: ModelSpec, cfg: RunConfig, prices: PriceTable, rpm: float | None,
+                 tpm: float | None) -> ModelClient:
+    key = api_key_for(spec.provider, spec.base_urls)
+    return ModelClient(spec, make_provider(spec, key), cfg, prices, rpm, tpm, key)
+
+
+async def check_reachable(client: ModelClient) -> None:
+    """Fail fast with one line when no endpoint answers at all (wrong URL, server down)."""
+    from urllib.parse import urlsplit
+
+    errors = []
+    for url in client.spec.base_urls:
+        parts = urlsplit(url)
+        try:
+            with anyio.fail_after(5):
+                stream = await anyio.connect_tcp(parts.hostname or "127.0.0.1",
+                                                 parts.port or (443 if parts.scheme == "https" else 80))
+                await stream.aclose()
+            return
+        except (OSError, TimeoutError) as exc:
+            errors.append(f"{url} ({type(exc).__name__})")
+    raise UserError(f"cannot reach {', '.join(errors)}; check --base-url and that the server is running")

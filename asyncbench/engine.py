@@ -1,0 +1,370 @@
+"""One run, end to end: samples -> requests -> (cache | runner) -> store -> scores ->
+aggregate -> run.json.
+
+The run id is a hash of what determines the results (benchmark, tasks, model, endpoint
+identity, generation settings), so running the same command again continues the same
+run: everything already answered comes from the cache and nothing is paid twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterable, Iterator, Sequence, Sized
+
+import anyio
+
+from .benchmarks import parse_benchmark
+from .benchmarks.base import RunContext, LoadOptions
+from .client import ModelClient, check_reachable, make_client
+from .config import RunConfig
+from .errors import ProviderError
+from .pricing import PriceTable
+from .progress import RunProgress
+from .resolve import SimProcesses, max_input_tokens, resolve_model, truncation_tokenizer
+from .run_summary import Accounts, PurposeTotals, dry_run_summary, public_config, run_summary, write_out
+from .runners import Runner, make_runner
+from .scheduler import Budget, Job, Outcome
+from .store import Store, default_cache_path
+from .store.duckdb_store import CachedResponse
+from .types import Request, Response, Sample, SampleResult, Usage
+
+
+# Requests hashed and looked up per step after the first chunk: small enough that reading
+# a streamed data file never holds the event loop for long, large enough to batch lookups.
+STREAM_CHUNK = 256
+
+
+@dataclass
+class Generated:
+    """What `Engine.generate` returns, one entry per request in order."""
+
+    answers: list[Response | ProviderError | None]
+    cached: list[bool]
+    keys: list[str]
+
+
+class Engine:
+    """Cache-first generation through the scheduler; one writer to the store."""
+
+    def __init__(self, store: Store, run_id: str, progress_enabled: bool | None, max_cost: float | None,
+                 runner: Runner) -> None:
+        self.store = store
+        self.runner = runner
+        self.run_id = run_id
+        self.progress_enabled = progress_enabled
+        self.budget = Budget(max_cost)
+        self.accounts = Accounts()
+        self._pending_responses: list[dict[str, Any]] = []
+        self._pending_failures: list[dict[str, Any]] = []
+        self._flush_event = anyio.Event()
+        self._db_lock = anyio.Lock()
+
+    # -- durable writes ----------------------------------------------------------------
+    async def writer(self) -> None:
+        """Write responses as they arrive, in small batches, until cancelled."""
+        while True:
+            await self._flush_event.wait()
+            self._flush_event = anyio.Event()
+            await self.flush()
+
+    async def flush(self) -> None:
+        async with self._db_lock:
+            responses, self._pending_responses = self._pending_responses, []
+            failures, self._pending_failures = self._pending_failures, []
+            if responses:
+                await anyio.to_thread.run_sync(self.store.put_responses, responses)
+            if failures:
+                await anyio.to_thread.run_sync(self.store.put_failures, failures)
+
+    # -- generation -----------------------------------------------------------------
+    async def _keys_and_hits(self, requests: list[Request]) -> tuple[list[str], dict[str, CachedResponse]]:
+        """Hash a chunk of requests and look them up, off the event loop (sha256 of long
+        prompts releases the GIL, so this overlaps requests already in flight)."""
+        def work() -> tuple[list[str], dict[str, CachedResponse]]:
+            keys = [r.key() for r in requests]
+            return keys, self.store.lookup(keys)
+
+        async with self._db_lock:
+            return await anyio.to_thread.run_sync(work)
+
+    async def generate(self, client: ModelClient, requests: Iterable[Request], purpose: str,
+                       samples: Sequence[Sample] | None = None, label: str | None = None) -> Generated:
+        """One answer per request (None: skipped by the budget), whether it was cached, and
+        its cache key.
+
+        Requests are hashed and looked up chunk by chunk, and each chunk's misses go to
+        the scheduler at once: the first wave is on the wire while the rest of a large
+        run is still being read, hashed and looked up. `requests` may be a lazy iterator
+        (a streamed data file); `samples[i]` is the sample of the i-th request, for the
+        failure log, and may grow as the iterator runs."""
+        totals = self.accounts.totals.setdefault(purpose, PurposeTotals())
+        source = iter(requests)
+        reqs: list[Request] = []
+        keys: list[str] = []
+        cached_flags: list[bool] = []
+        cached_hits: dict[int, Response] = {}
+        first_index: dict[str, int] = {}
+        duplicates: list[tuple[int, int]] = []
+        total = len(requests) if isinstance(requests, Sized) else None
+        progress = RunProgress(total, 0, label or f"{purpose} {client.spec.label}", self.progress_enabled)
+
+        async def jobs() -> AsyncIterator[Job]:
+            size = client.pool.capacity()  # the first chunk fills the endpoints, at once
+            while chunk := list(islice(source, size)):
+                size = STREAM_CHUNK
+                lo = len(reqs)
+                reqs.extend(chunk)
+                chunk_keys, hits = await self._keys_and_hits(chunk)
+                keys.extend(chunk_keys)
+                cached_flags.extend([False] * len(chunk))
+                for i, key in enumerate(chunk_keys, start=lo):
+                    hit = hits.get(key)
+                    if hit is not None:
+                        usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens)
+                        cached_hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
+                        cached_flags[i] = True
+                        totals.cached += 1
+                        totals.cost_saved_by_cache_usd += client.price.cost(usage)
+                        self.accounts.cached_latencies.append(hit.latency_ms)
+                        progress.add_cached()
+                    elif key in first_index:  # identical request twice in one run: send once
+                        duplicates.append((i, first_index[key]))
+                        progress.add_cached()
+                    else:
+                        if not client.reachable:  # only once something must be sent
+                            await check_reachable(client)
+                            client.reachable = True
+                        first_index[key] = i
+                        req = reqs[i]
+                        tokens = client.count(req.text()) + req.max_tokens
+                        est = client.price.estimate(tokens - req.max_tokens, req.max_tokens)
+                        yield Job(index=i, request=req, tokens=tokens, est_cost=est)
+            progress.set_total(len(reqs))
+
+        def on_outcome(outcome: Outcome) -> None:
+            req = reqs[outcome.index]
+            key = keys[outcome.index]
+            sid = samples[outcome.index].id if samples is not None else None
+            if outcome.response is not None:
+                resp = outcome.response
+                cost = client.price.cost(resp.usage)
+                totals.requests += 1
+                totals.prompt_tokens += resp.usage.prompt_tokens
+                totals.completion_tokens += resp.usage.completion_tokens
+                totals.cached_prompt_tokens += resp.usage.cached_prompt_tokens
+                totals.cost_usd += cost
+                self.accounts.fresh_latencies.append(resp.latency_ms)
+                canonical = req.canonical()
+                # the prompt itself is benchmark data (and the key is its hash): keep only its size
+                canonical["prompt_chars"] = len(canonical.pop("prompt") or "") + sum(
+                    len(m.get("content", "")) for m in canonical.pop("messages") or [])
+                self._pending_responses.append({
+                    "key": key, "provider": req.provider, "model": req.model, "endpoint": req.endpoint_id,
+                    "request_json": json.dumps(canonical, sort_keys=True), "text": resp.text,
+                    "finish_reason": resp.finish_reason, "prompt_tokens": resp.usage.prompt_tokens,
+                    "completion_tokens": resp.usage.completion_tokens,
+                    "cached_prompt_tokens": resp.usage.cached_prompt_tokens, "latency_ms": resp.latency_ms,
+                    "cost_usd": cost, "served_by": resp.endpoint, "created_at": time.time(),
+                })
+                progress.advance(True, resp.usage.prompt_tokens + resp.usage.completion_tokens, cost)
+            elif outcome.error is not None:
+                totals.failed += 1
+                err = outcome.error
+                self._pending_failures.append({"key": key, "run_id": self.run_id, "sample_id": sid,
+                                               "kind": err.kind, "status": err.status, "message": err.message,
+                                               "attempts": outcome.attempts})
+                progress.advance(False, 0, 0.0)
+            self._flush_event.set()
+
+        try:
+            with progress:
+                outcomes = await self.runner.run(client, jobs(), budget=self.budget, on_outcome=on_outcome)
+        finally:  # also when the data stream fails part-way: keep every answer received
+            await self.flush()
+        results: list[Response | ProviderError | None] = [cached_hits.get(i) for i in range(len(reqs))]
+        for o in outcomes:
+            results[o.index] = o.response if o.response is not None else o.error
+        for i, j in duplicates:
+            results[i] = results[j]
+        return Generated(results, cached_flags, keys)
+
+
+async def execute(cfg: RunConfig) -> dict[str, Any]:
+    """Run one evaluation; returns the run summary (also written to OUT/run.json)."""
+    t_start = time.time()
+    benchmark, tasks = parse_benchmark(cfg.benchmark)
+    from .datadir import resolve_data_dir
+
+    data_dir = resolve_data_dir(cfg.data_dir)
+    cache_path = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
+    opening = None if cfg.dry_run else _open_in_background(cache_path)
+    stack = SimProcesses()
+    runner: Runner | None = None
+    try:
+        opts = LoadOptions(data_dir=data_dir, tasks=tasks, limit=cfg.limit, extra=cfg.extra)
+        # Streamed where the benchmark allows it: requests start while the file is read.
+        samples: list[Sample] | Iterator[Sample] = (
+            benchmark.iter_load(opts) if hasattr(benchmark, "iter_load") and not cfg.dry_run
+            else benchmark.load(opts))
+        prices = PriceTable(cfg.prices)
+        spec = resolve_model(cfg.model, cfg.base_urls, cfg, stack)
+        client = make_client(spec, cfg, prices, cfg.rpm, cfg.tpm)
+        judge = None
+        if cfg.judge:
+            same = cfg.judge == cfg.model and not cfg.judge_base_urls
+            judge_spec = spec if same else resolve_model(cfg.judge, cfg.judge_base_urls, cfg, stack)
+            # The same model as judge is the same client: one limiter and pool for both.
+            judge = client if same else make_client(judge_spec, cfg, prices, None, None)
+        if not cfg.dry_run:
+            runner = make_runner(cfg)
+        try:
+            return await _execute(cfg, benchmark, samples, client, judge, prices, t_start, opening, runner)
+        finally:
+            await client.provider.aclose()
+            if judge is not None and judge is not client:
+                await judge.provider.aclose()
+    finally:
+        if runner is not None:
+            runner.close()
+        if opening is not None and opening.exception() is None:
+            opening.result().close()  # closing twice is harmless
+        stack.close()
+
+
+def _open_in_background(path: Path) -> Future[Store]:
+    """Open the cache in a thread while the benchmark loads: importing duckdb and opening
+    the file (~70 ms, mostly outside the GIL) overlap the rest of the start-up instead of
+    following it. A failure (the file locked by another process) is raised where the store
+    is first needed, by `result()`."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="open-cache")
+    future = pool.submit(Store, path)
+    pool.shutdown(wait=False)
+    return future
+
+
+async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Iterator[Sample], client: ModelClient,
+                   judge: ModelClient | None, prices: PriceTable, t_start: float,
+                   opening: Future[Store] | None, runner: Runner | None) -> dict[str, Any]:
+    spec = client.spec
+    run_id = cfg.run_id(spec.endpoint_id)
+    max_input, max_input_source = await max_input_tokens(cfg, spec, client.provider)
+    tokenizer = truncation_tokenizer(cfg, spec) if max_input else None
+
+    from .prompts import build_request_prompt
+
+    truncated: dict[str, int] = {}
+
+    def build(s: Sample) -> Request:
+        if s.messages is not None:
+            return client.request(messages=s.messages, max_tokens=s.max_tokens, temperature=cfg.temperature,
+                                  repeat=cfg.repeat, chat=True)
+        text, removed = (build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=max_input)
+                         if tokenizer else (s.prompt or "", 0))
+        if removed:
+            truncated[s.id] = removed
+        return client.request(prompt=text, max_tokens=s.max_tokens, temperature=cfg.temperature,
+                              repeat=cfg.repeat, chat=s.chat)
+
+    if cfg.dry_run or opening is None or runner is None:
+        samples = list(samples)
+        return dry_run_summary(cfg, samples, [build(s) for s in samples], client, run_id, truncated, max_input)
+
+    with opening.result() as store:
+        store.start_run(run_id, cfg.benchmark, spec.label, public_config(cfg, spec))
+        engine = Engine(store, run_id, cfg.progress, cfg.max_cost, runner)
+
+        async def ctx_generate(reqs: list[Request], purpose: str) -> list[Response | ProviderError]:
+            target = judge if purpose == "judge" and judge is not None else client
+            answers = (await engine.generate(target, reqs, purpose)).answers
+            return [a if a is not None else ProviderError("fatal", "budget reached (--max-cost)") for a in answers]
+
+        def ctx_make_request(spec_or_none: str | None = None, prompt: str | None = None,
+                             messages: list[dict[str, str]] | None = None, max_tokens: int = 128) -> Request:
+            target = judge if spec_or_none and judge is not None else client
+            return target.request(prompt=prompt, messages=messages, max_tokens=max_tokens)
+
+        ctx = RunContext(model_spec=spec.label, generate=ctx_generate, make_request=ctx_make_request,
+                         options={"judge": cfg.judge, **cfg.extra},
+                         map_chunks=runner.map_chunks)
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine.writer)
+            try:
+                if isinstance(samples, list):
+                    kept, prep_report = await benchmark.prepare(samples, ctx)
+                    kept_requests: Iterable[Request] = [build(s) for s in kept]
+                else:  # streamed: prepare() is the identity for such benchmarks
+                    kept, prep_report = [], {}
+                    kept_requests = (build(s) for s in _collect(samples, kept))
+                out = await engine.generate(client, kept_requests, "eval", kept,
+                                            label=f"{cfg.benchmark} {spec.label}")
+                results = await _score(benchmark, kept, out.answers, out.cached, client, truncated, ctx)
+            except Exception as exc:  # noqa: BLE001 - raised below, outside the task group's ExceptionGroup
+                failure = exc
+            await engine.flush()
+            tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        for r, key in zip(results, out.keys):
+            r.key = key
+        store.put_results([_result_row(run_id, r) for r in results])
+        scores = benchmark.aggregate(results)
+        loaded = samples if isinstance(samples, list) else kept
+        summary = run_summary(cfg, run_id, spec, loaded, results, engine.accounts, runner, scores, prep_report, t_start,
+                           truncated, max_input, max_input_source, prices, client)
+        n_failed = summary["n_failed"]
+        store.finish_run(run_id, "completed" if n_failed == 0 and summary["n_skipped_budget"] == 0 else "partial",
+                         summary)
+    write_out(cfg, summary)
+    return summary
+
+
+def _collect(items: Iterator[Sample], into: list[Sample]) -> Iterator[Sample]:
+    """Pass a stream through, keeping what went by."""
+    for item in items:
+        into.append(item)
+        yield item
+
+
+async def _score(benchmark: Any, samples: list[Sample], answers: list[Response | ProviderError | None],
+                 cached: list[bool], client: ModelClient, truncated: dict[str, int],
+                 ctx: RunContext) -> list[SampleResult]:
+    results: list[SampleResult] = []
+    ok_samples, ok_preds, ok_results = [], [], []
+    for s, ans, was_cached in zip(samples, answers, cached):
+        r = SampleResult(sample_id=s.id, task=s.task, status="failed", cached=was_cached,
+                         truncated_tokens=truncated.get(s.id, 0), meta=dict(s.meta))
+        if isinstance(ans, Response):
+            r.status = "ok"
+            r.prediction = ans.text
+            r.prompt_tokens = ans.usage.prompt_tokens
+            r.completion_tokens = ans.usage.completion_tokens
+            r.cached_prompt_tokens = ans.usage.cached_prompt_tokens
+            r.cost_usd = client.price.cost(ans.usage)
+            r.latency_ms = ans.latency_ms
+            ok_samples.append(s)
+            ok_preds.append(ans.text)
+            ok_results.append(r)
+        elif isinstance(ans, ProviderError):
+            r.error = f"{ans.kind}: {ans.message}"
+        else:
+            r.status = "skipped"
+            r.error = "budget reached (--max-cost)"
+        results.append(r)
+    if ok_samples:
+        scores = await benchmark.score(ok_samples, ok_preds, ctx)
+        for r, sc in zip(ok_results, scores):
+            r.score = sc
+    return results
+
+
+def _result_row(run_id: str, r: SampleResult) -> dict[str, Any]:
+    row = dict(vars(r))  # shallow: dataclasses.asdict deep-copies and costs ~0.1 ms a row
+    meta = row.pop("meta")
+    row.update(run_id=run_id, purpose="eval", meta_json=json.dumps(meta, default=str, ensure_ascii=False))
+    return row
