@@ -14,11 +14,16 @@ def iter_json_objects(path: Path, *, hint: str = "write one JSON object per line
                       what: str = "file") -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of `path`."""
     try:
-        fh = path.open(encoding="utf-8")
+        fh = path.open("rb")
     except OSError as exc:
         raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     with fh:
-        for lineno, line in enumerate(fh, 1):
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise UserError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                                f"{exc.start + 1}); save the {what} as UTF-8") from None
             if not line.strip():
                 continue
             try:

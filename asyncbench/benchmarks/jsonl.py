@@ -10,6 +10,7 @@ are generated and stored but not scored.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -42,6 +43,60 @@ def score_simple(metric: str, pred: str, answers: list[str]) -> float:
     return float(any(_normalise(a) in _normalise(pred) for a in answers))
 
 
+# The largest max_tokens a line may ask for: above every provider's output limit.
+MAX_OUTPUT_TOKENS = 1_000_000
+
+
+def _sample(row: dict[str, Any], where: str) -> Sample:
+    """One validated line: every field of the type the format documents, or one line
+    naming the field, what it holds and what it should hold."""
+    if "id" not in row or not ("prompt" in row or "messages" in row):
+        raise UserError(f"{where}: each line needs \"id\" and \"prompt\" or \"messages\"")
+    sid = row["id"]
+    if isinstance(sid, bool) or not isinstance(sid, (str, int)):
+        raise UserError(f"{where}: \"id\" must be a string or an integer, not {_kind(sid)}")
+    prompt = row.get("prompt")
+    messages = row.get("messages")
+    if "messages" in row:
+        if not isinstance(messages, list) or not messages or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in messages):
+            raise UserError(f"{where}: \"messages\" must be a non-empty list of "
+                            f"{{\"role\": string, \"content\": string}} objects, not {_kind(messages)}")
+    elif not isinstance(prompt, str):
+        raise UserError(f"{where}: \"prompt\" must be a string, not {_kind(prompt)}")
+    answers = row.get("answers") or []
+    if isinstance(answers, str):
+        answers = [answers]
+    if not isinstance(answers, list) or not all(isinstance(a, (str, int, float)) and not isinstance(a, bool)
+                                                for a in answers):
+        raise UserError(f"{where}: \"answers\" must be a string or a list of strings, not {_kind(answers)}")
+    max_tokens = row.get("max_tokens", 128)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= MAX_OUTPUT_TOKENS:
+        raise UserError(f"{where}: \"max_tokens\" must be an integer from 1 to {MAX_OUTPUT_TOKENS:,}, "
+                        f"not {max_tokens!r}")
+    metric = row.get("metric")
+    if metric is not None and not isinstance(metric, str):
+        raise UserError(f"{where}: \"metric\" must be a string, not {_kind(metric)}")
+    task = row.get("task", "jsonl")
+    if not isinstance(task, str):
+        raise UserError(f"{where}: \"task\" must be a string, not {_kind(task)}")
+    all_classes = row.get("all_classes")
+    if all_classes is not None and not (isinstance(all_classes, list) and all(isinstance(c, str) for c in all_classes)):
+        raise UserError(f"{where}: \"all_classes\" must be a list of strings, not {_kind(all_classes)}")
+    str_answers = [str(a) for a in answers]
+    return Sample(id=str(sid), task=task, prompt=prompt if "messages" not in row else None,
+                  messages=messages, answers=str_answers, max_tokens=max_tokens,
+                  metric=metric or ("exact_match" if str_answers else None), chat="messages" in row,
+                  meta={"all_classes": all_classes})
+
+
+def _kind(value: object) -> str:
+    """A value as the user wrote it, short: `5`, `"text"`, a list."""
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 class JsonlBenchmark:
     def __init__(self, path: str) -> None:
         self.path = Path(path).expanduser()
@@ -61,25 +116,14 @@ class JsonlBenchmark:
             if opts.limit and len(seen) >= opts.limit:
                 return
             where = f"{self.path}:{lineno}"
-            if "id" not in row or not ("prompt" in row or "messages" in row):
-                raise UserError(f"{where}: each line needs \"id\" and \"prompt\" or \"messages\"")
-            sid = str(row["id"])
-            if sid in seen:
-                raise UserError(f"{where}: duplicate id {sid!r}")
-            seen.add(sid)
-            answers = row.get("answers") or []
-            answers = [answers] if isinstance(answers, str) else [str(a) for a in answers]
-            metric = row.get("metric") or ("exact_match" if answers else None)
-            if metric and metric not in SIMPLE_METRICS and metric not in METRICS:
-                raise UserError(f"{where}: unknown metric {metric!r}; use one of "
+            sample = _sample(row, where)
+            if sample.id in seen:
+                raise UserError(f"{where}: duplicate id {sample.id!r}")
+            seen.add(sample.id)
+            if sample.metric and sample.metric not in SIMPLE_METRICS and sample.metric not in METRICS:
+                raise UserError(f"{where}: unknown metric {sample.metric!r}; use one of "
                                 f"{', '.join(SIMPLE_METRICS + tuple(sorted(METRICS)))}")
-            try:
-                max_tokens = int(row.get("max_tokens", 128))
-            except (TypeError, ValueError):
-                raise UserError(f"{where}: max_tokens must be an integer") from None
-            yield Sample(id=sid, task=str(row.get("task", "jsonl")), prompt=row.get("prompt"),
-                         messages=row.get("messages"), answers=answers, max_tokens=max_tokens,
-                         metric=metric, chat="messages" in row, meta={"all_classes": row.get("all_classes")})
+            yield sample
         if not seen:
             raise UserError(f"{self.path} holds no samples")
 

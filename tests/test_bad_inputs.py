@@ -1,0 +1,47 @@
+"""Every bad input a user can give: exit 2, exactly one line on stderr naming what is
+wrong, no traceback (issue 18's list). Each case runs the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# name -> (files to write {name: bytes}, argv after `asyncbench`, text the line must contain)
+Case = tuple[dict[str, bytes], list[str], str]
+CASES: dict[str, Case] = {
+    "jsonl prompt not a string": ({"d.jsonl": b'{"id": "a", "prompt": 5}\n'},
+                                  ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--dry-run"], '"prompt" must be a string'),
+    "jsonl messages a string": ({"d.jsonl": b'{"id": "a", "messages": "hi"}\n'},
+                                ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--dry-run"], '"messages" must be'),
+    "jsonl answers a number": ({"d.jsonl": b'{"id": "a", "prompt": "x", "answers": 5}\n'},
+                               ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--dry-run"], '"answers" must be'),
+    "jsonl max_tokens Infinity": ({"d.jsonl": b'{"id": "a", "prompt": "x", "max_tokens": Infinity}\n'},
+                                  ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--dry-run"], '"max_tokens" must be'),
+    "jsonl undecodable bytes": ({"d.jsonl": b'{"id": "a", "prompt": "ok"}\n{"id": "b", "prompt": "\xff"}\n'},
+                                ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--dry-run"], "d.jsonl:2: not UTF-8"),
+}
+
+
+def run_cli(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        env.pop(var, None)
+    return subprocess.run([sys.executable, "-m", "asyncbench.cli", *argv], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_and_exit_2(name: str, tmp_path: Path) -> None:
+    files, argv, expected = CASES[name]
+    for fname, content in files.items():
+        (tmp_path / fname).write_bytes(content)
+    done = run_cli([a.replace("{tmp}", str(tmp_path)) for a in argv], tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert expected in lines[0], lines[0]
