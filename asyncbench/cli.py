@@ -88,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._main(args) or 0)
     except UserError as exc:
-        print(f"asyncbench: error: {exc}", file=sys.stderr)
+        from .secrets import redact
+
+        print(f"asyncbench: error: {redact(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("asyncbench: interrupted; completed responses are saved in the cache", file=sys.stderr)

@@ -12,7 +12,7 @@ from .config import RunConfig
 from .errors import UserError
 from .limits import RateLimiter
 from .pricing import Price, PriceTable
-from .providers.base import ModelSpec, Provider, api_key_for, make_provider
+from .providers import ModelSpec, ProviderBase, api_key_for, make_provider, provider_class
 from .scheduler import EndpointPool
 from .tokenizers import Tokenizer, approx_count, get_tokenizer, tiktoken_encoding_for
 from .types import Request
@@ -21,16 +21,16 @@ from .types import Request
 class ModelClient:
     """Everything needed to talk to one model: provider, endpoint pool, limiter, price."""
 
-    def __init__(self, spec: ModelSpec, provider: Provider, cfg: RunConfig, prices: PriceTable,
+    def __init__(self, spec: ModelSpec, provider: ProviderBase, cfg: RunConfig, prices: PriceTable,
                  rpm: float | None, tpm: float | None, api_key: str | None = None) -> None:
         self.spec = spec
         self.provider = provider
         self.api_key = api_key  # handed to Ray workers only; never stored or printed
-        self.price: Price = prices.price(spec.provider, spec.model)
+        self.price: Price = prices.price(spec.model, by_prefix=provider.priced_by_prefix)
         self.limiter = RateLimiter(rpm, tpm)
         self.pool = EndpointPool(spec.base_urls, cfg.concurrency)
         # Token counting for TPM: tiktoken for OpenAI models, ceil(chars/4) otherwise.
-        enc = tiktoken_encoding_for(spec.model) if spec.provider == "openai" else None
+        enc = tiktoken_encoding_for(spec.model) if provider.tiktoken_counts else None
         self.counter: Tokenizer | None = get_tokenizer(enc) if enc else None
         # Checked before the first request is sent, not before the run: a fully cached
         # re-run needs no server.
@@ -45,8 +45,7 @@ class ModelClient:
         raw text for completion endpoints and for TGI's non-chat prompts."""
         if messages is None:
             text = prompt or ""
-            raw = self.spec.api == "completion" or (self.spec.provider == "tgi" and not chat)
-            if raw:
+            if self.provider.sends_raw(chat):
                 prompt, messages = text, None
             else:
                 prompt, messages = None, [{"role": "user", "content": text}]
@@ -57,7 +56,7 @@ class ModelClient:
 
 def make_client(spec: ModelSpec, cfg: RunConfig, prices: PriceTable, rpm: float | None,
                  tpm: float | None) -> ModelClient:
-    key = api_key_for(spec.provider, spec.base_urls)
+    key = api_key_for(provider_class(spec.provider), spec.base_urls)
     return ModelClient(spec, make_provider(spec, key), cfg, prices, rpm, tpm, key)
 
 

@@ -29,6 +29,7 @@ from .resolve import SimProcesses, max_input_tokens, resolve_model, truncation_t
 from .run_summary import Accounts, PurposeTotals, dry_run_summary, public_config, run_summary, write_out
 from .runners import Runner, make_runner
 from .scheduler import Budget, Job, Outcome
+from .secrets import redact, redact_json, secret_values, strip_userinfo
 from .store import Store, default_cache_path
 from .store.duckdb_store import CachedResponse
 from .types import Request, Response, Sample, SampleResult, Usage
@@ -59,6 +60,7 @@ class Engine:
         self.progress_enabled = progress_enabled
         self.budget = Budget(max_cost)
         self.accounts = Accounts()
+        self.secrets = secret_values()
         self._pending_responses: list[dict[str, Any]] = []
         self._pending_failures: list[dict[str, Any]] = []
         self._flush_event = anyio.Event()
@@ -152,6 +154,8 @@ class Engine:
             sid = samples[outcome.index].id if samples is not None else None
             if outcome.response is not None:
                 resp = outcome.response
+                if self.secrets and any(s in resp.text for s in self.secrets):
+                    resp.text = redact(resp.text)  # a server that echoes the key into its answer
                 cost = client.price.cost(resp.usage)
                 totals.requests += 1
                 totals.prompt_tokens += resp.usage.prompt_tokens
@@ -169,7 +173,7 @@ class Engine:
                     "finish_reason": resp.finish_reason, "prompt_tokens": resp.usage.prompt_tokens,
                     "completion_tokens": resp.usage.completion_tokens,
                     "cached_prompt_tokens": resp.usage.cached_prompt_tokens, "latency_ms": resp.latency_ms,
-                    "cost_usd": cost, "served_by": resp.endpoint, "created_at": time.time(),
+                    "cost_usd": cost, "served_by": strip_userinfo(resp.endpoint), "created_at": time.time(),
                 })
                 progress.advance(True, resp.usage.prompt_tokens + resp.usage.completion_tokens, cost)
             elif outcome.error is not None:
@@ -317,6 +321,7 @@ async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Itera
         loaded = samples if isinstance(samples, list) else kept
         summary = run_summary(cfg, run_id, spec, loaded, results, engine.accounts, runner, scores, prep_report, t_start,
                            truncated, max_input, max_input_source, prices, client)
+        summary = redact_json(summary)
         n_failed = summary["n_failed"]
         store.finish_run(run_id, "completed" if n_failed == 0 and summary["n_skipped_budget"] == 0 else "partial",
                          summary)

@@ -31,6 +31,11 @@ class ProviderError(Exception):
         retry_after: float | None = None,
         ratelimit: "dict[str, float] | None" = None,
     ) -> None:
+        # Server text (an error body that echoes the request's key) is redacted here, once,
+        # so no failure, result, summary or log line can carry a secret.
+        from .secrets import redact
+
+        message = redact(message)
         super().__init__(message)
         assert kind in ("rate_limited", "transient", "fatal"), kind
         self.kind = kind

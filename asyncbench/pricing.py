@@ -50,10 +50,10 @@ class PriceTable:
                 raise UserError(f"price file {user_file}: {exc}; expected {{\"models\": {{NAME: {{\"input\": USD/Mtok, "
                                 f"\"output\": ..., \"cached_input\": ...}}}}}}") from None
 
-    def price(self, provider: str, model: str) -> Price:
+    def price(self, model: str, *, by_prefix: bool) -> Price:
         if model in self.models:
             return self.models[model]
-        if provider in ("openai", "anthropic"):
+        if by_prefix:
             best = max((k for k in self.models if model.startswith(k)), key=len, default=None)
             if best:
                 return self.models[best]

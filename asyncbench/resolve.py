@@ -8,11 +8,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import anyio
-
 from .config import RunConfig
-from .errors import ProviderError, UserError
-from .providers.base import ModelSpec, Provider, parse_model_spec
+from .errors import UserError
+from .providers import ModelSpec, ProviderBase, parse_model_spec
 from .tokenizers import Tokenizer, get_tokenizer, tiktoken_encoding_for
 
 
@@ -47,44 +45,18 @@ def resolve_model(model: str, base_urls: list[str], cfg: RunConfig, stack: SimPr
 
 
 
-async def max_input_tokens(cfg: RunConfig, spec: ModelSpec, provider: Provider) -> tuple[int | None, str]:
+async def max_input_tokens(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase) -> tuple[int | None, str]:
+    """The prompt budget: --max-input-tokens, else what the server reports, else the
+    shipped model-context table."""
     if cfg.max_input_tokens:
         return cfg.max_input_tokens, "--max-input-tokens"
-    if spec.provider == "tgi":
-        limit = await fleet_max_input_tokens(spec, provider)
-        if limit is not None:
-            return limit, f"tgi /info ({len(spec.base_urls)} endpoint{'s' if len(spec.base_urls) > 1 else ''})"
+    limit, source = await provider.max_input_tokens(spec.base_urls)
+    if limit is not None:
+        return limit, source
     from .prompts import max_input_tokens_for
 
     found = max_input_tokens_for(spec.model)
     return (found, "model-context table") if found else (None, "none")
-
-
-async def fleet_max_input_tokens(spec: ModelSpec, provider: Provider) -> int | None:
-    """Ask every TGI replica's /info: the prompt must fit the smallest of them (a fleet
-    can mix launch settings), and all must serve the same model, or the cache would
-    file one model's answers under another's name. Replicas that are down are left to
-    the pool's health checks, as long as one answers."""
-    infos: dict[str, dict[str, Any]] = {}
-    errors: list[str] = []
-
-    async def ask(url: str) -> None:
-        try:
-            infos[url] = await provider.info(url)  # type: ignore[attr-defined]
-        except ProviderError as exc:
-            errors.append(f"{url}/info ({exc.message})")
-
-    async with anyio.create_task_group() as tg:
-        for url in spec.base_urls:
-            tg.start_soon(ask, url)
-    if not infos:
-        raise UserError(f"cannot read {'; '.join(errors)}; is the TGI server up?")
-    models = {str(i.get("model_id")) for i in infos.values() if i.get("model_id")}
-    if len(models) > 1:
-        raise UserError(f"the TGI endpoints serve different models ({', '.join(sorted(models))}); "
-                        "give one model's replicas per run")
-    limits = [int(i["max_input_tokens"]) for i in infos.values() if i.get("max_input_tokens")]
-    return min(limits) if limits else None
 
 
 def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec) -> Tokenizer:

@@ -16,6 +16,7 @@ from .percentiles import percentiles
 from .pricing import PriceTable
 from .providers.base import ModelSpec
 from .runners.base import Runner
+from .secrets import redact_json
 from .types import Request, Sample, SampleResult
 
 @dataclass
@@ -44,7 +45,8 @@ def public_config(cfg: RunConfig, spec: ModelSpec) -> dict[str, Any]:
     out = asdict(cfg)
     out["resolved_model"] = spec.label
     out["endpoint_id"] = spec.endpoint_id
-    return out
+    redacted: dict[str, Any] = redact_json(out)  # URL user-info, keys echoed into paths...
+    return redacted
 
 
 def dry_run_summary(cfg: RunConfig, samples: list[Sample], requests: list[Request], client: ModelClient,

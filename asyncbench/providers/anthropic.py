@@ -7,26 +7,31 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from ..types import Request, Response, Usage
-from .base import classify_status
+from .base import ProviderBase, classify_status
 
 
-class AnthropicProvider:
+class AnthropicProvider(ProviderBase):
     name = "anthropic"
+    default_base_url = "https://api.anthropic.com"
+    base_url_env = "ANTHROPIC_BASE_URL"
+    key_env = "ANTHROPIC_API_KEY"
+    priced_by_prefix = True
 
-    def __init__(self, model: str, api_key: str | None) -> None:
-        self.model = model
-        self.api_key = api_key
-        self._clients: dict[str, object] = {}
+    def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
+        super().__init__(model, api_key, api)
+        self._clients: dict[str, Any] = {}
 
-    def _client(self, base_url: str):
+    def _client(self, base_url: str) -> Any:
         import anthropic
 
         if base_url not in self._clients:
-            self._clients[base_url] = anthropic.AsyncAnthropic(api_key=self.api_key, base_url=base_url, max_retries=0)
+            self._clients[base_url] = anthropic.AsyncAnthropic(api_key=self.api_key or "no-key", base_url=base_url,
+                                                                   max_retries=0)
         return self._clients[base_url]
 
     async def send(self, request: Request, base_url: str, timeout: float) -> Response:

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
+from urllib.parse import urlsplit
 
 from ..errors import ProviderError, UserError
 from ..types import Request, Response
-
-PROVIDERS = ("openai", "anthropic", "tgi", "openai-compat")
-
 
 @dataclass
 class ModelSpec:
@@ -30,42 +28,6 @@ class ModelSpec:
         return f"{self.provider}:{self.model}"
 
 
-def parse_model_spec(spec: str, base_urls: list[str] | None = None, *, endpoint_id: str | None = None,
-                     api: str = "chat") -> ModelSpec:
-    """Parse `provider:model`; raise UserError with the accepted forms otherwise."""
-    if ":" not in spec or not spec.split(":", 1)[1]:
-        raise UserError(
-            f"malformed model spec {spec!r}: use PROVIDER:MODEL with PROVIDER one of "
-            f"{', '.join(PROVIDERS)} (e.g. openai:gpt-4o-mini), or 'sim'"
-        )
-    provider, model = spec.split(":", 1)
-    if provider not in PROVIDERS:
-        raise UserError(f"unknown provider {provider!r} in model spec {spec!r}: use one of {', '.join(PROVIDERS)}")
-    urls = [u.rstrip("/") for u in (base_urls or [])]
-    if provider in ("tgi", "openai-compat") and not urls:
-        raise UserError(f"{provider} needs --base-url URL (the server's address, e.g. http://127.0.0.1:8080)")
-    if provider == "openai" and not urls:
-        urls = [os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1").rstrip("/")]
-    if provider == "anthropic" and not urls:
-        urls = [os.environ.get("ANTHROPIC_BASE_URL", "https://api.anthropic.com").rstrip("/")]
-    # The cache identity of the endpoint: a fleet of replicas serving one model is one
-    # identity (the sorted URL set) unless the user names it.
-    ident = endpoint_id or ",".join(sorted(urls))
-    return ModelSpec(provider=provider, model=model, base_urls=urls, endpoint_id=ident, api=api)
-
-
-def api_key_for(provider: str, base_urls: list[str]) -> str | None:
-    """The key from the environment; a clear UserError when a real API needs one."""
-    env = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}.get(provider)
-    if env is None:  # tgi / openai-compat: optional key
-        return os.environ.get("ASYNCBENCH_API_KEY") or os.environ.get("OPENAI_API_KEY")
-    key = os.environ.get(env)
-    local = all(u.startswith(("http://127.", "http://localhost", "http://[::1]")) for u in base_urls)
-    if not key and not local:
-        raise UserError(f"{env} is not set: export {env}=... to evaluate {provider} models (or use --model sim)")
-    return key or "local-no-key"
-
-
 class Provider(Protocol):
     name: str
 
@@ -74,6 +36,51 @@ class Provider(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+class ProviderBase:
+    """What a provider knows about itself, as class attributes the rest of the package
+    asks instead of testing provider names. A provider module subclasses this, implements
+    `send` and `aclose`, and adds one line to the registry in `providers/__init__.py`."""
+
+    name: ClassVar[str]
+    # Where requests go without --base-url (None: --base-url is required), and the
+    # environment variable that overrides it.
+    default_base_url: ClassVar[str | None] = None
+    base_url_env: ClassVar[str | None] = None
+    # The provider's own key variable. Its value is sent only to the provider's own API:
+    # to `default_base_url`'s host, or to the URL the user put in `base_url_env`.
+    key_env: ClassVar[str | None] = None
+    # Prompt tokens for TPM limits counted with tiktoken (else ceil(chars/4)).
+    tiktoken_counts: ClassVar[bool] = False
+    # Price entries match by model-name prefix (dated snapshots of a listed model).
+    priced_by_prefix: ClassVar[bool] = False
+
+    def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
+        self.model = model
+        self.api_key = api_key
+        self.api = api
+
+    def sends_raw(self, chat: bool) -> bool:
+        """Whether a sample goes as raw text (a completion endpoint) rather than as one
+        chat message. `chat` is False for samples the official scripts send without a
+        chat template (LongBench's few-shot and code tasks)."""
+        return self.api == "completion"
+
+    async def max_input_tokens(self, base_urls: list[str]) -> tuple[int | None, str]:
+        """The prompt budget the server itself reports, and where it came from; (None,
+        "") when the server does not say (the model-context table is used then)."""
+        return None, ""
+
+
+def host_of(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower()
+
+
+def is_local(url: str) -> bool:
+    """A server on this machine (the simulator, a local vLLM): no real key is needed."""
+    host = host_of(url)
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def classify_status(status: int, message: str, *, retry_after: float | None = None,
@@ -95,21 +102,3 @@ def classify_status(status: int, message: str, *, retry_after: float | None = No
             or ("tokens" in lowered and "must be <=" in lowered):
         return ProviderError("fatal", "context too long: " + text, status=status)
     return ProviderError("fatal", text, status=status)
-
-
-def make_provider(spec: ModelSpec, api_key: str | None) -> Provider:
-    if spec.provider == "openai":
-        from .openai import OpenAIProvider
-
-        return OpenAIProvider(spec.model, api_key, api=spec.api)
-    if spec.provider == "anthropic":
-        from .anthropic import AnthropicProvider
-
-        return AnthropicProvider(spec.model, api_key)
-    if spec.provider == "tgi":
-        from .tgi import TGIProvider
-
-        return TGIProvider(spec.model, api_key)
-    from .openai_compat import OpenAICompatProvider
-
-    return OpenAICompatProvider(spec.model, api_key, api=spec.api)

@@ -9,28 +9,34 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from ..types import Request, Response
-from .base import classify_status
+from .base import ProviderBase, classify_status
 from .openai_wire import parse_body, request_body
 
 
-class OpenAIProvider:
+class OpenAIProvider(ProviderBase):
     name = "openai"
+    default_base_url = "https://api.openai.com/v1"
+    base_url_env = "OPENAI_BASE_URL"
+    key_env = "OPENAI_API_KEY"
+    tiktoken_counts = True
+    priced_by_prefix = True
 
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
-        self.model = model
-        self.api = api
-        self.api_key = api_key
-        self._clients: dict[str, object] = {}
+        super().__init__(model, api_key, api)
+        self._clients: dict[str, Any] = {}
 
-    def _client(self, base_url: str):
+    def _client(self, base_url: str) -> Any:
         import openai
 
         if base_url not in self._clients:
-            self._clients[base_url] = openai.AsyncOpenAI(api_key=self.api_key, base_url=base_url, max_retries=0)
+            # the SDK insists on a key; servers that want none ignore this placeholder
+            self._clients[base_url] = openai.AsyncOpenAI(api_key=self.api_key or "no-key", base_url=base_url,
+                                                         max_retries=0)
         return self._clients[base_url]
 
     async def send(self, request: Request, base_url: str, timeout: float) -> Response:

@@ -6,16 +6,16 @@ from __future__ import annotations
 import time
 
 from ..types import Request, Response
+from .base import ProviderBase
 from .http import HTTPClient
 from .openai_wire import parse_body, request_body
 
 
-class OpenAICompatProvider:
+class OpenAICompatProvider(ProviderBase):
     name = "openai-compat"
 
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
-        self.model = model
-        self.api = api
+        super().__init__(model, api_key, api)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = HTTPClient(headers)
 

@@ -12,18 +12,56 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import anyio
+
+from ..errors import ProviderError, UserError
+
 from ..tokenizers import approx_count
 from ..types import Request, Response, Usage
+from .base import ProviderBase
 from .http import HTTPClient
 from .openai_wire import parse_body, request_body
 
 
-class TGIProvider:
+class TGIProvider(ProviderBase):
     name = "tgi"
 
-    def __init__(self, model: str, api_key: str | None) -> None:
-        self.model = model
+    def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
+        super().__init__(model, api_key, api)
         self.http = HTTPClient({"Authorization": f"Bearer {api_key}"} if api_key else {})
+
+    def sends_raw(self, chat: bool) -> bool:
+        """Raw prompts go to the native /generate; chat ones to the Messages API, where
+        the server applies the model's own chat template."""
+        return self.api == "completion" or not chat
+
+    async def max_input_tokens(self, base_urls: list[str]) -> tuple[int | None, str]:
+        """Ask every replica's /info: the prompt must fit the smallest of them (a fleet
+        can mix launch settings), and all must serve the same model, or the cache would
+        file one model's answers under another's name. Replicas that are down are left
+        to the pool's health checks, as long as one answers."""
+        infos: dict[str, dict[str, Any]] = {}
+        errors: list[str] = []
+
+        async def ask(url: str) -> None:
+            try:
+                infos[url] = await self.info(url)
+            except ProviderError as exc:
+                errors.append(f"{url}/info ({exc.message})")
+
+        async with anyio.create_task_group() as tg:
+            for url in base_urls:
+                tg.start_soon(ask, url)
+        if not infos:
+            raise UserError(f"cannot read {'; '.join(errors)}; is the TGI server up?")
+        models = {str(i.get("model_id")) for i in infos.values() if i.get("model_id")}
+        if len(models) > 1:
+            raise UserError(f"the TGI endpoints serve different models ({', '.join(sorted(models))}); "
+                            "give one model's replicas per run")
+        limits = [int(i["max_input_tokens"]) for i in infos.values() if i.get("max_input_tokens")]
+        if not limits:
+            return None, ""
+        return min(limits), f"tgi /info ({len(base_urls)} endpoint{'s' if len(base_urls) > 1 else ''})"
 
     async def info(self, base_url: str) -> dict[str, Any]:
         """The server's /info, with `max_input_tokens` normalised across TGI versions."""

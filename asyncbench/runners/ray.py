@@ -32,7 +32,7 @@ import anyio
 
 from ..errors import ProviderError, UserError
 from ..limits import RateLimiter
-from ..providers.base import ModelSpec, make_provider
+from ..providers import ModelSpec, make_provider
 from ..client import ModelClient
 from ..scheduler import Budget, EndpointPool, Job, Outcome, Scheduler, SchedulerStats
 from ..types import Response
