@@ -19,7 +19,7 @@ import anyio
 
 from asyncbench.benchmarks.bamboo import load_private_eval, read_jsonl
 from asyncbench.metrics import bamboo as M
-from asyncbench.sandbox import Limits, execute_many, isolation
+from asyncbench.sandbox import Limits, check_many, isolation
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bamboo"
 
@@ -46,7 +46,7 @@ def main() -> None:
         programs = {t: M.private_eval_program(res.problem(t), make(r), res.keywords) for t, r in rows.items()}
         runnable = [t for t, p in programs.items() if p is not None]
         t0 = time.monotonic()
-        outs = anyio.run(execute_many, [programs[t] for t in runnable], limits, args.workers, args.python)
+        outs = anyio.run(check_many, [programs[t] for t in runnable], limits, args.workers, args.python)
         wall = time.monotonic() - t0
         passed, total = Counter(), Counter()
         for t in rows:
@@ -58,7 +58,7 @@ def main() -> None:
         cells = [f"{passed[d]}/{total[d]}" for d in ("numpy", "pandas", "torchdata")]
         print(f"| {label} | {' | '.join(cells)} | {len(rows) - len(runnable)} | {wall:.1f} | {len(runnable) / wall:.1f} |")
     originals = [M.build_program(res.problem(t), res.problem(t)["canonical_solution"][0]) for t in failures]
-    outs = anyio.run(execute_many, originals, limits, args.workers, args.python)
+    outs = anyio.run(check_many, originals, limits, args.workers, args.python)
     print("\nNumpyEval/PandasEval rows failing with their canonical solution, and whether the release's original "
           "solution to the same problem passes here:\n")
     for (t, status), o in zip(failures.items(), outs):

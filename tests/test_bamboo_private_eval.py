@@ -22,7 +22,7 @@ import pytest
 
 from asyncbench.benchmarks.bamboo import SANDBOX_PYTHON_ENV, load_private_eval, read_jsonl
 from asyncbench.metrics import bamboo as M
-from asyncbench.sandbox import Limits, execute_many
+from asyncbench.sandbox import Limits, check_many
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "bamboo"
 PYTHON = os.environ.get(SANDBOX_PYTHON_ENV) or sys.executable
@@ -60,10 +60,10 @@ def test_canonical_solutions_pass_unless_the_problem_cannot():
     assert {t for t, p in programs.items() if p is None} == REJECTED_BY_RELEASE_RULE
     runnable = [t for t, p in programs.items() if p is not None]
     limits = Limits(timeout_s=30.0)
-    outcomes = dict(zip(runnable, anyio.run(execute_many, [programs[t] for t in runnable], limits, 2, PYTHON)))
+    outcomes = dict(zip(runnable, anyio.run(check_many, [programs[t] for t in runnable], limits, 2, PYTHON)))
     failing = [t for t, o in outcomes.items() if not o.passed]
     originals = [M.build_program(res.problem(t), res.problem(t)["canonical_solution"][0]) for t in failing]
-    original_outcomes = anyio.run(execute_many, originals, limits, 2, PYTHON)
+    original_outcomes = anyio.run(check_many, originals, limits, 2, PYTHON)
     unexplained = {t: outcomes[t].status for t, o in zip(failing, original_outcomes) if o.passed}
     assert unexplained == {}
     # pass@1 over the rows whose problem can pass here is 100%, and that is most rows
@@ -74,5 +74,5 @@ def test_empty_completions_never_pass():
     res = load_private_eval(DATA)
     programs = [M.private_eval_program(res.problem(r["task_id"]), "", res.keywords) for r in _rows("4k")]
     assert all(p is not None for p in programs)
-    outcomes = anyio.run(execute_many, programs, Limits(timeout_s=30.0), 2, PYTHON)
+    outcomes = anyio.run(check_many, programs, Limits(timeout_s=30.0), 2, PYTHON)
     assert sum(o.passed for o in outcomes) == 0

@@ -21,6 +21,9 @@ def run(code: str) -> sandbox.Outcome:
     return out
 
 
+pytestmark = pytest.mark.skipif(not sandbox.isolation().safe, reason="no sandbox on this machine (bwrap, or root)")
+
+
 def test_passing_and_failing_programs():
     assert run("x = 1\nassert x == 1").passed
     assert run("assert 1 == 2, 'boom'").status == "failed: AssertionError: boom"
@@ -47,7 +50,9 @@ def test_fork_bomb_is_contained():
     # the C-level route around the audit hook: bounded by the process limit, then killed
     out = run("import ctypes\nlibc = ctypes.CDLL(None)\nwhile True:\n    libc.fork()")
     assert not out.passed
-    time.sleep(0.2)
+    deadline = time.monotonic() + 10  # the kernel takes a moment to reap thousands
+    while len(os.listdir("/proc")) >= before + 10 and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert len(os.listdir("/proc")) < before + 10  # nothing left running
     assert run("assert 2 + 2 == 4").passed  # and the next sample is unaffected
 
@@ -61,7 +66,7 @@ def test_environment_is_empty(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
     code = ("import os\nassert 'OPENAI_API_KEY' not in os.environ\n"
             "assert 'sk-test-secret' not in repr(dict(os.environ))\n"
-            "assert set(os.environ) <= {'PATH', 'LANG', 'HOME', 'TMPDIR', 'OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'LC_CTYPE'}")
+            "assert set(os.environ) <= {'PATH', 'LANG', 'HOME', 'TMPDIR', 'OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'LC_CTYPE', 'PWD'}")
     assert run(code).passed
     # a program that goes looking for the key fails its sample
     assert not run("import os\nkey = os.environ['OPENAI_API_KEY']").passed
@@ -81,7 +86,7 @@ def test_network_is_unavailable():
 def test_working_directory_is_throwaway(tmp_path):
     out = run("import os\nopen('scratch.txt', 'w').write('x')\nassert os.getcwd().startswith('/tmp') or 'sandbox' in os.getcwd()")
     assert out.passed
-    if sandbox.isolation().private_uid:
+    if sandbox.isolation().mode == "bwrap" or sandbox.isolation().private_uid:
         target = tmp_path / "owned-by-caller"
         target.write_text("keep")
         assert not run(f"import os\nos.unlink({str(target)!r})").passed

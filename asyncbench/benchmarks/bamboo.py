@@ -32,6 +32,7 @@ from typing import Any, Iterator
 
 from ..errors import UserError
 from ..metrics import bamboo as M
+from ..sandbox import Program
 from ..types import Sample, SampleResult
 from .base import LoadOptions, RunContext
 
@@ -314,7 +315,7 @@ class BambooBenchmark:
 
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
         scores: list[float | None] = [None] * len(samples)
-        programs: list[tuple[int, str]] = []
+        programs: list[tuple[int, Program]] = []
         for i, (s, pred) in enumerate(zip(samples, predictions)):
             name = s.meta["dataset"]
             if name != "private_eval":
@@ -375,11 +376,12 @@ def summarise_results(task: str, rows: list[SampleResult], private: PrivateEvalR
     return M.summarise(name, judgements, answers)
 
 
-async def run_programs(programs: list[str], options: dict[str, Any]) -> list[Any]:
-    """Execute PrivateEval programs in the sandbox with a bounded number of workers."""
-    from ..sandbox import Limits, execute_many
+async def run_programs(programs: list[Program], options: dict[str, Any]) -> list[Any]:
+    """Check PrivateEval completions (sandbox + trusted checker) with bounded workers."""
+    from ..sandbox import Limits, check_many
 
     workers = int(options.get("sandbox_workers") or os.cpu_count() or 2)
     limits = Limits(timeout_s=float(options.get("sandbox_timeout_s") or Limits.timeout_s))
     python = options.get("sandbox_python") or os.environ.get(SANDBOX_PYTHON_ENV) or None
-    return await execute_many(programs, limits, workers=workers, python=python)
+    return await check_many(programs, limits, workers=workers, python=python,
+                            allow_unsafe=bool(options.get("allow_unsafe_sandbox")))

@@ -34,6 +34,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..sandbox import Program
+
 DATASETS: tuple[str, ...] = (
     "altqa", "paperqa", "meetingqa", "senhallu", "abshallu",
     "showssort", "reportsumsort", "showspred", "meetingpred", "private_eval",
@@ -159,16 +161,19 @@ def convert_back(completion: str, keywords: Mapping[str, str]) -> str | None:
     return completion
 
 
-def build_program(problem: Mapping[str, Any], completion: str) -> str:
-    """prompt + completion + test + the check call, as the release's harness execs it."""
-    entry = problem.get("entry_point", "none")
-    call = "check()" if entry == "none" else f"check({entry})"
-    return f"{problem['prompt']}{completion}\n{problem['test']}\n{call}"
+def build_program(problem: Mapping[str, Any], completion: str) -> Program:
+    """What the release's harness execs as one program (prompt + completion, then the
+    test and its check call), split at the trust boundary: the prompt and completion run
+    in the sandbox, the test in the checker (see asyncbench/sandbox.py)."""
+    entry = str(problem.get("entry_point", "none"))
+    prompt = str(problem["prompt"])
+    return Program(module=f"{prompt}{completion}\n", test=str(problem["test"]),
+                   entry_point=None if entry == "none" else entry, prompt=prompt)
 
 
 def private_eval_program(problem: Mapping[str, Any], completion: str,
-                         keywords: Mapping[str, Mapping[str, str]]) -> str | None:
-    """The program to execute for one completion, or None for a format error."""
+                         keywords: Mapping[str, Mapping[str, str]]) -> Program | None:
+    """The program to check for one completion, or None for a format error."""
     converted = convert_back(completion, keywords[domain_of(str(problem["task_id"]))])
     return None if converted is None else build_program(problem, converted)
 

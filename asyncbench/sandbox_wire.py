@@ -1,0 +1,185 @@
+"""The only things that cross between model code and the verdict: plain data.
+
+Model-written code runs in the sandbox; the benchmark's test runs in a trusted checker
+process. What the test needs from the model's code (a module-level value, the return
+value of a call) travels as tagged JSON that can carry no code and no behaviour: builtins
+of their exact types, numpy arrays and scalars as `.npy` bytes read with
+`allow_pickle=False`, pandas frames, series and indexes as Arrow IPC streams. An object
+of any other type (an "always equal" object, a subclass overriding `__eq__`, an object
+array) cannot be encoded, and the sample fails.
+
+Both child processes run `python -I` without this package on their path: they receive
+this file's source text and `exec` it, so the codec is the same on both sides.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import io
+from typing import Any
+
+MAX_DEPTH = 64
+
+
+class Unencodable(TypeError):
+    """A value that cannot cross: the sample fails."""
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def encode(value: Any, depth: int = 0) -> Any:
+    """A JSON-ready form of `value`; exact types only (a subclass may override `__eq__`)."""
+    if depth > MAX_DEPTH:
+        raise Unencodable("nested too deeply")
+    kind = type(value)
+    if value is None or kind is bool or kind is int or kind is str:
+        return value
+    if kind is float:
+        return {"t": "float", "v": repr(value)}
+    if kind is complex:
+        return {"t": "complex", "v": [repr(value.real), repr(value.imag)]}
+    if kind is bytes:
+        return {"t": "bytes", "v": _b64(value)}
+    if kind in (list, tuple, set, frozenset):
+        return {"t": kind.__name__, "v": [encode(item, depth + 1) for item in value]}
+    if kind is dict:
+        return {"t": "dict", "v": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    if kind in (datetime.datetime, datetime.date, datetime.time, datetime.timedelta):
+        seconds = value.total_seconds() if kind is datetime.timedelta else None
+        return {"t": kind.__name__, "v": repr(seconds) if seconds is not None else value.isoformat()}
+    if kind is slice:
+        return {"t": "slice", "v": [encode(value.start), encode(value.stop), encode(value.step)]}
+    root = kind.__module__.split(".")[0]
+    if root == "numpy":
+        return _encode_numpy(value)
+    if root == "pandas":
+        return _encode_pandas(value)
+    raise Unencodable(f"a value of type {kind.__module__}.{kind.__qualname__} cannot be compared safely")
+
+
+def _encode_numpy(value: Any) -> Any:
+    import numpy as np
+
+    if type(value) in (np.ndarray, np.recarray, np.matrix):
+        array = np.asarray(value) if type(value) is np.matrix else value.view(np.ndarray)
+        tag = {np.ndarray: "ndarray", np.recarray: "recarray", np.matrix: "matrix"}[type(value)]
+    elif isinstance(value, np.generic) and type(value).__module__ == "numpy":
+        array = np.asarray(value)
+        tag = "npscalar"
+    else:
+        raise Unencodable(f"numpy value of type {type(value).__qualname__}")
+    if array.dtype.hasobject:
+        raise Unencodable("numpy arrays of Python objects cannot be compared safely")
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    return {"t": tag, "v": _b64(buf.getvalue())}
+
+
+def _arrow(frame: Any) -> Any:
+    """A frame as an Arrow IPC stream; a frame Arrow cannot type (a column mixing
+    strings and numbers) column by column, its object columns as encoded values."""
+    import pyarrow as pa
+
+    try:
+        table = pa.Table.from_pandas(frame)
+    except (pa.ArrowException, TypeError, ValueError):
+        return {"columns": encode(list(frame.columns)), "index": _encode_pandas(frame.index),
+                "data": [_column(frame.iloc[:, i]) for i in range(frame.shape[1])]}
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return _b64(sink.getvalue().to_pybytes())
+
+
+def _column(series: Any) -> Any:
+    if series.dtype == object:
+        return {"dtype": "object", "values": encode(list(series))}
+    return {"dtype": None, "frame": _arrow(series.to_frame(name="__values__").reset_index(drop=True))}
+
+
+def _encode_pandas(value: Any) -> Any:
+    import pandas as pd
+
+    if type(value) is pd.Timestamp:
+        return {"t": "timestamp", "v": value.isoformat()}
+    if type(value) is pd.DataFrame:
+        return {"t": "dataframe", "v": _arrow(value)}
+    if type(value) is pd.Series:
+        return {"t": "series", "name": encode(value.name), "v": _arrow(value.to_frame(name="__values__"))}
+    if isinstance(value, pd.Index) and type(value).__module__.split(".")[0] == "pandas":
+        if value.dtype == object:
+            return {"t": "index_values", "v": encode(list(value)), "name": encode(value.name)}
+        return {"t": "index", "v": _arrow(pd.DataFrame(index=value))}
+    raise Unencodable(f"pandas value of type {type(value).__qualname__}")
+
+
+def _frame(raw: Any) -> Any:
+    import pandas as pd
+    import pyarrow as pa
+
+    if isinstance(raw, dict):  # column by column (see _arrow)
+        columns = decode(raw["columns"])
+        data = {}
+        for i, col in enumerate(raw["data"]):
+            if col["dtype"] == "object":
+                data[i] = pd.Series(decode(col["values"]), dtype=object)
+            else:
+                data[i] = _frame(col["frame"])["__values__"]
+        frame = pd.DataFrame({i: s.to_numpy() if s.dtype == object else s.array for i, s in data.items()},
+                             index=decode(raw["index"]))
+        frame.columns = pd.Index(columns)
+        return frame
+    return pa.ipc.open_stream(base64.b64decode(raw)).read_all().to_pandas()
+
+
+def decode(data: Any) -> Any:
+    """The value `encode` made, rebuilt from data only."""
+    if data is None or isinstance(data, (bool, int, str)):
+        return data
+    if not isinstance(data, dict) or "t" not in data:
+        raise Unencodable("malformed value")
+    tag, v = data["t"], data.get("v")
+    if tag == "float":
+        return float(v)
+    if tag == "complex":
+        return complex(float(v[0]), float(v[1]))
+    if tag == "bytes":
+        return base64.b64decode(v)
+    if tag in ("list", "tuple", "set", "frozenset"):
+        items = [decode(item) for item in v]
+        return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
+    if tag == "dict":
+        return {decode(k): decode(val) for k, val in v}
+    if tag == "timedelta":
+        return datetime.timedelta(seconds=float(v))
+    if tag in ("datetime", "date", "time"):
+        return getattr(datetime, tag).fromisoformat(v)
+    if tag == "slice":
+        return slice(decode(v[0]), decode(v[1]), decode(v[2]))
+    if tag in ("ndarray", "npscalar", "recarray", "matrix"):
+        import numpy as np
+
+        array = np.load(io.BytesIO(base64.b64decode(v)), allow_pickle=False)
+        if tag == "npscalar":
+            return array[()]
+        return array.view(np.recarray) if tag == "recarray" else np.asmatrix(array) if tag == "matrix" else array
+    if tag == "timestamp":
+        import pandas as pd
+
+        return pd.Timestamp(v)
+    if tag == "index_values":
+        import pandas as pd
+
+        return pd.Index(decode(v), dtype=object, name=decode(data.get("name")))
+    if tag == "dataframe":
+        return _frame(v)
+    if tag == "series":
+        series = _frame(v)["__values__"]
+        series.name = decode(data.get("name"))
+        return series
+    if tag == "index":
+        return _frame(v).index
+    raise Unencodable(f"unknown tag {tag!r}")
