@@ -26,6 +26,7 @@ import ast
 import gzip
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -311,6 +312,17 @@ class BambooBenchmark:
         report: dict[str, Any] = {"skipped_rows": [b.__dict__ for b in self.skipped_rows]}
         if self.missing:
             report["not_in_data"] = list(self.missing)
+        if any(s.meta.get("dataset") == "private_eval" for s in samples):
+            # Checked before any request is paid for: model code needs a sandbox.
+            from ..sandbox import SandboxUnavailable, isolation
+
+            options = ctx.options if ctx is not None else {}
+            python = options.get("sandbox_python") or os.environ.get(SANDBOX_PYTHON_ENV) or sys.executable
+            iso = isolation(python)
+            if not iso.safe and not options.get("allow_unsafe_sandbox"):
+                raise SandboxUnavailable("BAMBOO private_eval runs model-written code and there is no sandbox here: "
+                                         "install bubblewrap (bwrap) or run as root, or pass --allow-unsafe-sandbox")
+            report["sandbox"] = {"isolation": iso.mode, "describe": iso.describe()}
         return samples, report
 
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:

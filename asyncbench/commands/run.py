@@ -47,6 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="100-LongBench: generator seed (default 42)")
     p.add_argument("--prior-threshold", type=float,
                    help="100-LongBench: exclude QA samples answered above this score without context (default 0.5)")
+    p.add_argument("--allow-unsafe-sandbox", action="store_true",
+                   help="BAMBOO private_eval: run model-written code even without bwrap or root (unisolated)")
     p.add_argument("--skip-bad-rows", action="store_true", help="skip unreadable data rows (counted in the report)")
     p.add_argument("--estimate-method", choices=("irt", "direct", "blend"), default="irt",
                    help="MiniLongBench: headline estimate method")
@@ -80,6 +82,8 @@ def _extra(args: argparse.Namespace) -> dict:
             extra["tokenizer"] = tok
     if args.skip_bad_rows:
         extra["skip_bad_rows"] = True
+    if args.allow_unsafe_sandbox:
+        extra["allow_unsafe_sandbox"] = True
     if args.benchmark.startswith("minilongbench"):
         extra["estimate_method"] = args.estimate_method
     return extra

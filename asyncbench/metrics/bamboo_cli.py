@@ -26,6 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=None, help="parallel PrivateEval programs (default: all cores)")
     parser.add_argument("--timeout", type=float, default=None, dest="timeout_s",
                         help="seconds per PrivateEval program, start-up and imports included (default 10)")
+    parser.add_argument("--allow-unsafe-sandbox", action="store_true",
+                        help="run PrivateEval completions even without bwrap or root (unisolated)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
@@ -159,6 +161,8 @@ def main(args: argparse.Namespace) -> int:
         if args.timeout_s <= 0:
             raise UserError("--timeout must be positive")
         options["sandbox_timeout_s"] = args.timeout_s
+    if args.allow_unsafe_sandbox:
+        options["allow_unsafe_sandbox"] = True
     needs_data = any(r["dataset"].startswith("private_eval_") for r in records)
     data_dir = resolve_data_dir(args.data_dir) if needs_data else None
     report = anyio.run(score_records, records, data_dir, options)
