@@ -71,7 +71,10 @@ def test_convert_back_and_program():
     assert M.convert_back("np.array([1])", KW) is None  # original names are a format error
     assert M.domain_of("PandasEval/3") == "pandas" and M.domain_of("TorchDataEval/1") == "torchdata"
     problem = {"task_id": "NumpyEval/1", "prompt": "import numpy as np\nc =", "test": "def check():\n    assert c == 3\n", "entry_point": "none"}
-    assert M.private_eval_program(problem, " 1 + 2", {"numpy": KW}) == "import numpy as np\nc = 1 + 2\ndef check():\n    assert c == 3\n\ncheck()"
+    program = M.private_eval_program(problem, " 1 + 2", {"numpy": KW})
+    # split at the trust boundary: the model's module, the benchmark's test
+    assert program is not None and program.module == "import numpy as np\nc = 1 + 2\n"
+    assert (program.test, program.entry_point, program.prompt) == (problem["test"], None, problem["prompt"])
     problem["entry_point"] = "f"
     assert M.build_program(problem, "").endswith("check(f)")
 
