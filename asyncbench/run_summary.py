@@ -104,6 +104,7 @@ def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, samples: list[Samp
         "endpoints": runner.endpoint_health(client),
         "backend": runner.describe(),
         "by_task_cost": _by_task_cost(results),
+        "aborted": runner.aborted,
         "failures": [{"sample_id": r.sample_id, "error": r.error} for r in results if r.status == "failed"][:50],
         "prepare": prep_report,
         "scores": scores,

@@ -46,6 +46,15 @@ class Outcome:
     skipped: bool = False  # never sent: budget reached
 
 
+# Jobs in a row that exhausted their attempts on transient errors, with not one success
+# in the run, after which the endpoints are taken to be dead and the rest fail at once.
+DEAD_AFTER_JOBS = 8
+
+
+class EndpointDead(ProviderError):
+    """Every request so far failed: the run ends (partial) instead of retrying the rest."""
+
+
 @dataclass
 class SchedulerStats:
     requests_sent: int = 0
@@ -144,7 +153,12 @@ class EndpointPool:
         elif ok is False:
             ep.failed += 1
             ep.fail_streak += 1
-            if ep.probing or ep.fail_streak >= self.fail_threshold:
+            # Taking an endpoint out only helps when another can take its work: with one,
+            # failures slow the retries of the failing request only (its own back-off),
+            # never the whole run. The back-off grows once per outage (when the endpoint is
+            # taken out, or when its probe fails), not once per request that was in flight.
+            if len(self.endpoints) > 1 and (ep.probing or (ep.fail_streak >= self.fail_threshold
+                                                           and ep.down_until == 0.0)):
                 ep.down_until = time.monotonic() + ep.backoff_s
                 ep.backoff_s = min(ep.backoff_s * 2, self.max_backoff_s)
         ep.probing = False
@@ -178,6 +192,10 @@ class Scheduler:
     on_attempt: Callable[[], None] | None = None
     cost_of: Callable[[Response], float] = lambda r: 0.0
     stats: SchedulerStats = field(default_factory=SchedulerStats)
+    # Set when the endpoints were found dead: one line naming them and the last error.
+    dead: str | None = None
+    _successes: int = 0
+    _failed_in_a_row: int = 0
 
     def _stop(self, state: RetryCallState) -> bool:
         exc = state.outcome.exception() if state.outcome else None
@@ -196,8 +214,10 @@ class Scheduler:
             # the workers that all wake up at the same instant
             return random.uniform(0.0, 0.05) if exc.retry_after is not None else \
                 random.uniform(0, min(30.0, 0.5 * 2 ** state.attempt_number))
-        # full-jitter exponential back-off for transient failures
-        return random.uniform(0, min(10.0, 0.25 * 2 ** state.attempt_number))
+        # Full-jitter exponential back-off for transient failures (0.2, 0.4, 0.8 ... 10 s at
+        # most): a 5xx or a dropped connection is usually one bad request or replica, and a
+        # long first wait is what made faulty runs many times slower than clean ones.
+        return random.uniform(0, min(10.0, 0.1 * 2 ** state.attempt_number))
 
     async def _attempt(self, job: Job) -> Response:
         if not self.budget.reserve(job.est_cost):
@@ -212,7 +232,12 @@ class Scheduler:
         if self.on_attempt:
             self.on_attempt()
         try:
-            response = await self.provider.send(job.request, ep.url, self.timeout_s)
+            try:
+                response = _validated(await self.provider.send(job.request, ep.url, self.timeout_s))
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+                # a response of a shape no server should send: retried like a dropped connection
+                raise ProviderError("transient", f"malformed response from {ep.url}: "
+                                                 f"{type(exc).__name__}: {exc}"[:300]) from None
         except ProviderError as exc:
             self.budget.settle(job.est_cost, 0.0)
             self.pool.release(ep, False if exc.kind == "transient" else None)
@@ -235,6 +260,21 @@ class Scheduler:
         return response
 
     async def _process(self, job: Job) -> Outcome:
+        if self.dead is not None:
+            return Outcome(job.index, error=EndpointDead("transient", self.dead), attempts=0)
+        outcome = await self._try(job)
+        if outcome.response is not None:
+            self._successes += 1
+            self._failed_in_a_row = 0
+        elif outcome.error is not None and outcome.error.kind == "transient" and self._successes == 0:
+            self._failed_in_a_row += 1
+            if self._failed_in_a_row >= DEAD_AFTER_JOBS and self.dead is None:
+                urls = ", ".join(e.url for e in self.pool.endpoints)
+                self.dead = (f"{urls} failed every request ({self._failed_in_a_row} in a row, "
+                             f"{outcome.attempts} attempts each); last error: {outcome.error.message}")
+        return outcome
+
+    async def _try(self, job: Job) -> Outcome:
         attempts = 0
         try:
             async for attempt in AsyncRetrying(retry=retry_if_exception(_retryable), stop=self._stop,
@@ -296,3 +336,18 @@ async def _aiter(items: Iterable[Job]) -> AsyncIterator[Job]:
 
 class _BudgetReached(Exception):
     pass
+
+
+def _validated(response: Response) -> Response:
+    """Values from a server, checked before they reach the store: text is text, token
+    counts are non-negative integers."""
+    usage = response.usage
+    if not isinstance(response.text, str):
+        raise TypeError(f"answer text is {type(response.text).__name__}, not a string")
+    for name in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens"):
+        value = getattr(usage, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} is {value!r}, not a non-negative integer")
+    if response.finish_reason is not None and not isinstance(response.finish_reason, str):
+        response.finish_reason = str(response.finish_reason)
+    return response

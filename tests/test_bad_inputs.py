@@ -3,6 +3,7 @@ wrong, no traceback (issue 18's list). Each case runs the real CLI in a subproce
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,3 +46,23 @@ def test_bad_input_is_one_line_and_exit_2(name: str, tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert expected in lines[0], lines[0]
+
+
+def test_an_endpoint_that_fails_everything_ends_the_run_partial(tmp_path: Path) -> None:
+    """Default settings, 20 samples, every answer a 500: the run ends within 60 s, partial,
+    with one line naming the endpoint and the last error."""
+    from asyncbench.sim.testing import sim_subprocess
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(f'{{"id": "{i}", "prompt": "question {i}", "answers": ["a"]}}\n' for i in range(20)))
+    with sim_subprocess(["--error-rate", "1.0"]) as url:
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        done = subprocess.run([sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{data}", "--model",
+                               "openai-compat:m", "--base-url", url + "/v1", "--cache", str(tmp_path / "c.duckdb"),
+                               "--out", str(tmp_path / "out"), "--no-progress"], env=env, capture_output=True,
+                              text=True, timeout=60)
+    assert done.returncode != 0
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("asyncbench: run ended partial: ") and url in line and "HTTP 50" in line, done.stderr
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert run["n_completed"] == 0 and run["n_failed"] == 20 and run["aborted"]

@@ -154,4 +154,6 @@ def main(args: argparse.Namespace) -> int:
         print()
     else:
         print_summary(summary)
+    if summary.get("aborted"):
+        print(f"asyncbench: run ended partial: {summary['aborted']}", file=sys.stderr)
     return 0 if summary.get("n_failed", 0) == 0 else 1

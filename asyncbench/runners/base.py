@@ -38,6 +38,11 @@ class Runner(Protocol):
         """Served/failed per endpoint of this client."""
         ...
 
+    @property
+    def aborted(self) -> str | None:
+        """Why the runner stopped sending (endpoints that failed every request), if it did."""
+        ...
+
     def describe(self) -> dict[str, Any]:
         """What run.json records about the runner."""
         ...

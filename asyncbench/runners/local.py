@@ -20,6 +20,7 @@ class LocalRunner:
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
         self._stats = SchedulerStats()
+        self.aborted: str | None = None
 
     async def run(self, client: ModelClient, jobs: AsyncIterable[Job], *, budget: Budget,
                   on_outcome: Callable[[Outcome], None]) -> list[Outcome]:
@@ -33,6 +34,7 @@ class LocalRunner:
             return await scheduler.run(jobs)
         finally:
             add_stats(self._stats, scheduler.stats)
+            self.aborted = self.aborted or scheduler.dead
 
     def stats(self) -> SchedulerStats:
         return self._stats

@@ -151,6 +151,7 @@ class RayRunner:
         self.ray = ray = import_ray()
         self.address = address
         self._stats = SchedulerStats()
+        self.aborted: str | None = None
         self.n_workers = workers
         self.concurrency = concurrency
         self.timeout_s = timeout_s

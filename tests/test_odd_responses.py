@@ -1,0 +1,106 @@
+"""Responses of the wrong shape are transient errors — retried, counted, never a crash —
+and nothing malformed reaches the store (issue 18). A real server on 127.0.0.1 answers
+each prompt's first request in an odd shape and its retry properly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+REPO = Path(__file__).resolve().parents[1]
+
+ODD: dict[str, Any] = {
+    "tgi details a list": {"generated_text": "x", "details": ["finish_reason", "length"]},
+    "tgi generated_tokens many": {"generated_text": "x", "details": {"generated_tokens": "many"}},
+    "tgi text a number": {"generated_text": 5, "details": {"generated_tokens": 1}},
+    "chat content a list": {"choices": [{"message": {"content": ["a", "b"]}, "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": 1, "completion_tokens": 1}},
+    "chat usage negative": {"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": -4, "completion_tokens": 1}},
+    "chat no choices": {"usage": {}},
+    "json a list": [1, 2, 3],
+}
+
+
+class OddServer:
+    def __init__(self, odd: Any, header_tokens: str | None = None) -> None:
+        self.odd, self.header_tokens = odd, header_tokens
+        self.seen: dict[str, int] = {}
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.port = 0
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+
+    def serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.runner = web.AppRunner(app)
+        self.loop.run_until_complete(self.runner.setup())
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        self.loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.ready.set()
+        self.loop.run_forever()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if request.path.endswith("/info"):
+            return web.json_response({"model_id": "m", "max_input_tokens": 4000, "max_total_tokens": 4096})
+        body = await request.json()
+        key = json.dumps(body, sort_keys=True)
+        self.seen[key] = self.seen.get(key, 0) + 1
+        first = self.seen[key] == 1
+        headers = {"x-prompt-tokens": self.header_tokens} if first and self.header_tokens else {}
+        if first and self.header_tokens is None:
+            return web.json_response(self.odd)
+        if request.path.endswith("/generate"):
+            return web.json_response({"generated_text": "ok", "details": {"finish_reason": "length",
+                                                                          "generated_tokens": 1}}, headers=headers)
+        return web.json_response({"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}],
+                                  "usage": {"prompt_tokens": 3, "completion_tokens": 1}}, headers=headers)
+
+    def __enter__(self) -> OddServer:
+        self.thread.start()
+        self.ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def _run(model: str, url: str, tmp: Path) -> dict[str, Any]:
+    data = tmp / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "prompt": f"q{i}", "answers": ["ok"]}) + "\n" for i in range(4)))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{data}", "--model", model,
+                           "--base-url", url, "--cache", str(tmp / "c.duckdb"), "--out", str(tmp / "out"),
+                           "--no-progress"], env=env, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary: dict[str, Any] = json.loads((tmp / "out" / "run.json").read_text())
+    return summary
+
+
+@pytest.mark.parametrize("name", list(ODD))
+def test_an_odd_response_is_retried_not_a_crash(name: str, tmp_path: Path) -> None:
+    model, path = ("tgi:m", "") if name.startswith("tgi") else ("openai-compat:m", "/v1")
+    with OddServer(ODD[name]) as server:
+        summary = _run(model, f"http://127.0.0.1:{server.port}{path}", tmp_path)
+    assert summary["n_completed"] == 4 and summary["transient_errors"] == 4 and summary["retries"] == 4
+
+
+def test_a_non_numeric_token_header_is_retried(tmp_path: Path) -> None:
+    with OddServer(None, header_tokens="abc") as server:
+        summary = _run("tgi:m", f"http://127.0.0.1:{server.port}", tmp_path)
+    assert summary["n_completed"] == 4 and summary["retries"] == 4
