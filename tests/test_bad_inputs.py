@@ -25,6 +25,12 @@ CASES: dict[str, Case] = {
                                   ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--dry-run"], '"max_tokens" must be'),
     "jsonl undecodable bytes": ({"d.jsonl": b'{"id": "a", "prompt": "ok"}\n{"id": "b", "prompt": "\xff"}\n'},
                                 ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--dry-run"], "d.jsonl:2: not UTF-8"),
+    "cache path under a file": ({"f": b"x"}, ["cache", "stats", "--cache", "{tmp}/f/c.duckdb"], "is part of that path a file"),
+    "cache path a folder": ({}, ["cache", "stats", "--cache", "{tmp}"], "is a folder"),
+    "cache not a duckdb file": ({"c.duckdb": b"not a database" * 1000}, ["cache", "stats", "--cache", "{tmp}/c.duckdb"],
+                                "asyncbench cache recover"),
+    "export into a missing folder": ({}, ["cache", "export", "--cache", "{tmp}/c.duckdb", "--out", "{tmp}/no/x.parquet"],
+                                     "does not exist"),
 }
 
 
@@ -66,3 +72,42 @@ def test_an_endpoint_that_fails_everything_ends_the_run_partial(tmp_path: Path) 
     assert line.startswith("asyncbench: run ended partial: ") and url in line and "HTTP 50" in line, done.stderr
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert run["n_completed"] == 0 and run["n_failed"] == 20 and run["aborted"]
+
+
+def _cache_with_rows(path: Path, n: int = 50) -> None:
+    from asyncbench.store import Store
+
+    with Store(path) as store:
+        store.put_responses([{"key": f"k{i}", "provider": "p", "model": "m", "endpoint": "e", "request_json": "{}",
+                              "text": f"answer {i}", "finish_reason": "stop", "prompt_tokens": 1,
+                              "completion_tokens": 1, "cached_prompt_tokens": 0, "latency_ms": 1.0, "cost_usd": 0.0,
+                              "served_by": "x", "created_at": 0.0} for i in range(n)])
+
+
+def test_cache_export_paths_never_become_sql(tmp_path: Path) -> None:
+    """A quote, or a path crafted to add a second COPY, is just a file name."""
+    _cache_with_rows(tmp_path / "c.duckdb")
+    hostile = tmp_path / "x'); COPY responses TO 'PWNED.csv"
+    done = run_cli(["cache", "export", "--cache", str(tmp_path / "c.duckdb"), "--out", str(hostile) + ".jsonl"],
+                   tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "PWNED.csv").exists() and not Path("PWNED.csv").exists()
+    rows = (Path(str(hostile) + ".jsonl")).read_text().splitlines()
+    assert len(rows) == 50 and json.loads(rows[0])["key"] == "k0"
+    done = run_cli(["cache", "export", "--cache", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "a'b.parquet")],
+                   tmp_path)
+    assert done.returncode == 0 and (tmp_path / "a'b.parquet").stat().st_size > 0, done.stderr
+
+
+def test_a_damaged_cache_names_recover_and_recover_copies_what_is_readable(tmp_path: Path) -> None:
+    good = tmp_path / "good.duckdb"
+    _cache_with_rows(good)
+    done = run_cli(["cache", "recover", "--cache", str(good), "--out", str(tmp_path / "copy.duckdb")], tmp_path)
+    assert done.returncode == 0 and "50 responses" in done.stdout, done.stderr
+    bad = tmp_path / "bad.duckdb"
+    bad.write_bytes(good.read_bytes()[:4096] + os.urandom(200_000))
+    done = run_cli(["cache", "stats", "--cache", str(bad)], tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "asyncbench cache recover" in lines[0], done.stderr
+    done = run_cli(["cache", "recover", "--cache", str(bad), "--out", str(tmp_path / "new.duckdb")], tmp_path)
+    assert done.returncode in (0, 2) and "Traceback" not in done.stderr, done.stderr

@@ -1,4 +1,5 @@
-"""Inspect, export or clear the response cache: `asyncbench cache stats|clear|export`."""
+"""Inspect, export, clear or recover the response cache:
+`asyncbench cache stats|runs|clear|export|recover`."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import json
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=("stats", "clear", "export", "runs"))
+    p.add_argument("action", choices=("stats", "clear", "export", "runs", "recover"))
     p.add_argument("--cache", help="DuckDB cache file (default: ~/.cache/asyncbench/cache.duckdb)")
     p.add_argument("--model", help="clear: only this provider:model")
-    p.add_argument("--out", help="export: output file (.parquet or .jsonl)")
+    p.add_argument("--out", help="export: output file (.parquet or .jsonl); recover: the new cache file")
     p.add_argument("--yes", action="store_true", help="clear: do not ask")
 
 
@@ -19,6 +20,16 @@ def main(args: argparse.Namespace) -> int:
     from ..store import Store, default_cache_path
 
     path = args.cache or default_cache_path()
+    if args.action == "recover":
+        from pathlib import Path
+
+        from ..store.duckdb_store import recover
+
+        if not args.out:
+            raise UserError("cache recover needs --out NEW.duckdb (the file to copy what is readable into)")
+        copied = recover(Path(path).expanduser(), Path(args.out).expanduser())
+        print(f"recovered into {args.out}: " + ", ".join(f"{n} {table}" for table, n in copied.items()))
+        return 0
     with Store(path) as store:
         if args.action == "stats":
             print(json.dumps(store.stats(), indent=2))

@@ -70,19 +70,25 @@ class Store:
         import duckdb
 
         self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create the cache's folder {self.path.parent}: {exc.strerror or exc} "
+                            "(is part of that path a file?); pass --cache PATH.duckdb in a writable folder") from None
+        if self.path.is_dir():
+            raise UserError(f"cache path {self.path} is a folder; pass --cache {self.path / 'cache.duckdb'}")
         try:
             self.con = duckdb.connect(str(self.path))
+            self._migrate()
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
                 raise UserError(
                     f"cache file {self.path} is in use by another asyncbench process; wait for it to "
                     f"finish or pass --cache OTHER.duckdb"
                 ) from None
-            raise UserError(f"cannot open cache file {self.path}: {str(exc).splitlines()[0]}") from None
+            raise _corrupt(self.path, exc) from None
         except duckdb.Error as exc:
-            raise UserError(f"cannot open cache file {self.path} (not a DuckDB file?): {str(exc).splitlines()[0]}") from None
-        self._migrate()
+            raise _corrupt(self.path, exc) from None
 
     def _migrate(self) -> None:
         for stmt in _SCHEMA:
@@ -187,12 +193,28 @@ class Store:
         return int(n)
 
     def export(self, out: Path, fmt: str) -> int:
+        """Write the responses to `out` through DuckDB's relation API (parquet) or line by
+        line (JSON lines): the path never becomes part of an SQL statement."""
+        import duckdb
+
         out = Path(out)
-        if fmt == "parquet":
-            self.con.execute(f"COPY responses TO '{out.as_posix()}' (FORMAT parquet)")
-        else:
-            self.con.execute(f"COPY responses TO '{out.as_posix()}' (FORMAT json)")
-        return self.con.execute("SELECT count(*) FROM responses").fetchone()[0]
+        if not out.parent.is_dir():
+            raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
+        relation = self.con.cursor().table("responses")  # a cursor of its own: no pending result
+        try:
+            if fmt == "parquet":
+                relation.write_parquet(str(out))
+            else:
+                columns = relation.columns
+                cursor = self.con.execute("SELECT * FROM responses ORDER BY key")
+                with out.open("w", encoding="utf-8") as fh:
+                    while rows := cursor.fetchmany(10_000):
+                        fh.writelines(json.dumps(dict(zip(columns, row)), ensure_ascii=False, default=str) + "\n"
+                                      for row in rows)
+        except (OSError, duckdb.Error) as exc:
+            raise UserError(f"cannot write {out}: {getattr(exc, 'strerror', None) or str(exc).splitlines()[0]}") from None
+        row = self.con.execute("SELECT count(*) FROM responses").fetchone()
+        return int(row[0]) if row else 0
 
     def close(self) -> None:
         self.con.close()
@@ -202,6 +224,47 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _corrupt(path: Path, exc: Exception) -> UserError:
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return UserError(f"cache file {path} cannot be read ({first}); copy what is readable into a new file with "
+                     f"`asyncbench cache recover --cache {path} --out NEW.duckdb`, or pass --cache OTHER.duckdb")
+
+
+TABLES = ("responses", "failures", "results", "runs")
+
+
+def recover(broken: Path, out: Path) -> dict[str, int]:
+    """Copy every readable row of every table of a damaged cache into a new one, table by
+    table and in chunks, so one unreadable block loses only its own rows. Returns rows
+    copied per table."""
+    import duckdb
+
+    if out.exists():
+        raise UserError(f"{out} exists; recover into a new file")
+    try:
+        src = duckdb.connect(str(broken), read_only=True)
+    except duckdb.Error as exc:
+        raise UserError(f"nothing in {broken} is readable ({str(exc).splitlines()[0]}); "
+                        "delete it and run again to rebuild the cache from the APIs") from None
+    copied: dict[str, int] = {}
+    with Store(out) as dst:
+        for table in TABLES:
+            copied[table] = 0
+            try:
+                columns = [c for c in dst.con.table(table).columns]
+                cursor = src.execute(f"SELECT {', '.join(columns)} FROM {table}")  # names from our schema
+                while rows := cursor.fetchmany(5_000):
+                    dst.con.execute("BEGIN")
+                    dst.con.executemany(f"INSERT OR IGNORE INTO {table} VALUES ({', '.join('?' * len(columns))})",
+                                        rows)
+                    dst.con.execute("COMMIT")
+                    copied[table] += len(rows)
+            except duckdb.Error:
+                continue  # the rest of this table is unreadable; keep what was copied
+    src.close()
+    return copied
 
 
 def _unnest(n: int) -> str:
