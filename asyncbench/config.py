@@ -8,8 +8,33 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from .errors import UserError
+
+
+# The most requests in flight per endpoint: far above any provider's useful concurrency,
+# low enough that a typo (1000000) cannot exhaust memory on queues and sockets.
+MAX_CONCURRENCY = 4096
+
+
+def _number(option: str, value: float | None, *, low: float, high: float = math.inf, low_open: bool = False,
+            optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+          and (value > low if low_open else value >= low) and value <= high)
+    if not ok:
+        bound = f"greater than {low:g}" if low_open else f"at least {low:g}"
+        upper = f" and at most {high:g}" if math.isfinite(high) else ""
+        raise UserError(f"{option} must be a finite number {bound}{upper} (got {value!r})")
+
+
+def _whole(option: str, value: int, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise UserError(f"{option} must be a whole number from {low:,} to {high:,} (got {value!r})")
 
 
 @dataclass
@@ -42,6 +67,30 @@ class RunConfig:
     ray_address: str | None = None
     ray_workers: int = 2
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> RunConfig:
+        """Every option in its range, or one UserError naming the option and the range.
+        Called once, where a config is made (the CLI, the Python API, execute)."""
+        _number("--rpm", self.rpm, low=0.0, low_open=True, optional=True)
+        _number("--tpm", self.tpm, low=0.0, low_open=True, optional=True)
+        _number("--timeout", self.timeout_s, low=0.0, low_open=True)
+        _number("--max-cost", self.max_cost, low=0.0, optional=True)
+        _number("--temperature", self.temperature, low=0.0, high=2.0)
+        _whole("--concurrency", self.concurrency, 1, MAX_CONCURRENCY)
+        _whole("--max-attempts", self.max_attempts, 1, 100)
+        _whole("--ray-workers", self.ray_workers, 1, 1024)
+        _whole("--repeat", self.repeat, 0, 1_000_000)
+        if self.limit is not None:
+            _whole("--limit", self.limit, 1, 10**9)
+        if self.max_input_tokens is not None:
+            _whole("--max-input-tokens", self.max_input_tokens, 1, 10**8)
+        from .urls import validate_base_url
+
+        for url in self.base_urls:
+            validate_base_url(url)
+        for url in self.judge_base_urls:
+            validate_base_url(url, "--judge-base-url")
+        return self
 
     def run_id(self, endpoint_id: str) -> str:
         """Stable over what changes results; blind to limits, concurrency, paths, keys."""

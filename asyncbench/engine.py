@@ -26,7 +26,8 @@ from .errors import ProviderError
 from .pricing import PriceTable
 from .progress import RunProgress
 from .resolve import SimProcesses, max_input_tokens, resolve_model, truncation_tokenizer
-from .run_summary import Accounts, PurposeTotals, dry_run_summary, public_config, run_summary, write_out
+from .run_summary import (Accounts, PurposeTotals, dry_run_summary, out_dir, public_config, run_summary,
+                          write_out)
 from .runners import Runner, make_runner
 from .scheduler import Budget, Job, Outcome
 from .secrets import redact, redact_json, secret_values, strip_userinfo
@@ -201,6 +202,7 @@ class Engine:
 async def execute(cfg: RunConfig) -> dict[str, Any]:
     """Run one evaluation; returns the run summary (also written to OUT/run.json)."""
     t_start = time.time()
+    cfg.validate()
     benchmark, tasks = parse_benchmark(cfg.benchmark)
     from .datadir import resolve_data_dir
 
@@ -278,6 +280,7 @@ async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Itera
         samples = list(samples)
         return dry_run_summary(cfg, samples, [build(s) for s in samples], client, run_id, truncated, max_input)
 
+    out_dir(cfg, run_id)  # checked before anything is sent
     with opening.result() as store:
         store.start_run(run_id, cfg.benchmark, spec.label, public_config(cfg, spec))
         engine = Engine(store, run_id, cfg.progress, cfg.max_cost, runner)

@@ -9,6 +9,7 @@ user's price file names them.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -35,20 +36,43 @@ class Price:
 FREE = Price(0.0, 0.0, 0.0)
 
 
+SHAPE = '{"models": {NAME: {"input": USD per Mtok, "output": ..., "cached_input": ...}}}'
+
+
+def _read_prices(path: Path) -> dict[str, Price]:
+    """A user's price file, every entry checked: a NaN or negative price would silently
+    switch off --max-cost."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read price file {path}: {exc.strerror or exc}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UserError(f"price file {path} is not JSON ({exc}); expected {SHAPE}") from None
+    models = data.get("models", data) if isinstance(data, dict) else None
+    if not isinstance(models, dict):
+        raise UserError(f"price file {path}: expected {SHAPE}")
+    out: dict[str, Price] = {}
+    for name, entry in models.items():
+        if not isinstance(entry, dict) or "input" not in entry or "output" not in entry:
+            raise UserError(f"price file {path}: entry {name!r} needs \"input\" and \"output\"; expected {SHAPE}")
+        values = {k: entry.get(k, entry["input"] if k == "cached_input" else None)
+                  for k in ("input", "output", "cached_input")}
+        for key, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise UserError(f"price file {path}: {name}.{key} must be a finite number >= 0 (USD per million "
+                                f"tokens), not {value!r}")
+        out[str(name)] = Price(float(values["input"]), float(values["output"]), float(values["cached_input"]))
+    return out
+
+
 class PriceTable:
     def __init__(self, user_file: str | Path | None = None) -> None:
         shipped = json.loads(resources.files("asyncbench.data").joinpath("prices.json").read_text())
         self.version = shipped["version"]
         self.models: dict[str, Price] = {k: Price(**v) for k, v in shipped["models"].items()}
         if user_file:
-            try:
-                data = json.loads(Path(user_file).read_text())
-                for name, v in data.get("models", data).items():
-                    self.models[name] = Price(v["input"], v["output"], v.get("cached_input", v["input"]))
-                self.version += f"+{Path(user_file).name}"
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise UserError(f"price file {user_file}: {exc}; expected {{\"models\": {{NAME: {{\"input\": USD/Mtok, "
-                                f"\"output\": ..., \"cached_input\": ...}}}}}}") from None
+            self.models.update(_read_prices(Path(user_file)))
+            self.version += f"+{Path(user_file).name}"
 
     def price(self, model: str, *, by_prefix: bool) -> Price:
         if model in self.models:

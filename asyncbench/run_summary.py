@@ -12,6 +12,7 @@ from typing import Any
 
 from .client import ModelClient
 from .config import RunConfig
+from .errors import UserError
 from .percentiles import percentiles
 from .pricing import PriceTable
 from .providers.base import ModelSpec
@@ -132,9 +133,23 @@ def _by_task_cost(results: list[SampleResult]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def out_dir(cfg: RunConfig, run_id: str) -> Path:
+    """The run's output folder, made and test-written before any request is sent: an
+    unwritable --out found after the work would lose the report of a paid-for run."""
+    out = Path(cfg.out).expanduser() if cfg.out else Path("runs") / run_id
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".asyncbench-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"cannot write the output folder {out}: {exc.strerror or exc}; "
+                        "pass --out DIR in a writable place") from None
+    return out
+
+
 def write_out(cfg: RunConfig, summary: dict[str, Any]) -> None:
-    out = Path(cfg.out).expanduser() if cfg.out else Path("runs") / summary["run_id"]
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_dir(cfg, summary["run_id"])
     (out / "run.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=_json_default))
     summary["out_dir"] = str(out)
 

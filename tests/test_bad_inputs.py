@@ -12,6 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+ROW = b'{"id": "a", "prompt": "x"}\n'
 # name -> (files to write {name: bytes}, argv after `asyncbench`, text the line must contain)
 Case = tuple[dict[str, bytes], list[str], str]
 CASES: dict[str, Case] = {
@@ -25,6 +26,36 @@ CASES: dict[str, Case] = {
                                   ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--dry-run"], '"max_tokens" must be'),
     "jsonl undecodable bytes": ({"d.jsonl": b'{"id": "a", "prompt": "ok"}\n{"id": "b", "prompt": "\xff"}\n'},
                                 ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--dry-run"], "d.jsonl:2: not UTF-8"),
+    "rpm zero": ({}, ["run", "minilongbench", "--model", "sim", "--rpm", "0", "--dry-run"], "--rpm must be"),
+    "tpm nan": ({}, ["run", "minilongbench", "--model", "sim", "--tpm", "nan", "--dry-run"], "--tpm must be"),
+    "timeout negative": ({}, ["run", "minilongbench", "--model", "sim", "--timeout", "-1", "--dry-run"], "--timeout must"),
+    "max-cost negative": ({}, ["run", "minilongbench", "--model", "sim", "--max-cost", "-1", "--dry-run"], "--max-cost"),
+    "max-cost nan": ({}, ["run", "minilongbench", "--model", "sim", "--max-cost", "nan", "--dry-run"], "--max-cost"),
+    "max-input-tokens zero": ({}, ["run", "minilongbench", "--model", "sim", "--max-input-tokens", "0", "--dry-run"],
+                              "--max-input-tokens"),
+    "concurrency huge": ({}, ["run", "minilongbench", "--model", "sim", "--concurrency", "1000000", "--dry-run"],
+                         "from 1 to 4,096"),
+    "port out of range": ({}, ["run", "minilongbench", "--model", "tgi:m", "--base-url", "http://127.0.0.1:99999",
+                               "--dry-run"], "Port out of range"),
+    "unclosed ipv6": ({}, ["run", "minilongbench", "--model", "tgi:m", "--base-url", "http://[::1", "--dry-run"],
+                      "not a valid URL"),
+    "ftp base url": ({}, ["run", "minilongbench", "--model", "tgi:m", "--base-url", "ftp://h/x", "--dry-run"],
+                     "not an http(s) URL"),
+    "fleet file port": ({"fleet.txt": b"http://127.0.0.1:8080\nhttp://127.0.0.1:70000\n"},
+                        ["run", "minilongbench", "--model", "tgi:m", "--base-urls-file", "{tmp}/fleet.txt", "--dry-run"],
+                        "fleet.txt:2"),
+    "fleet file binary": ({"fleet.txt": b"http://a:80\n\xff\xfe\x00\n"},
+                          ["run", "minilongbench", "--model", "tgi:m", "--base-urls-file", "{tmp}/fleet.txt", "--dry-run"],
+                          "fleet.txt:2: not text"),
+    "prices nan": ({"p.json": b'{"models": {"m": {"input": NaN, "output": 1}}}', "d.jsonl": ROW},
+                   ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--prices", "{tmp}/p.json", "--dry-run"], "m.input must be"),
+    "prices negative": ({"p.json": b'{"models": {"m": {"input": 1, "output": -2}}}', "d.jsonl": ROW},
+                        ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--prices", "{tmp}/p.json", "--dry-run"],
+                        "m.output must be"),
+    "prices wrong shape": ({"p.json": b'[1, 2]', "d.jsonl": ROW},
+                           ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--prices", "{tmp}/p.json", "--dry-run"], "expected"),
+    "unwritable out": ({"f": b"x", "d.jsonl": b'{"id": "a", "prompt": "x"}\n'}, ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--out", "{tmp}/f/out",
+                                     "--cache", "{tmp}/c.duckdb"], "cannot write the output folder"),
     "cache path under a file": ({"f": b"x"}, ["cache", "stats", "--cache", "{tmp}/f/c.duckdb"], "is part of that path a file"),
     "cache path a folder": ({}, ["cache", "stats", "--cache", "{tmp}"], "is a folder"),
     "cache not a duckdb file": ({"c.duckdb": b"not a database" * 1000}, ["cache", "stats", "--cache", "{tmp}/c.duckdb"],
@@ -111,3 +142,43 @@ def test_a_damaged_cache_names_recover_and_recover_copies_what_is_readable(tmp_p
     assert done.returncode == 2 and len(lines) == 1 and "asyncbench cache recover" in lines[0], done.stderr
     done = run_cli(["cache", "recover", "--cache", str(bad), "--out", str(tmp_path / "new.duckdb")], tmp_path)
     assert done.returncode in (0, 2) and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_sim_model_server_dies_with_a_killed_run(tmp_path: Path) -> None:
+    """`--model sim` starts a simulator; SIGKILL of the run must not leave it running."""
+    import signal
+    import time
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(f'{{"id": "{i}", "prompt": "question {i}"}}\n' for i in range(400)))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{data}", "--model", "sim",
+                             "--cache", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "o"), "--concurrency",
+                             "1", "--no-progress"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def children() -> list[int]:
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == proc.pid and "asyncbench.sim" in \
+                        Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry))
+        return found
+
+    deadline = time.monotonic() + 30
+    while not (sims := children()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sims, "the run did not start a simulator"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+              for pid in sims) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+                   for pid in sims)

@@ -26,7 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="output directory for run.json (default: runs/RUN_ID)")
     p.add_argument("--resume", metavar="RUN_ID", help="continue a stored run with its stored settings")
     p.add_argument("--limit", type=int, help="run the first N samples of each task only")
-    p.add_argument("--concurrency", type=int, default=32, help="max in-flight requests per endpoint (default 32)")
+    p.add_argument("--concurrency", type=int, default=32,
+                   help="max in-flight requests per endpoint (default 32, at most 4096)")
     p.add_argument("--rpm", type=float, help="requests per minute limit of the endpoint group")
     p.add_argument("--tpm", type=float, help="tokens per minute limit (prompt + max_tokens per request)")
     p.add_argument("--max-cost", type=float, metavar="USD", help="stop issuing requests before spend passes USD")
@@ -95,18 +96,22 @@ def _fleet_urls(path: str) -> list[str]:
 
     from ..errors import UserError
 
+    from ..urls import validate_base_url
+
     try:
-        lines = Path(path).expanduser().read_text(encoding="utf-8").splitlines()
+        raw = Path(path).expanduser().read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read --base-urls-file {path}: {exc.strerror or exc}") from None
     urls = []
-    for lineno, line in enumerate(lines, 1):
+    for lineno, line_bytes in enumerate(raw.splitlines(), 1):
+        try:
+            line = line_bytes.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{path}:{lineno}: not text; write one endpoint URL per line") from None
         url = line.split("#", 1)[0].strip()
         if not url:
             continue
-        if not url.startswith(("http://", "https://")):
-            raise UserError(f"{path}:{lineno}: {url!r} is not an http(s) URL; write one endpoint URL per line")
-        urls.append(url.rstrip("/"))
+        urls.append(validate_base_url(url, f"{path}:{lineno}"))
     if not urls:
         raise UserError(f"{path} lists no endpoint URLs; write one per line, e.g. http://tgi-0:80")
     return urls
@@ -133,10 +138,6 @@ def main(args: argparse.Namespace) -> int:
                       ray_address=args.ray_address, ray_workers=args.ray_workers)
         cfg = RunConfig(**stored)
     else:
-        if args.limit is not None and args.limit < 1:
-            raise UserError("--limit must be at least 1")
-        if args.concurrency < 1:
-            raise UserError("--concurrency must be at least 1")
         base_urls = args.base_urls + (_fleet_urls(args.base_urls_file) if args.base_urls_file else [])
         cfg = RunConfig(
             benchmark=args.benchmark, model=args.model, base_urls=base_urls, endpoint_id=args.endpoint_id,

@@ -13,6 +13,7 @@ import os
 
 from ..errors import UserError
 from ..secrets import register, strip_userinfo
+from ..urls import validate_base_url
 from .base import ModelSpec, Provider, ProviderBase, host_of, is_local
 from urllib.parse import urlsplit
 
@@ -49,12 +50,13 @@ def parse_model_spec(spec: str, base_urls: list[str] | None = None, *, endpoint_
     if provider not in NAMES:
         raise UserError(f"unknown provider {provider!r} in model spec {spec!r}: use one of {', '.join(NAMES)}")
     cls = provider_class(provider)
-    urls = [u.rstrip("/") for u in (base_urls or [])]
+    urls = [validate_base_url(u) for u in (base_urls or [])]
     if not urls:
-        default = (os.environ.get(cls.base_url_env) if cls.base_url_env else None) or cls.default_base_url
+        from_env = os.environ.get(cls.base_url_env) if cls.base_url_env else None
+        default = from_env or cls.default_base_url
         if default is None:
             raise UserError(f"{provider} needs --base-url URL (the server's address, e.g. http://127.0.0.1:8080)")
-        urls = [default.rstrip("/")]
+        urls = [validate_base_url(default, str(cls.base_url_env) if from_env else "default URL")]
     for url in urls:
         register(urlsplit(url).password)
     # The cache identity of the endpoint: a fleet of replicas serving one model is one

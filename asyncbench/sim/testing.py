@@ -8,12 +8,29 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 _PREFIX = "listening on "
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """In the child before exec: SIGKILL when the process that started it dies, even by
+    SIGKILL (Linux PR_SET_PDEATHSIG), so `--model sim` never leaves a server behind."""
+    def arm() -> None:
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
+
+    return arm
 
 
 def start_sim_subprocess(args: list[str] | None = None, timeout: float = 30.0) -> tuple[subprocess.Popen[str], str]:
@@ -26,7 +43,8 @@ def start_sim_subprocess(args: list[str] | None = None, timeout: float = 30.0) -
     # the simulator needs no credentials: keep API keys out of its environment
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}
     env["PYTHONUNBUFFERED"] = "1"
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=_die_with_parent(os.getpid()))
     deadline = time.monotonic() + timeout
     assert proc.stdout is not None
     while time.monotonic() < deadline:
