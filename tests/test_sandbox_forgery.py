@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import anyio
@@ -87,7 +88,13 @@ def test_a_subclass_of_a_builtin_cannot_cross() -> None:
 
 
 HOSTILE = {
-    # name: (program, what must hold afterwards: checked by the test below)
+    "loop": "while True:\n    pass\n",
+    "fork bomb": "import ctypes\nlibc = ctypes.CDLL(None)\nwhile True:\n    libc.fork()\n",
+    "memory": "x = []\nwhile True:\n    x.append(bytearray(50 << 20))\n",
+    "environment": "import os\nassert 'hostile-secret-4242' in repr(dict(os.environ)), 'not found'\n",
+    "hook switched off": "import sys\nsys.modules['__main__'].__dict__.get('_BLOCKED')\n"
+                         "import gc\nfor o in gc.get_objects():\n    if isinstance(o, frozenset) and 'os.fork' in o:\n"
+                         "        pass\nimport socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)\n",
     "parent environ": textwrap.dedent("""
         import os
         found = []
@@ -156,10 +163,13 @@ def _run_hostile(python: str, tmp: Path, as_user: bool) -> dict[str, str]:
     if as_user:
         cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", *cmd]
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "OPENAI_API_KEY": "hostile-secret-4242"}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, cwd=tmp)
+    before_procs = len(os.listdir("/proc"))
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, cwd=tmp)
     assert done.returncode == 0, done.stderr[-3000:]
-    import time
-
+    deadline = time.monotonic() + 10  # a fork bomb's thousands take the kernel a moment to reap
+    while len(os.listdir("/proc")) > before_procs + 10 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(os.listdir("/proc")) <= before_procs + 10, "processes outlived their sample"
     time.sleep(1.0)  # a daemon that escaped would still be writing now
     before = Path(target).read_text() if Path(target).exists() else ""
     time.sleep(0.5)
@@ -173,6 +183,7 @@ def _run_hostile(python: str, tmp: Path, as_user: bool) -> dict[str, str]:
 def _assert_contained(result: dict[str, str]) -> None:
     for name in HOSTILE:
         assert not result[name].startswith("passed") or name == "daemon", (name, result[name])
+    assert result["loop"].startswith("timed out")
     assert result["planted"] == "", "a file outside the sandbox was written"
     assert result["still writing"] == "False", "a daemon outlived its sample"
 
