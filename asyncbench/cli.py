@@ -19,22 +19,22 @@ from .errors import UserError
 # command -> module, or command -> {subcommand -> module}
 COMMANDS: dict[str, object] = {
     "run": "asyncbench.commands.run",
-    "simulate": "asyncbench.sim.cli",
+    "simulate": "asyncbench.commands.simulate",
     "cache": "asyncbench.commands.cache",
     "report": "asyncbench.commands.report",
     "score": {
-        "longbench": "asyncbench.metrics.longbench_cli",
-        "bamboo": "asyncbench.metrics.bamboo_cli",
+        "longbench": "asyncbench.commands.score_longbench",
+        "bamboo": "asyncbench.commands.score_bamboo",
     },
     "estimate": {
-        "minilongbench": "asyncbench.estimators.irt_cli",
-        "longscore": "asyncbench.estimators.longscore",
+        "minilongbench": "asyncbench.commands.estimate_minilongbench",
+        "longscore": "asyncbench.commands.estimate_longscore",
     },
     "minilongbench": {
-        "build": "asyncbench.estimators.build_cli",
+        "build": "asyncbench.commands.minilongbench_build",
     },
     "deploy": {
-        "compose": "asyncbench.deploy",
+        "compose": "asyncbench.commands.deploy_compose",
     },
 }
 

@@ -32,7 +32,8 @@ def one(tree: Path, data: Path, url: str, concurrency: int) -> tuple[float, floa
                "--base-url", url + "/v1", "--cache", f"{tmp}/c.duckdb", "--out", tmp, "--no-progress",
                "--concurrency", str(concurrency)]
         t0 = time.perf_counter()
-        done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(tree)))
+        # cwd outside both trees: `python -m` puts the working directory before PYTHONPATH
+        done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(tree)), cwd=tmp)
         wall = time.perf_counter() - t0
         if done.returncode != 0:
             raise SystemExit(f"{tree}: exit {done.returncode}: {done.stderr[-2000:]}")

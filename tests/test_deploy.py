@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from asyncbench import deploy
+from asyncbench.commands import deploy_compose
 from asyncbench.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,10 +27,10 @@ REPO = Path(__file__).resolve().parents[1]
 def generate(argv: list[str]) -> str:
     """The command's stdout, in process."""
     parser = argparse.ArgumentParser()
-    deploy.add_arguments(parser)
+    deploy_compose.add_arguments(parser)
     buf = io.StringIO()
     with redirect_stdout(buf):
-        assert deploy.main(parser.parse_args(argv)) == 0
+        assert deploy_compose.main(parser.parse_args(argv)) == 0
     return buf.getvalue()
 
 

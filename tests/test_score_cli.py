@@ -11,7 +11,7 @@ import pytest
 from asyncbench import cli
 from asyncbench.aggregate import aggregate_longbench
 from asyncbench.errors import UserError
-from asyncbench.metrics import longbench_cli
+from asyncbench.commands import score_longbench as longbench_cli
 from asyncbench.metrics.longbench import score_one
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench" / "samples"

@@ -7,12 +7,11 @@ Model specs are `provider:model` — `openai:gpt-4o-mini`, `anthropic:claude-son
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 from urllib.parse import urlsplit
 
-from ..errors import ProviderError, UserError
+from ..errors import ProviderError
 from ..types import Request, Response
 
 @dataclass

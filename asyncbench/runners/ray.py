@@ -26,7 +26,7 @@ import asyncio
 import logging
 import math
 from dataclasses import asdict
-from typing import Any, AsyncIterable, AsyncIterator, Callable, Iterable
+from typing import Any, AsyncIterable, AsyncIterator, Callable
 
 import anyio
 

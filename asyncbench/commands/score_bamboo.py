@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check(record: dict[str, Any], where: str) -> dict[str, Any]:
-    from . import bamboo as M
+    from ..metrics import bamboo as M
 
     missing = [k for k in ("dataset", "pred") if k not in record]
     if missing:
@@ -117,7 +117,7 @@ async def score_records(records: list[dict[str, Any]], data_dir: Path | None, op
 
 
 def _table(report: dict[str, Any]) -> str:
-    from . import bamboo as M
+    from ..metrics import bamboo as M
 
     detail = report["detail"]
     lines = [f"{'dataset':<15}{'metric':<19}{'4k':>16}{'16k':>16}   format errors (4k/16k)"]

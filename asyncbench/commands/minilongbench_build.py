@@ -55,8 +55,8 @@ def _read_texts(path: Path) -> list[str]:
 
 def main(args: argparse.Namespace) -> int:
     from ..errors import UserError
-    from .build import Recipe, build, get_embedder
-    from .irt import N_ITEMS
+    from ..estimators.build import Recipe, build, get_embedder
+    from ..estimators.irt import N_ITEMS
 
     data = _load_npy(args.scores, "scores")
     scores = data["scores"] if hasattr(data, "files") else data

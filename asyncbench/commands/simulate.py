@@ -51,7 +51,7 @@ def main(args: argparse.Namespace) -> int:
     import asyncio
 
     from ..errors import UserError
-    from .server import SimConfig, serve_forever
+    from ..sim.server import SimConfig, serve_forever
 
     if args.host not in _LOOPBACK and not args.allow_remote:
         raise UserError(f"refusing to bind {args.host}: the simulator is for local use; add --allow-remote to bind it anyway")

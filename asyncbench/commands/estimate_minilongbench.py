@@ -59,7 +59,7 @@ def render(result: dict[str, Any]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from ..datadir import resolve_data_dir
-    from .irt import estimate_from_anchor_scores
+    from ..estimators.irt import estimate_from_anchor_scores
 
     scores = read_anchor_scores(Path(args.anchor_scores))
     params_dir = Path(args.params) if args.params else None
