@@ -20,19 +20,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Iterable, Sequence
 
-from .metrics.longbench import base_dataset
+from .longbench_table import CATEGORIES, CATEGORY_OF, CODE_DATASETS, ZH_DATASETS
+from .metrics.longbench_score import base_dataset
 
-CATEGORIES: dict[str, tuple[str, ...]] = {
-    "Single-Doc QA": ("narrativeqa", "qasper", "multifieldqa_en", "multifieldqa_zh"),
-    "Multi-Doc QA": ("hotpotqa", "2wikimqa", "musique", "dureader"),
-    "Summarization": ("gov_report", "qmsum", "multi_news", "vcsum"),
-    "Few-shot Learning": ("trec", "triviaqa", "samsum", "lsht"),
-    "Synthetic": ("passage_count", "passage_retrieval_en", "passage_retrieval_zh"),
-    "Code": ("lcc", "repobench-p"),
-}
-CATEGORY_OF: dict[str, str] = {d: c for c, ds in CATEGORIES.items() for d in ds}
-ZH_DATASETS = frozenset({"multifieldqa_zh", "dureader", "vcsum", "lsht", "passage_retrieval_zh"})
-CODE_DATASETS = frozenset({"lcc", "repobench-p"})
 LENGTH_BINS = ("0-4k", "4-8k", "8k+")
 
 

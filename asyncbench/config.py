@@ -14,7 +14,6 @@ from typing import Any
 
 from .errors import UserError
 
-
 # The most requests in flight per endpoint: far above any provider's useful concurrency,
 # low enough that a typo (1000000) cannot exhaust memory on queues and sockets.
 MAX_CONCURRENCY = 4096

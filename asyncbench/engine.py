@@ -19,22 +19,20 @@ from typing import Any, AsyncIterator, Iterable, Iterator, Sequence, Sized
 import anyio
 
 from .benchmarks import parse_benchmark
-from .benchmarks.base import RunContext, LoadOptions
+from .benchmarks.base import LoadOptions, RunContext
 from .client import ModelClient, check_reachable, make_client
 from .config import RunConfig
 from .errors import ProviderError
 from .pricing import PriceTable
 from .progress import RunProgress
 from .resolve import SimProcesses, max_input_tokens, resolve_model, truncation_tokenizer
-from .run_summary import (Accounts, PurposeTotals, dry_run_summary, out_dir, public_config, run_summary,
-                          write_out)
+from .run_summary import Accounts, PurposeTotals, dry_run_summary, out_dir, public_config, run_summary, write_out
 from .runners import Runner, make_runner
 from .scheduler import Budget, Job, Outcome
 from .secrets import redact, redact_json, secret_values, strip_userinfo
 from .store import Store, default_cache_path
 from .store.duckdb_store import CachedResponse
 from .types import Request, Response, Sample, SampleResult, Usage
-
 
 # Requests hashed and looked up per step after the first chunk: small enough that reading
 # a streamed data file never holds the event loop for long, large enough to batch lookups.

@@ -20,6 +20,7 @@ from .runners.base import Runner
 from .secrets import redact_json
 from .types import Request, Sample, SampleResult
 
+
 @dataclass
 class PurposeTotals:
     requests: int = 0

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from scoring import ROUGE_DATASETS, ZH_ROUGE, make_predictions  # noqa: E402
 
-from asyncbench.metrics.longbench import score_many  # noqa: E402
+from asyncbench.metrics.longbench_score import score_many  # noqa: E402
 
 ENV = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
        "RAY_AUTH_MODE": "disabled"}

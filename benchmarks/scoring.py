@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import test_longbench_metrics as official  # noqa: E402  (the re-stated official scorer)
 
-from asyncbench.metrics.longbench import DATASET_METRIC, score_many  # noqa: E402
+from asyncbench.longbench_table import DATASET_METRIC
+from asyncbench.metrics.longbench_score import score_many  # noqa: E402
 
 ROUGE_DATASETS = {d for d, m in DATASET_METRIC.items() if m.startswith("rouge")}
 ZH_ROUGE = {d for d, m in DATASET_METRIC.items() if m == "rouge_zh"}

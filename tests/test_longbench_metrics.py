@@ -30,6 +30,8 @@ Rouge = pytest.importorskip("rouge").Rouge
 
 from asyncbench.errors import UserError  # noqa: E402
 from asyncbench.metrics import longbench as lb  # noqa: E402
+from asyncbench.metrics import longbench_score as lbs  # noqa: E402
+from asyncbench import longbench_table as table  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench"
 # The release's order of datasets (and of example_reference_scores.json).
@@ -248,8 +250,8 @@ def test_parity_with_official_scorer(ds, samples):
             rest = preds[1:]
             preds = [pred] + [rest[(3 * idx + t) % len(rest)] for t in range(3)]
         for p in preds:
-            for first in (True, False) if ds in lb.FIRST_LINE_DATASETS else (True,):
-                ours = lb.score_one(ds, p, answers, classes, first_line_post=first)
+            for first in (True, False) if ds in table.FIRST_LINE_DATASETS else (True,):
+                ours = lbs.score_one(ds, p, answers, classes, first_line_post=first)
                 ref = official_score(ds, p, answers, classes, first_line=first)
                 assert abs(ours - ref) < 1e-9, (ds, p[:80], first, ours, ref)
                 assert 0.0 <= ours <= 1.0
@@ -272,7 +274,7 @@ def test_release_reference_scores(samples):
     k, compared, rouge_diff = 0, 0, 0
     for ds in RELEASE_ORDER:
         for pred, answers, classes in samples[ds]:
-            ours = lb.score_one(ds, pred, answers, classes, first_line_post=False)
+            ours = lbs.score_one(ds, pred, answers, classes, first_line_post=False)
             if ds in ROUGE_DATASETS:
                 rouge_diff += abs(ours - stored[k]) > 1e-9
             else:
@@ -286,8 +288,8 @@ def test_release_reference_scores(samples):
 def test_first_line_cut_changes_scores(samples):
     """eval.py's first-line cut matters on real outputs (triviaqa answers then rambles)."""
     diffs = sum(
-        lb.score_one(ds, p, a, c) != lb.score_one(ds, p, a, c, first_line_post=False)
-        for ds in lb.FIRST_LINE_DATASETS
+        lbs.score_one(ds, p, a, c) != lbs.score_one(ds, p, a, c, first_line_post=False)
+        for ds in table.FIRST_LINE_DATASETS
         for p, a, c in samples[ds]
     )
     assert diffs > 0
@@ -316,7 +318,7 @@ def test_rouge_recursion_limit_of_official_scorer():
     for ds, budget in (("gov_report", 991), ("vcsum", 990)):
         for n_words in (budget - 2, budget - 1, budget, budget + 1):
             pred = "a" + " b" * (n_words - 1)
-            ours = lb.score_one(ds, pred, ["a"])
+            ours = lbs.score_one(ds, pred, ["a"])
             assert ours == official_score(ds, pred, ["a"]), (ds, n_words)
             assert (ours > 0) == (n_words + 1 <= budget), (ds, n_words, ours)
 
@@ -349,7 +351,7 @@ def test_recursion_budget_matches_a_real_eval_py_run(tmp_path):
                          check=True, cwd=tmp_path)
     expected = json.loads(run.stdout)
     assert any(v == 0 for v in expected) and any(v > 0 for v in expected)
-    assert [lb.score_one(ds, p, ["a"]) for ds, p in cases] == expected
+    assert [lbs.score_one(ds, p, ["a"]) for ds, p in cases] == expected
 
 
 def test_classification_skips_entry_after_a_removed_one():
@@ -402,35 +404,35 @@ def test_qa_f1_normalisation():
 
 
 def test_retrieval_and_count():
-    assert lb.score_one("passage_retrieval_en", "Paragraph 12", ["Paragraph 12"]) == 1.0
-    assert lb.score_one("passage_retrieval_en", "Paragraph 12 or 3", ["Paragraph 12"]) == 0.5
-    assert lb.score_one("passage_retrieval_zh", "段落5", ["段落5"]) == 1.0
-    assert lb.score_one("passage_count", "There are 7 unique paragraphs", ["7"]) == 1.0
+    assert lbs.score_one("passage_retrieval_en", "Paragraph 12", ["Paragraph 12"]) == 1.0
+    assert lbs.score_one("passage_retrieval_en", "Paragraph 12 or 3", ["Paragraph 12"]) == 0.5
+    assert lbs.score_one("passage_retrieval_zh", "段落5", ["段落5"]) == 1.0
+    assert lbs.score_one("passage_count", "There are 7 unique paragraphs", ["7"]) == 1.0
     with pytest.raises(ValueError, match="does not name a paragraph"):
-        lb.check_sample("passage_retrieval_en", ["12"], None)
+        lbs.check_sample("passage_retrieval_en", ["12"], None)
 
 
 def test_dataset_names():
-    assert lb.base_dataset("qasper_e") == "qasper"
-    assert lb.score_one("triviaqa_e", "\nParis\nQuestion: x", ["Paris"]) == 1.0
+    assert lbs.base_dataset("qasper_e") == "qasper"
+    assert lbs.score_one("triviaqa_e", "\nParis\nQuestion: x", ["Paris"]) == 1.0
     for bad in ("nope", "narrativeqa_e", "qasper_E"):
         with pytest.raises(UserError, match="unknown LongBench dataset"):
-            lb.base_dataset(bad)
+            lbs.base_dataset(bad)
     with pytest.raises(ValueError, match="all_classes"):
-        lb.check_sample("trec", ["Date"], None)
+        lbs.check_sample("trec", ["Date"], None)
 
 
 def test_score_many_parallel_equals_serial(samples, monkeypatch):
-    monkeypatch.setattr(lb, "MIN_PARALLEL_ITEMS", 0)
+    monkeypatch.setattr(lbs, "MIN_PARALLEL_ITEMS", 0)
     rows = [(ds, p, a, c) for ds in RELEASE_ORDER for p, a, c in samples[ds]]
     args = ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
-    serial = lb.score_many(*args, jobs=1)
-    assert serial == [lb.score_one(*r) for r in rows]
-    assert lb.score_many(*args, jobs=3) == serial  # 3 workers, 12 round-robin chunks
-    assert lb.score_many(*args, jobs=2, first_line_post=False) == [
-        lb.score_one(*r, first_line_post=False) for r in rows]
+    serial = lbs.score_many(*args, jobs=1)
+    assert serial == [lbs.score_one(*r) for r in rows]
+    assert lbs.score_many(*args, jobs=3) == serial  # 3 workers, 12 round-robin chunks
+    assert lbs.score_many(*args, jobs=2, first_line_post=False) == [
+        lbs.score_one(*r, first_line_post=False) for r in rows]
     with pytest.raises(UserError):
-        lb.score_many(["nope"], ["x"], [["y"]], jobs=1)
+        lbs.score_many(["nope"], ["x"], [["y"]], jobs=1)
 
 
 def test_score_many_with_threads_running_uses_forkserver(monkeypatch):
@@ -438,15 +440,15 @@ def test_score_many_with_threads_running_uses_forkserver(monkeypatch):
     this process; the forkserver path must still give the same scores."""
     import threading
 
-    monkeypatch.setattr(lb, "MIN_PARALLEL_ITEMS", 0)
+    monkeypatch.setattr(lbs, "MIN_PARALLEL_ITEMS", 0)
     stop = threading.Event()
     worker = threading.Thread(target=stop.wait)
     worker.start()
     try:
-        assert lb._pool_context().get_start_method() != "fork"
+        assert lbs._pool_context().get_start_method() != "fork"
         args = (["qasper", "vcsum", "lcc", "trec"], ["yes", "今天开会。", "x = 1", "Date\nmore"],
                 [["yes"], ["今天开会讨论。"], ["x = 2"], ["Date"]], [None, None, None, ["Date", "Other"]])
-        assert lb.score_many(*args, jobs=2) == [lb.score_one(*r) for r in zip(*args)]
+        assert lbs.score_many(*args, jobs=2) == [lbs.score_one(*r) for r in zip(*args)]
     finally:
         stop.set()
         worker.join()

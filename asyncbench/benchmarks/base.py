@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Protocol
 
-from ..types import Request, Response, Sample, SampleResult
 from ..errors import ProviderError
+from ..types import Request, Response, Sample, SampleResult
 
 
 @dataclass

@@ -16,32 +16,9 @@ from typing import Any, Iterator
 
 from ..errors import UserError
 from ..jsonl_io import iter_json_objects
+from ..metrics import registry as metrics
 from ..types import Sample, SampleResult
 from .base import LoadOptions, RunContext
-
-SIMPLE_METRICS = ("exact_match", "contains")
-
-
-def _normalise(text: str) -> str:
-    from ..metrics.longbench import normalize_answer
-
-    return normalize_answer(text)
-
-
-def longbench_metrics() -> dict[str, Any]:
-    """LongBench's metric functions by their official names."""
-    from ..metrics import longbench as lb
-
-    names = ("qa_f1_score", "qa_f1_zh_score", "rouge_score", "rouge_zh_score", "count_score",
-             "retrieval_score", "retrieval_zh_score", "code_sim_score", "classification_score")
-    return {n: getattr(lb, n) for n in names}
-
-
-def score_simple(metric: str, pred: str, answers: list[str]) -> float:
-    if metric == "exact_match":
-        return float(any(_normalise(pred) == _normalise(a) for a in answers))
-    return float(any(_normalise(a) in _normalise(pred) for a in answers))
-
 
 # The largest max_tokens a line may ask for: above every provider's output limit.
 MAX_OUTPUT_TOKENS = 1_000_000
@@ -110,7 +87,6 @@ class JsonlBenchmark:
         while the rest of a large file is still being parsed (see run.py)."""
         if not self.path.is_file():
             raise UserError(f"data file {self.path} not found (jsonl:PATH needs an existing .jsonl file)")
-        METRICS = longbench_metrics()
         seen: set[str] = set()
         for lineno, row in iter_json_objects(self.path, hint='each line needs "id" and "prompt" or "messages"'):
             if opts.limit and len(seen) >= opts.limit:
@@ -120,9 +96,11 @@ class JsonlBenchmark:
             if sample.id in seen:
                 raise UserError(f"{where}: duplicate id {sample.id!r}")
             seen.add(sample.id)
-            if sample.metric and sample.metric not in SIMPLE_METRICS and sample.metric not in METRICS:
-                raise UserError(f"{where}: unknown metric {sample.metric!r}; use one of "
-                                f"{', '.join(SIMPLE_METRICS + tuple(sorted(METRICS)))}")
+            if sample.metric:
+                try:
+                    metrics.get(sample.metric)
+                except UserError as exc:
+                    raise UserError(f"{where}: {exc}") from None
             yield sample
         if not seen:
             raise UserError(f"{self.path} holds no samples")
@@ -131,18 +109,8 @@ class JsonlBenchmark:
         return samples, {}
 
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
-        METRICS = longbench_metrics()
-        out: list[float | None] = []
-        for s, pred in zip(samples, predictions):
-            if not s.metric or not s.answers:
-                out.append(None)
-            elif s.metric in SIMPLE_METRICS:
-                out.append(score_simple(s.metric, pred, s.answers))
-            else:
-                fn = METRICS[s.metric]
-                extra = (s.meta.get("all_classes") or [],) if s.metric == "classification_score" else ()
-                out.append(max(fn(pred, a, *extra) for a in s.answers))
-        return out
+        return [metrics.score(s.metric, pred, s.answers, s.meta) if s.metric and s.answers else None
+                for s, pred in zip(samples, predictions)]
 
     def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
         by_task: dict[str, list[float]] = {}

@@ -34,22 +34,19 @@ from typing import Any, Callable, Iterator
 
 from ..errors import UserError
 from ..jsonl_io import iter_json_objects, read_json_object
+from ..longbench_table import (
+    CODE_DATASETS,
+    FIRST_LINE_DATASETS,
+    LONGBENCH_E_DATASETS,
+    NAMES,
+    NO_CHAT_TEMPLATE,
+    ZH_DATASETS,
+)
 from ..prompts import LongBenchConfig, fill_prompt, load_config
 from ..types import Sample, SampleResult
 from .base import LoadOptions, RunContext
 
-LONGBENCH_DATASETS: tuple[str, ...] = (
-    "narrativeqa", "qasper", "multifieldqa_en", "multifieldqa_zh",
-    "hotpotqa", "2wikimqa", "musique", "dureader",
-    "gov_report", "qmsum", "multi_news", "vcsum",
-    "trec", "triviaqa", "samsum", "lsht",
-    "passage_count", "passage_retrieval_en", "passage_retrieval_zh",
-    "lcc", "repobench-p",
-)  # fmt: skip
-LONGBENCH_E_DATASETS: tuple[str, ...] = (
-    "qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "gov_report", "multi_news",
-    "trec", "triviaqa", "samsum", "passage_count", "passage_retrieval_en", "lcc", "repobench-p",
-)  # fmt: skip
+LONGBENCH_DATASETS: tuple[str, ...] = NAMES
 # The MiniLongBench release orders datasets this way (multifieldqa before multi_news);
 # its samples, anchors and IRT items follow it.
 MINILONGBENCH_DATASETS: tuple[str, ...] = (
@@ -59,10 +56,6 @@ MINILONGBENCH_DATASETS: tuple[str, ...] = (
     "repobench-p", "samsum", "trec", "triviaqa", "vcsum",
 )  # fmt: skip
 
-# pred.py: "chat models are better off without build prompts on these tasks".
-NO_CHAT_TEMPLATE = frozenset({"trec", "triviaqa", "samsum", "lsht", "lcc", "repobench-p"})
-ZH_DATASETS = frozenset({"multifieldqa_zh", "dureader", "vcsum", "lsht", "passage_retrieval_zh"})
-CODE_DATASETS = frozenset({"lcc", "repobench-p"})
 
 HUB_REPO = "THUDM/LongBench"
 HUB_ZIP_URL = f"https://huggingface.co/datasets/{HUB_REPO}/resolve/main/data.zip"
@@ -296,7 +289,7 @@ async def score_longbench(samples: list[Sample], predictions: list[str],
     since ROUGE and fuzzy matching are CPU-bound; spread over Ray tasks by `map_chunks`."""
     import anyio
 
-    from ..metrics.longbench import score_many
+    from ..metrics.longbench_score import score_many
 
     if len(samples) != len(predictions):
         raise ValueError(f"{len(samples)} samples but {len(predictions)} predictions")
@@ -395,7 +388,7 @@ class MiniLongBench(_LongBenchFamily):
         """Official LongBench scores; the release's convention (no first-line cut) is kept
         aside for the estimate: its IRT parameters were fitted to scores computed that way
         (see ../shared/data/README.md)."""
-        from ..metrics.longbench import FIRST_LINE_DATASETS, score_one
+        from ..metrics.longbench_score import score_one
 
         scores = await score_longbench(samples, predictions, getattr(ctx, "map_chunks", None))
         self._release_scores = {

@@ -9,8 +9,16 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..deploy import (DEFAULT_BENCHMARK, DEFAULT_BUILD_CONTEXT, DEFAULT_MAX_INPUT_TOKENS, DEFAULT_MAX_TOTAL_TOKENS,
-                      DEFAULT_MODEL_ID, DEFAULT_TGI_IMAGE, compose_spec, to_yaml)
+from ..deploy import (
+    DEFAULT_BENCHMARK,
+    DEFAULT_BUILD_CONTEXT,
+    DEFAULT_MAX_INPUT_TOKENS,
+    DEFAULT_MAX_TOTAL_TOKENS,
+    DEFAULT_MODEL_ID,
+    DEFAULT_TGI_IMAGE,
+    compose_spec,
+    to_yaml,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -95,7 +95,6 @@ def _fleet_urls(path: str) -> list[str]:
     from pathlib import Path
 
     from ..errors import UserError
-
     from ..urls import validate_base_url
 
     try:
@@ -120,9 +119,9 @@ def _fleet_urls(path: str) -> list[str]:
 def main(args: argparse.Namespace) -> int:
     import anyio
 
-    from ..errors import UserError
     from ..config import RunConfig
     from ..engine import execute
+    from ..errors import UserError
     from ..report.summary import print_summary
 
     if args.resume:

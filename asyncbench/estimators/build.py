@@ -28,8 +28,8 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from .irt import (CATEGORIES, CATEGORY_OF, DATASET_NAMES, DATASETS, N_ITEMS, IrtParams, dataset_index,
-                  dataset_slices, estimate_irt)
+from ..longbench_table import CATEGORIES, CATEGORY_OF
+from .irt import DATASET_NAMES, DATASETS, N_ITEMS, IrtParams, dataset_index, dataset_slices, estimate_irt
 
 THRESHOLD_GRID = np.linspace(0.01, 0.99, 100)
 

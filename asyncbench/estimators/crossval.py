@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..longbench_table import CATEGORIES
 from .build import Recipe, build
-from .irt import CATEGORIES, aggregate, estimate_blend, estimate_direct, estimate_irt
+from .irt import aggregate, estimate_blend, estimate_direct, estimate_irt
 
 
 @dataclass

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import importlib
 import os
+from urllib.parse import urlsplit
 
 from ..errors import UserError
 from ..secrets import register, strip_userinfo
 from ..urls import validate_base_url
 from .base import ModelSpec, Provider, ProviderBase, host_of, is_local
-from urllib.parse import urlsplit
 
 # name -> "module:Class", relative to this package
 REGISTRY: dict[str, str] = {

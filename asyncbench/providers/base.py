@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from ..errors import ProviderError
 from ..types import Request, Response
 
+
 @dataclass
 class ModelSpec:
     provider: str

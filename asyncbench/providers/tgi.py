@@ -15,7 +15,6 @@ from typing import Any
 import anyio
 
 from ..errors import ProviderError, UserError
-
 from ..tokenizers import approx_count
 from ..types import Request, Response, Usage
 from .base import ProviderBase

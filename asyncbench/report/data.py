@@ -19,7 +19,6 @@ from ..percentiles import percentiles
 from ..store import Store
 
 
-
 @dataclass
 class Latency:
     """Percentiles in ms of fresh requests, or of cached ones when nothing was sent (a

@@ -14,8 +14,16 @@ from html import escape
 from . import plots
 from .data import RunReport
 from .model import Report
-from .tables import (Table, cost_table, endpoint_table, headline_table, run_task_table, sources, task_table,
-                     where_it_went)
+from .tables import (
+    Table,
+    cost_table,
+    endpoint_table,
+    headline_table,
+    run_task_table,
+    sources,
+    task_table,
+    where_it_went,
+)
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}

@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..aggregate import CATEGORIES
+from ..longbench_table import CATEGORIES
 from .baselines import Reference, benchmark_family, references_for
 from .data import RunReport
 

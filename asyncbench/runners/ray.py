@@ -30,10 +30,10 @@ from typing import Any, AsyncIterable, AsyncIterator, Callable
 
 import anyio
 
+from ..client import ModelClient
 from ..errors import ProviderError, UserError
 from ..limits import RateLimiter
 from ..providers import ModelSpec, make_provider
-from ..client import ModelClient
 from ..scheduler import Budget, EndpointPool, Job, Outcome, Scheduler, SchedulerStats
 from ..types import Response
 from .base import add_stats

@@ -21,6 +21,8 @@ from typing import Any
 
 from ...errors import UserError
 from ...estimators.longscore import DEFAULT_BASE, longscore, parse_length
+from ...longbench_table import first_line
+from ...metrics import registry as metrics
 from ...metrics import judge
 from ...types import Response, Sample, SampleResult
 from ..base import LoadOptions, RunContext
@@ -42,20 +44,6 @@ def _labels(value: Any, default: tuple[str, ...]) -> list[str]:
     for label in labels:
         parse_length(label)
     return labels
-
-
-def first_line(text: str) -> str:
-    """The official post-processing: only the first line of the output is scored."""
-    return text.lstrip("\n").split("\n")[0]
-
-
-def rule_score(metric: str, prediction: str, answer: str) -> float:
-    """Exact-match metrics of the synthetic tasks (official acc / kv_retrieval scores)."""
-    if metric == "uuid":
-        found = _UUID.findall(prediction)
-        return float(bool(found) and found[-1] == answer)
-    number = re.search(r"\d+", prediction)
-    return float(number is not None and number.group() == answer)
 
 
 class LongBench100:
@@ -170,7 +158,7 @@ class LongBench100:
                 continue
             line = first_line(pred)
             if s.metric in ("uuid", "number"):
-                scores[i] = rule_score(s.metric, line, s.answers[0])
+                scores[i] = metrics.score(s.metric, line, s.answers[:1])
             elif not line.strip():
                 scores[i] = 0.0  # the model gave no answer: a real zero, not a judge failure
             elif s.metric == "qa":
