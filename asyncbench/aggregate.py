@@ -18,7 +18,8 @@ Averages are taken over unrounded dataset means; only the returned numbers are r
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .longbench_table import CATEGORIES, CATEGORY_OF, CODE_DATASETS, ZH_DATASETS
 from .metrics.longbench_score import base_dataset
@@ -45,7 +46,7 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values)
 
 
-def _summarise(rows: list[tuple[str, float]]) -> dict:
+def _summarise(rows: list[tuple[str, float]]) -> dict[str, Any]:
     """overall / by_category / by_task of (dataset name, score in [0, 1]) rows."""
     per_task: dict[str, list[float]] = defaultdict(list)
     for name, score in rows:
@@ -82,7 +83,7 @@ def _task_order(names: Iterable[str]) -> list[str]:
     return sorted(names, key=lambda n: (rank[base_dataset(n)], n))
 
 
-def aggregate_longbench(rows: Iterable[Sequence]) -> dict:
+def aggregate_longbench(rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
     """Aggregate per-sample rows `(dataset, score)` or `(dataset, score, length)`.
 
     Scores are in [0, 1]; returned numbers are x100, rounded to 2 decimals. Returns

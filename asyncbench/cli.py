@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from . import __version__
 from .errors import UserError
 
 # command -> module, or command -> {subcommand -> module}
-COMMANDS: dict[str, object] = {
+COMMANDS: dict[str, str | dict[str, str]] = {
     "run": "asyncbench.commands.run",
     "simulate": "asyncbench.commands.simulate",
     "cache": "asyncbench.commands.cache",
@@ -51,11 +52,11 @@ HELP = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         self.exit(2, f"asyncbench: error: {message} (see {self.prog} --help)\n")
 
 
-def _add_module(sub: argparse._SubParsersAction, name: str, module: str, help: str | None) -> None:
+def _add_module(sub: argparse._SubParsersAction[_Parser], name: str, module: str, help: str | None) -> None:
     mod = importlib.import_module(module)
     doc = (mod.__doc__ or "").strip()
     parser = sub.add_parser(name, help=help or doc.splitlines()[0] if doc else help, description=doc)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable, Iterator, Sequence, Sized
+from typing import Any
 
 import anyio
 
@@ -309,7 +310,7 @@ async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Itera
                 out = await engine.generate(client, kept_requests, "eval", kept,
                                             label=f"{cfg.benchmark} {spec.label}")
                 results = await _score(benchmark, kept, out.answers, out.cached, client, truncated, ctx)
-            except Exception as exc:  # noqa: BLE001 - raised below, outside the task group's ExceptionGroup
+            except Exception as exc:
                 failure = exc
             await engine.flush()
             tg.cancel_scope.cancel()
@@ -322,7 +323,7 @@ async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Itera
         loaded = samples if isinstance(samples, list) else kept
         summary = run_summary(cfg, run_id, spec, loaded, results, engine.accounts, runner, scores, prep_report, t_start,
                            truncated, max_input, max_input_source, prices, client)
-        summary = redact_json(summary)
+        summary = dict(redact_json(summary))
         n_failed = summary["n_failed"]
         store.finish_run(run_id, "completed" if n_failed == 0 and summary["n_skipped_budget"] == 0 else "partial",
                          summary)

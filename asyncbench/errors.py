@@ -29,7 +29,7 @@ class ProviderError(Exception):
         *,
         status: int | None = None,
         retry_after: float | None = None,
-        ratelimit: "dict[str, float] | None" = None,
+        ratelimit: dict[str, float] | None = None,
     ) -> None:
         # Server text (an error body that echoes the request's key) is redacted here, once,
         # so no failure, result, summary or log line can carry a secret.

@@ -4,8 +4,9 @@ and how to fix it (one UserError line, never a traceback)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .errors import UserError
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Mapping
+from typing import Protocol
 
 import anyio
 
@@ -113,7 +114,7 @@ def parse_ratelimit_headers(headers: Mapping[str, str]) -> dict[str, float]:
             try:
                 from email.utils import parsedate_to_datetime
 
-                parsed = max(0.0, parsedate_to_datetime(get("retry-after")).timestamp() - time.time())
+                parsed = max(0.0, parsedate_to_datetime(get("retry-after") or "").timestamp() - time.time())
             except (TypeError, ValueError):
                 parsed = None
         if parsed is not None:
@@ -125,6 +126,17 @@ def parse_ratelimit_headers(headers: Mapping[str, str]) -> dict[str, float]:
 class LimitStats:
     waited_s: float = 0.0
     pauses: int = 0
+
+
+class Limiter(Protocol):
+    """What the scheduler needs of a limiter: this process's RateLimiter, or the Ray
+    runner's proxy to a limiter actor shared by every worker."""
+
+    async def acquire(self, tokens: int) -> None: ...
+
+    def pause(self, seconds: float) -> None: ...
+
+    def observe(self, info: dict[str, float]) -> None: ...
 
 
 class RateLimiter:

@@ -61,7 +61,7 @@ def _read_prices(path: Path) -> dict[str, Price]:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise UserError(f"price file {path}: {name}.{key} must be a finite number >= 0 (USD per million "
                                 f"tokens), not {value!r}")
-        out[str(name)] = Price(float(values["input"]), float(values["output"]), float(values["cached_input"]))
+        out[str(name)] = Price(*(float(values[k] or 0.0) for k in ("input", "output", "cached_input")))
     return out
 
 

@@ -38,7 +38,7 @@ class RunProgress:
         return (f"failed {self.failed}  cached {self.cached}  "
                 f"{self.tokens / elapsed:,.0f} tok/s  ${self.spend:,.4f}")
 
-    def __enter__(self) -> "RunProgress":
+    def __enter__(self) -> RunProgress:
         if self._progress:
             self._progress.start()
         return self

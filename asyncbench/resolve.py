@@ -64,7 +64,7 @@ def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec) -> Tokenizer:
     if cfg.tokenizer:
         try:
             return get_tokenizer(cfg.tokenizer)
-        except Exception as exc:  # noqa: BLE001 - any loader failure is a user error here
+        except Exception as exc:
             raise UserError(f"cannot load tokenizer {cfg.tokenizer!r}: {exc}") from None
     enc = tiktoken_encoding_for(spec.model)
     return get_tokenizer(enc or "cl100k_base")

@@ -141,7 +141,8 @@ def decode(data: Any) -> Any:
         return data
     if not isinstance(data, dict) or "t" not in data:
         raise Unencodable("malformed value")
-    tag, v = data["t"], data.get("v")
+    tag: str = data["t"]
+    v: Any = data.get("v")
     if tag == "float":
         return float(v)
     if tag == "complex":

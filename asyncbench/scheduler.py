@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import AsyncIterable, AsyncIterator, Callable, Iterable
 
 import anyio
 import anyio.abc
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from .errors import ProviderError
-from .limits import RateLimiter
+from .limits import Limiter
 from .providers.base import Provider
 from .types import Request, Response
 
@@ -182,7 +182,7 @@ def _retryable(exc: BaseException) -> bool:
 class Scheduler:
     provider: Provider
     pool: EndpointPool
-    limiter: RateLimiter
+    limiter: Limiter
     budget: Budget = field(default_factory=lambda: Budget(None))
     timeout_s: float = 120.0
     max_attempts: int = 6  # for transient failures
@@ -320,7 +320,7 @@ class Scheduler:
                     async for job in jobs if isinstance(jobs, AsyncIterable) else _aiter(jobs):
                         order.append(job.index)
                         await send.send(job)
-                except Exception as exc:  # noqa: BLE001 - re-raised once in-flight jobs finish
+                except Exception as exc:
                     # A failing source (a malformed line in a streamed file) stops the
                     # feeding; requests already sent are paid for, so let them complete.
                     source_error = exc

@@ -63,6 +63,8 @@ def redact_json(value: Any) -> Any:
 
 def strip_userinfo(url: str) -> str:
     """The URL as stored and shown: without `user:password@`."""
+    if "@" not in url:  # the common case, once per response: no parsing
+        return url
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
         return url

@@ -91,10 +91,11 @@ class HFTokenizer:
         self._tok = AutoTokenizer.from_pretrained(self.name, trust_remote_code=False)
 
     def encode(self, text: str) -> list[int]:
-        return self._tok(text, truncation=False, add_special_tokens=False)["input_ids"]
+        ids: list[int] = self._tok(text, truncation=False, add_special_tokens=False)["input_ids"]
+        return ids
 
     def decode(self, ids: list[int]) -> str:
-        return self._tok.decode(ids, skip_special_tokens=True)
+        return str(self._tok.decode(ids, skip_special_tokens=True))
 
     def count(self, text: str) -> int:
         return len(self.encode(text))

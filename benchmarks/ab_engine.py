@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engine_throughput import write_data  # noqa: E402
+from engine_throughput import write_data
 
-from asyncbench.sim.testing import sim_subprocess  # noqa: E402
+from asyncbench.sim.testing import sim_subprocess
 
 
 def one(tree: Path, data: Path, url: str, concurrency: int) -> tuple[float, float]:

@@ -44,12 +44,12 @@ def main() -> None:
                  "--out", f"{tmp}/r{i}", "--no-progress", *cut])
         t_load, runs = timed(lambda: load_runs(cache, []))
         t_build, report = timed(lambda: build_report(runs))
-        t_md, md = timed(lambda: render_markdown(report))
-        t_json, js = timed(lambda: render_json(report))
+        t_md, _md = timed(lambda: render_markdown(report))
+        t_json, _js = timed(lambda: render_json(report))
         t_html, html = timed(lambda: render_html(report, runs), repeat=3)
         n = sum(len(r.samples) for r in runs)
-        print(f"| runs | samples | load (ms) | build (ms) | md (ms) | json (ms) | html+plots (ms) | html size (KB) |")
-        print(f"|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("| runs | samples | load (ms) | build (ms) | md (ms) | json (ms) | html+plots (ms) | html size (KB) |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
         print(f"| {len(runs)} | {n} | {t_load*1e3:.0f} | {t_build*1e3:.1f} | {t_md*1e3:.1f} | {t_json*1e3:.1f} | "
               f"{t_html*1e3:.0f} | {len(html)/1024:.0f} |")
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import test_longbench_metrics as official  # noqa: E402  (the re-stated official scorer)
 
-from asyncbench.longbench_table import DATASET_METRIC
+from asyncbench.longbench_table import DATASET_METRIC  # noqa: E402
 from asyncbench.metrics.longbench_score import score_many  # noqa: E402
 
 ROUGE_DATASETS = {d for d, m in DATASET_METRIC.items() if m.startswith("rouge")}
@@ -120,7 +120,7 @@ def reference_scores(items: list[Item]) -> list[float]:
         sys.setrecursionlimit(old)
 
 
-def timed(fn, *args, **kwargs):  # noqa: ANN001, ANN201
+def timed(fn, *args, **kwargs):
     wall, cpu = time.perf_counter(), _cpu()
     result = fn(*args, **kwargs)
     return result, time.perf_counter() - wall, _cpu() - cpu

@@ -27,8 +27,7 @@ import aiohttp
 
 from asyncbench.sim.testing import start_sim_subprocess, stop_sim_subprocess
 
-_WORDS = ("alpha beta gamma delta river mountain city question answer paragraph model "
-          "long context evaluation token budget server client latency").split()
+_WORDS = ["alpha", "beta", "gamma", "delta", "river", "mountain", "city", "question", "answer", "paragraph", "model", "long", "context", "evaluation", "token", "budget", "server", "client", "latency"]
 
 
 async def _drive(url: str, bodies: list[bytes], concurrency: int, seconds: float | None) -> tuple[int, int, float]:

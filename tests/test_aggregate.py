@@ -79,7 +79,7 @@ def test_en_zh_definitions_are_not_interchangeable():
 
 def test_longbench_e_table_9_by_length():
     rows = []
-    for bin_name, (values, _, length) in TABLE9.items():
+    for _bin_name, (values, _, length) in TABLE9.items():
         rows += [(f"{d}_e", v / 100, length) for d, v in zip(E_DATASETS, values)]
     agg = aggregate_longbench(rows)
     assert list(agg["by_length"]) == ["0-4k", "4-8k", "8k+"]

@@ -11,7 +11,6 @@ problems' original environment.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

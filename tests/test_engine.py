@@ -319,8 +319,8 @@ def test_provider_errors_survive_pickling():
 
 def test_ray_backend_without_ray_is_one_clear_line(monkeypatch):
     """Ray is an optional extra: asking for it without it installed is a user error."""
-    from asyncbench.errors import UserError
     from asyncbench.config import RunConfig
+    from asyncbench.errors import UserError
     from asyncbench.runners import LocalRunner, make_runner
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError

@@ -213,8 +213,8 @@ def test_config_cached_download(tmp_path, monkeypatch):
 
 def _metrics_available() -> bool:
     try:
+        import asyncbench.aggregate
         import asyncbench.metrics.longbench  # noqa: F401
-        import asyncbench.aggregate  # noqa: F401
     except ImportError:
         return False
     return True

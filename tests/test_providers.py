@@ -8,8 +8,8 @@ import pytest
 
 from asyncbench.errors import ProviderError
 from asyncbench.limits import RateLimiter, parse_ratelimit_headers
-from asyncbench.providers.anthropic import AnthropicProvider
 from asyncbench.providers import parse_model_spec
+from asyncbench.providers.anthropic import AnthropicProvider
 from asyncbench.providers.base import classify_status
 from asyncbench.providers.openai import OpenAIProvider
 from asyncbench.providers.openai_compat import OpenAICompatProvider

@@ -27,9 +27,10 @@ import gzip
 import json
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import UserError
 from ..metrics import bamboo as M
@@ -175,7 +176,7 @@ def bamboo_dir(data_dir: Path | None) -> Path:
 def load_prompts(root: Path) -> dict[str, dict[str, str]]:
     path = root / "prompt.json"
     try:
-        prompts = json.loads(path.read_text(encoding="utf-8"))
+        prompts: dict[str, dict[str, str]] = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path} is missing; copy the release's prompt.json there") from None
     except json.JSONDecodeError as exc:

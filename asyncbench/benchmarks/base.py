@@ -11,9 +11,10 @@ through the same scheduler, limits and cache as the evaluated requests.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Protocol
 
 from ..errors import ProviderError
 from ..types import Request, Response, Sample, SampleResult

@@ -11,8 +11,9 @@ are generated and stored but not scored.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import UserError
 from ..jsonl_io import iter_json_objects

@@ -28,9 +28,10 @@ import ast
 import functools
 import shutil
 import zipfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ..errors import UserError
 from ..jsonl_io import iter_json_objects, read_json_object
@@ -74,7 +75,7 @@ def _fetch_zip(root: Path) -> Path:
     if hf_hub_download is not None:
         try:
             return Path(hf_hub_download(repo_id=HUB_REPO, filename="data.zip", repo_type="dataset"))
-        except Exception as exc:  # noqa: BLE001 - network, auth and cache errors alike
+        except Exception as exc:
             raise UserError(
                 f"could not fetch data.zip from the hub dataset {HUB_REPO} ({exc}); unzip it into DIR/longbench/ and pass --data-dir DIR"
             ) from None
@@ -131,7 +132,7 @@ def longbench_file(data_dir: Path | None, stem: str) -> Path:
         raise UserError(f"{path} is not in the hub's data.zip; delete {path.parent} to re-download it")
     if not path.is_file():
         raise UserError(
-            f"{path} not found; unzip LongBench's data.zip ({HUB_ZIP_URL}) into {Path(data_dir) / 'longbench'}"
+            f"{path} not found; unzip LongBench's data.zip ({HUB_ZIP_URL}) into {path.parent.parent}"
         )
     return path
 
@@ -341,6 +342,9 @@ class _LongBenchFamily:
     name: str = ""
     by_length: bool = False
 
+    def load(self, opts: LoadOptions) -> list[Sample]:
+        raise NotImplementedError
+
     async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
         return samples, {}
 
@@ -413,7 +417,7 @@ class MiniLongBench(_LongBenchFamily):
                     "reason": f"{len(missing)} of the 237 anchors have no score (failed or not run); "
                               "the estimate needs all of them"}
         rows = [by_position[p] for p in range(237)]
-        scores = [float(release.get(r.sample_id, r.score)) for r in rows]
+        scores = [float(release.get(r.sample_id, r.score or 0.0)) for r in rows]
         est = estimate_from_anchor_scores(scores, method=self.method, anchor_tokens=[r.prompt_tokens for r in rows],
                                           data_dir=self.data_dir)
         est["available"] = True

@@ -41,7 +41,10 @@ def read_anchor_scores(path: Path) -> Any:
 def render(result: dict[str, Any]) -> str:
     """A plain-text table: dataset/category/Overall rows, one column per method (x100)."""
     methods = ("irt", "direct", "blend")
-    fmt = lambda v: "-" if v is None else f"{100 * v:.2f}"  # noqa: E731
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:.2f}"
+
     lines = [f"{'':28s} " + " ".join(f"{m:>7s}" for m in methods)]
     for name in result["irt"]["by_dataset"]:
         lines.append(f"{name:28s} " + " ".join(f"{fmt(result[m]['by_dataset'].get(name)):>7s}" for m in methods))

@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _format(args: argparse.Namespace) -> str:
     if args.format:
-        return args.format
+        return str(args.format)
     if args.out:
         return _SUFFIX_FORMAT.get(Path(args.out).suffix.lower(), "table")
     return "table"

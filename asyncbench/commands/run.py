@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -63,8 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print run.json instead of the summary table")
 
 
-def _extra(args: argparse.Namespace) -> dict:
-    extra: dict = {}
+def _extra(args: argparse.Namespace) -> dict[str, Any]:
+    extra: dict[str, Any] = {}
     if args.length:
         extra["length"] = args.length
     for name in ("lengths", "base_lengths"):

@@ -109,7 +109,10 @@ async def score_records(records: list[dict[str, Any]], data_dir: Path | None, op
     async def no_model(*_: Any) -> Any:
         raise UserError("scoring BAMBOO predictions needs no model calls")
 
-    ctx = RunContext(model_spec="predictions", generate=no_model, make_request=no_model, options=options)
+    def no_request(*_: Any, **__: Any) -> Any:
+        raise UserError("scoring BAMBOO predictions needs no model calls")
+
+    ctx = RunContext(model_spec="predictions", generate=no_model, make_request=no_request, options=options)
     scores = await bench.score(samples, preds, ctx)
     results = [SampleResult(sample_id=s.id, task=s.task, status="ok", prediction=p, score=sc, meta=s.meta)
                for s, p, sc in zip(samples, preds, scores)]

@@ -23,8 +23,9 @@ per-dataset linear calibration fitted on the training models.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -48,9 +49,8 @@ class Recipe:
     seed: int = 0
 
     @classmethod
-    def improved(cls, **overrides: Any) -> "Recipe":
-        base = dict(labels="soft", max_iter=1000)
-        base.update(overrides)
+    def improved(cls, **overrides: Any) -> Recipe:
+        base: dict[str, Any] = {"labels": "soft", "max_iter": 1000, **overrides}
         return cls(**base)
 
 
@@ -95,7 +95,8 @@ def pca(x: np.ndarray, d: int) -> np.ndarray:
     """Top-d principal-component scores of the rows of x (centred SVD)."""
     centred = x - x.mean(axis=0)
     u, s, _ = np.linalg.svd(centred, full_matrices=False)
-    return u[:, :d] * s[:d]
+    scores: np.ndarray = u[:, :d] * s[:d]
+    return scores
 
 
 def fit_irt(labels: np.ndarray, init_disc: np.ndarray, max_iter: int = 300, seed: int = 0
@@ -140,7 +141,8 @@ def balance_weights() -> np.ndarray:
     w = np.empty(N_ITEMS)
     for name, sl in dataset_slices().items():
         w[sl] = 1.0 / (len(CATEGORIES) * len(CATEGORIES[CATEGORY_OF[name]]) * (sl.stop - sl.start))
-    return w / w.sum()
+    weights: np.ndarray = w / w.sum()
+    return weights
 
 
 def _allocate(total: int, weights: np.ndarray, minimum: int) -> np.ndarray:

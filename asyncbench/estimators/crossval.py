@@ -9,6 +9,7 @@ estimated from its anchor scores alone and compared with its true LongBench scor
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -29,10 +30,12 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(spearmanr(a, b)[0])
 
 
-def _score(est: list[dict], truth: list[dict]) -> SplitScore:
+def _score(est: list[dict[str, Any]], truth: list[dict[str, Any]]) -> SplitScore:
     out = SplitScore()
     for key in ["overall", *CATEGORIES]:
-        get = (lambda r: r["overall"]) if key == "overall" else (lambda r, k=key: r["by_category"][k])
+        def get(r: dict[str, Any], k: str = key) -> float:
+            return float(r["overall"] if k == "overall" else r["by_category"][k])
+
         e = np.array([get(r) for r in est])
         t = np.array([get(r) for r in truth])
         out.spearman[key] = _spearman(e, t)

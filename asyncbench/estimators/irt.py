@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -197,7 +198,8 @@ def fetch_release(target: Path) -> None:
 def item_curve(theta: np.ndarray, disc: np.ndarray, diff: np.ndarray) -> np.ndarray:
     """P_j(θ) with the release's per-dimension clip; disc (n, d), diff (n,) -> (n,)."""
     z = np.clip(disc * theta[None, :] - diff[:, None], -30.0, 30.0).sum(axis=1)
-    return 1.0 / (1.0 + np.exp(-z))
+    p: np.ndarray = 1.0 / (1.0 + np.exp(-z))
+    return p
 
 
 def fit_theta(scores: np.ndarray, disc: np.ndarray, diff: np.ndarray, prior: float = 0.0,
@@ -224,7 +226,9 @@ def fit_theta(scores: np.ndarray, disc: np.ndarray, diff: np.ndarray, prior: flo
             grad = grad + prior * theta
         return float(loss), grad
 
-    return minimize(loss_and_grad, np.zeros(disc.shape[1]), jac=True, method="BFGS", options={"gtol": 1e-8}).x
+    theta: np.ndarray = minimize(loss_and_grad, np.zeros(disc.shape[1]), jac=True, method="BFGS",
+                                 options={"gtol": 1e-8}).x
+    return theta
 
 
 def aggregate(per_item: np.ndarray) -> dict[str, Any]:
@@ -248,7 +252,8 @@ def aggregate_datasets(by_dataset: Mapping[str, float]) -> dict[str, Any]:
 
 def anchor_datasets(anchors: np.ndarray) -> np.ndarray:
     """Index into DATASET_NAMES of each anchor."""
-    return dataset_index()[anchors]
+    found: np.ndarray = dataset_index()[anchors]
+    return found
 
 
 def predict_items(params: IrtParams, anchor_scores: np.ndarray) -> np.ndarray:
@@ -369,7 +374,7 @@ def estimate(params: IrtParams, scores: Sequence[float] | Mapping[str, Sequence[
     if method not in METHODS:
         raise UserError(f"unknown estimation method {method!r}; choose one of {', '.join(METHODS)}")
     y = anchor_vector(scores, params.anchors)
-    result = {"irt": estimate_irt(params, y), "direct": estimate_direct(params.anchors, y)}
+    result: dict[str, Any] = {"irt": estimate_irt(params, y), "direct": estimate_direct(params.anchors, y)}
     result["blend"] = estimate_blend(result["irt"], result["direct"])
     result.update({"method": method, "overall": result[method]["overall"],
                    "calibrated": bool(params.calibration), "theta_prior": params.theta_prior,

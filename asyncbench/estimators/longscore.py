@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..errors import UserError
 
@@ -48,7 +49,7 @@ def truncate(value: float, decimals: int = 1) -> float:
     decimal values are not cut one step too far.
     """
     scale = 10**decimals
-    cut = math.trunc(value * scale + math.copysign(1e-9, value)) / scale
+    cut: float = math.trunc(value * scale + math.copysign(1e-9, value)) / scale
     return cut + 0.0  # turn -0.0 into 0.0
 
 
@@ -62,7 +63,7 @@ class LongScore:
     avg_score: float
     base_lengths: list[str]
 
-    def cut(self, decimals: int) -> "LongScore":
+    def cut(self, decimals: int) -> LongScore:
         """The same numbers cut to `decimals` places, for printing like the paper."""
         return LongScore(
             base_ability=truncate(self.base_ability, decimals),

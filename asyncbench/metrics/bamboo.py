@@ -31,8 +31,9 @@ Datasets are averaged as the paper reports them, in percent.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..sandbox import Program
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
-
-
+from typing import Any
 
 # ---------------------------------------------------------------------------------------
 # Normalisation and token F1
@@ -72,7 +71,7 @@ def _jieba_tokens(text: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=1)
-def _jieba():  # noqa: ANN202 - the jieba module
+def _jieba() -> Any:
     """Import jieba once per process and silence its dictionary-loading banner."""
     import jieba
 
@@ -109,7 +108,7 @@ def _paragraph_id(reference: str, pattern: str) -> str:
     found = re.findall(pattern, reference)
     if not found:
         raise ValueError(f"answer {reference!r} does not name a paragraph (expected {pattern!r})")
-    return found[0]
+    return str(found[0])
 
 
 def retrieval_score(prediction: str, reference: str) -> float:

@@ -29,7 +29,8 @@ class ModelSpec:
 
 
 class Provider(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     async def send(self, request: Request, base_url: str, timeout: float) -> Response:
         """One HTTP call. Raises ProviderError classified as rate_limited/transient/fatal."""
@@ -66,6 +67,13 @@ class ProviderBase:
         chat message. `chat` is False for samples the official scripts send without a
         chat template (LongBench's few-shot and code tasks)."""
         return self.api == "completion"
+
+    async def send(self, request: Request, base_url: str, timeout: float) -> Response:
+        """One HTTP call. Raises ProviderError classified as rate_limited/transient/fatal."""
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Close pooled connections."""
 
     async def max_input_tokens(self, base_urls: list[str]) -> tuple[int | None, str]:
         """The prompt budget the server itself reports, and where it came from; (None,

@@ -64,7 +64,10 @@ class HTTPClient:
                 if resp.status >= 400:
                     message, code = _error_message(raw)
                     raise classify_status(resp.status, message, code=code)
-                return json.loads(raw)
+                data = json.loads(raw)
+                if not isinstance(data, dict):
+                    raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+                return data
         except ProviderError:
             raise
         except (asyncio.TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:

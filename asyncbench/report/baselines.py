@@ -26,7 +26,8 @@ class Reference:
 @lru_cache(maxsize=1)
 def published() -> dict[str, Any]:
     text = resources.files("asyncbench").joinpath("data/published_baselines.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    data: dict[str, Any] = json.loads(text)
+    return data
 
 
 def benchmark_family(benchmark: str) -> str:
@@ -35,7 +36,7 @@ def benchmark_family(benchmark: str) -> str:
 
 
 def _as_scores(entry: dict[str, Any]) -> dict[str, Any]:
-    scores = {k: entry[k] for k in ("overall", "overall_en", "overall_zh", "by_category", "by_task", "by_length")
+    scores: dict[str, Any] = {k: entry[k] for k in ("overall", "overall_en", "overall_zh", "by_category", "by_task", "by_length")
               if k in entry}
     ls = {k: entry[k] for k in ("base_ability", "avg_score", "avg_lc") if k in entry}
     if ls:

@@ -111,7 +111,7 @@ def _column_order(keys: list[str], refs: list[Reference]) -> list[str]:
     group = {"len": 1, "diff_16k_minus_4k": 2, "ls": 3, "cat": 4, "task": 5}
     rank = {k: i for i, k in enumerate(hint)}
 
-    def sort_key(k: str) -> tuple:
+    def sort_key(k: str) -> tuple[Any, ...]:
         kind, _, name = k.partition(":")
         g = group.get(kind if name else k, 0)
         within = _first_number(name) if kind == "len" else rank.get(k, len(rank))

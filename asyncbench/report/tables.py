@@ -8,7 +8,8 @@ per-task scores transposed (one row per task, one column per run or published mo
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .model import Column, Leaderboard, Report
 

@@ -8,7 +8,8 @@ through a provider's batch API — the idea of httpx's `AsyncBaseTransport`.
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterable, Callable, Protocol
+from collections.abc import AsyncIterable, Callable
+from typing import Any, Protocol
 
 from ..client import ModelClient
 from ..scheduler import Budget, Job, Outcome, SchedulerStats

@@ -4,7 +4,8 @@ its limits)."""
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterable, Callable
+from collections.abc import AsyncIterable, Callable
+from typing import Any
 
 from ..client import ModelClient
 from ..scheduler import Budget, Job, Outcome, Scheduler, SchedulerStats

@@ -25,8 +25,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import asdict
-from typing import Any, AsyncIterable, AsyncIterator, Callable
+from typing import Any
 
 import anyio
 
@@ -175,7 +176,7 @@ class RayRunner:
         self._groups: dict[tuple[str, str], _WorkerGroup] = {}
 
     # -- generation -----------------------------------------------------------------
-    def group(self, spec: ModelSpec, api_key: str | None, rpm: float | None, tpm: float | None) -> "_WorkerGroup":
+    def group(self, spec: ModelSpec, api_key: str | None, rpm: float | None, tpm: float | None) -> _WorkerGroup:
         """The limiter actor and workers of one endpoint group, made once (on its first
         request to send) and reused for every purpose (eval, judge, prior)."""
         key = _group_key(spec)
@@ -216,7 +217,8 @@ class RayRunner:
     def map_chunks(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
         """`[fn(*args) for args in calls]`, each call a Ray task on one CPU."""
         fn_ref = self.ray.put(fn)
-        return self.ray.get([self._apply.remote(fn_ref, *args) for args in calls])
+        results: list[Any] = self.ray.get([self._apply.remote(fn_ref, *args) for args in calls])
+        return results
 
     def close(self) -> None:
         for group in self._groups.values():

@@ -55,10 +55,7 @@ _YES_NO_START = re.compile(
     r"^(is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|may|must)\b", re.I
 )
 _STOPWORDS = frozenset(
-    "the and for are was were what which who whom whose when where why how that this these those "
-    "with from into did does has have had not but you your his her its their they them than then "
-    "there been being also can could would should will may might must about after before other "
-    "some such only both each most more many much any all one two name".split()
+    ["the", "and", "for", "are", "was", "were", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "that", "this", "these", "those", "with", "from", "into", "did", "does", "has", "have", "had", "not", "but", "you", "your", "his", "her", "its", "their", "they", "them", "than", "then", "there", "been", "being", "also", "can", "could", "would", "should", "will", "may", "might", "must", "about", "after", "before", "other", "some", "such", "only", "both", "each", "most", "more", "many", "much", "any", "all", "one", "two", "name"]
 )
 
 

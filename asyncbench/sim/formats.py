@@ -10,8 +10,9 @@ closely enough that the official SDKs parse them unchanged.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .limits import anthropic_headers, openai_headers
 

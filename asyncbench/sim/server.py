@@ -33,8 +33,9 @@ import json
 import random
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from aiohttp import web
 

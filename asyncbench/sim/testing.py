@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 _PREFIX = "listening on "
 

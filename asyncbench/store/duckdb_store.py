@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import UserError
 
@@ -163,10 +164,16 @@ class Store:
         return [dict(zip(cols, r)) for r in cur.fetchall()]
 
     # -- maintenance -----------------------------------------------------------------
+    def _one(self, sql: str, params: list[Any] | None = None) -> tuple[Any, ...]:
+        """The single row of an aggregate query (which always has one)."""
+        row = self.con.execute(sql, params or []).fetchone()
+        assert row is not None, sql
+        return tuple(row)
+
     def stats(self) -> dict[str, Any]:
-        n, tok_in, tok_out, cost = self.con.execute(
+        n, tok_in, tok_out, cost = self._one(
             "SELECT count(*), coalesce(sum(prompt_tokens),0), coalesce(sum(completion_tokens),0), "
-            "coalesce(sum(cost_usd),0) FROM responses").fetchone()
+            "coalesce(sum(cost_usd),0) FROM responses")
         by_model = self.con.execute(
             "SELECT provider || ':' || model, count(*), coalesce(sum(cost_usd),0) FROM responses GROUP BY 1 ORDER BY 2 DESC"
         ).fetchall()
@@ -177,17 +184,17 @@ class Store:
             "prompt_tokens": int(tok_in),
             "completion_tokens": int(tok_out),
             "cost_usd": float(cost),
-            "failures": self.con.execute("SELECT count(*) FROM failures").fetchone()[0],
-            "runs": self.con.execute("SELECT count(*) FROM runs").fetchone()[0],
+            "failures": self._one("SELECT count(*) FROM failures")[0],
+            "runs": self._one("SELECT count(*) FROM runs")[0],
             "by_model": {m: {"responses": c, "cost_usd": float(u)} for m, c, u in by_model},
         }
 
     def clear(self, model: str | None = None) -> int:
         if model:
-            n = self.con.execute("SELECT count(*) FROM responses WHERE provider || ':' || model = ?", [model]).fetchone()[0]
+            n = self._one("SELECT count(*) FROM responses WHERE provider || ':' || model = ?", [model])[0]
             self.con.execute("DELETE FROM responses WHERE provider || ':' || model = ?", [model])
         else:
-            n = self.con.execute("SELECT count(*) FROM responses").fetchone()[0]
+            n = self._one("SELECT count(*) FROM responses")[0]
             for table in ("responses", "failures", "results", "runs"):
                 self.con.execute(f"DELETE FROM {table}")
         return int(n)
@@ -219,7 +226,7 @@ class Store:
     def close(self) -> None:
         self.con.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -22,8 +22,8 @@ from typing import Any
 from ...errors import UserError
 from ...estimators.longscore import DEFAULT_BASE, longscore, parse_length
 from ...longbench_table import first_line
-from ...metrics import registry as metrics
 from ...metrics import judge
+from ...metrics import registry as metrics
 from ...types import Response, Sample, SampleResult
 from ..base import LoadOptions, RunContext
 from .generator import Generator, Unbuildable
@@ -131,7 +131,8 @@ class LongBench100:
         scores = await judge.judge_qa(ctx, [(q, list(a), line) for q, a, line in to_judge]) if to_judge else []
         for (q, answers, _), score in zip(to_judge, scores):
             verdict[(q, answers)] = "unverified" if score is None else "known" if score >= self.prior_threshold else "unknown"
-        kept, excluded = [], defaultdict(lambda: defaultdict(int))
+        kept: list[Sample] = []
+        excluded: defaultdict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
         unverified = 0
         for s in samples:
             v = verdict.get((s.meta.get("question", ""), tuple(s.answers))) if s.metric == "qa" else None
@@ -189,7 +190,7 @@ class LongBench100:
         by_task_length = {
             task: {l: 100 * sum(v) / len(v) for l, v in sorted(c.items(), key=lambda kv: order[kv[0]])} for task, c in sorted(cells.items())
         }
-        lengths = sorted(order, key=order.get)
+        lengths = sorted(order, key=lambda label: order[label])
         complete = [t for t, c in by_task_length.items() if all(l in c for l in lengths)]
         by_length = {l: sum(by_task_length[t][l] for t in complete) / len(complete) for l in lengths} if complete else {}
         report: dict[str, Any] = {

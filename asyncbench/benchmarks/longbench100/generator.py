@@ -17,8 +17,8 @@ from __future__ import annotations
 import bisect
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ...tokenizers import Tokenizer
 from .sources import Record, split_passages
