@@ -259,6 +259,10 @@ class Scheduler:
         self.budget.settle(job.est_cost, self.cost_of(response))
         return response
 
+    async def process(self, job: Job) -> Outcome:
+        """One job through its retries (the Ray workers' entry point)."""
+        return await self._process(job)
+
     async def _process(self, job: Job) -> Outcome:
         if self.dead is not None:
             return Outcome(job.index, error=EndpointDead("transient", self.dead), attempts=0)

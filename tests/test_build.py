@@ -11,6 +11,7 @@ import pytest
 from asyncbench.estimators import build as B
 from asyncbench.estimators import crossval as C
 from asyncbench.estimators import irt
+from asyncbench.longbench_table import CATEGORY_OF
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench"
 pytestmark = pytest.mark.skipif(not (DATA / "longbench_scores.npz").exists(), reason="../shared/data missing")
@@ -48,7 +49,7 @@ def test_select_anchors_counts():
     params = irt.load_params(DATA)
     by_cat = B.select_anchors(params.disc, params.diff, 237, "category")
     assert len(by_cat) == 237 == len(np.unique(by_cat)) and np.all(np.diff(by_cat) > 0)
-    cat_of = np.array([irt.CATEGORY_OF[irt.DATASET_NAMES[k]] for k in irt.anchor_datasets(by_cat)])
+    cat_of = np.array([CATEGORY_OF[irt.DATASET_NAMES[k]] for k in irt.anchor_datasets(by_cat)])
     assert (cat_of == "Code").sum() == 237 - sum(
         int(n / 4750 * 237) for n in (750, 800, 800, 800, 600))  # the release's remainder rule
     by_ds = B.select_anchors(params.disc, params.diff, 237, "dataset")

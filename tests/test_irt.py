@@ -10,6 +10,7 @@ import pytest
 
 from asyncbench.errors import UserError
 from asyncbench.estimators import irt
+from asyncbench.longbench_table import CATEGORIES
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench"
 pytestmark = pytest.mark.skipif(not (DATA / "irt_parameters.json").exists(), reason="../shared/data missing")
@@ -43,7 +44,7 @@ def release_estimate(params: irt.IrtParams, y: np.ndarray) -> dict:
     full = curve(theta, params.disc, params.diff)
     full[params.anchors] = y
     per_ds = [full[s].mean() for s in irt.dataset_slices().values()]
-    cats = [np.mean([per_ds[irt.DATASET_NAMES.index(d)] for d in m]) for m in irt.CATEGORIES.values()]
+    cats = [np.mean([per_ds[irt.DATASET_NAMES.index(d)] for d in m]) for m in CATEGORIES.values()]
     return {"overall": float(np.mean(cats)), "by_dataset": dict(zip(irt.DATASET_NAMES, per_ds))}
 
 

@@ -4,16 +4,19 @@ Who does what:
 - The driver (the `asyncbench run` process) owns the cache: it looks answers up, hands
   the misses out, receives results as they complete and writes them. It stays the only
   DuckDB writer, so a worker crash loses only that worker's in-flight requests.
-- Generation workers are async actors, each running the ordinary scheduler (retries,
-  endpoint pool with health checks, least-outstanding routing) on its shard of the jobs,
-  with `--concurrency` divided between them so the per-endpoint concurrency stays what
-  the user asked for. Results stream back in small batches (a Ray streaming generator)
-  as they complete, not at the end of the shard.
+- Generation workers are async actors, each running the ordinary scheduler machinery
+  (retries, endpoint pool with health checks, least-outstanding routing), with
+  `--concurrency` divided between them so the per-endpoint concurrency stays what the
+  user asked for. Work is pulled: each worker has that many slots, and a slot takes the
+  next job from the driver when its previous one is done, so a slow worker never keeps
+  a backlog; jobs are read from the stream as slots free up, so the first request
+  leaves while the rest of the data is still being read. Actors start once per run,
+  and only when a request must be sent.
 - One limiter actor per endpoint group holds the RPM/TPM buckets. Every worker takes
   from it before each request and reports rate-limit headers and Retry-After to it, so
   ten workers never send ten times the RPM.
-- If a worker dies mid-shard, the driver starts a replacement and gives it the shard's
-  jobs that have no result yet; completed ones are never sent again.
+- If a worker dies, the driver starts a replacement and gives it the jobs that were in
+  flight on the dead one; completed ones are never sent again.
 - Scoring: chunks of predictions go to Ray tasks (`map_chunks`), one CPU each.
 
 `--max-cost` is applied at dispatch from each request's cost estimate (prompt +
@@ -25,11 +28,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import AsyncIterable, AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
 import anyio
+import anyio.abc
 
 from ..client import ModelClient
 from ..errors import ProviderError, UserError
@@ -39,8 +43,6 @@ from ..scheduler import Budget, EndpointPool, Job, Outcome, Scheduler, Scheduler
 from ..types import Response
 from .base import add_stats
 
-# Outcomes per message from a worker: small enough to stream, large enough to be cheap.
-OUTCOME_BATCH = 64
 # Replacement workers started for one shard before its remaining jobs are failed.
 MAX_REPLACEMENTS = 3
 
@@ -96,38 +98,37 @@ class LimiterActor:
 
 
 class GenerationWorker:
-    """Runs the scheduler on shards of jobs and streams outcomes back as they complete."""
+    """Sends the jobs it is handed through the ordinary scheduler machinery (retries,
+    endpoint pool with health checks, the shared limiter), one call per job: the driver
+    hands a worker a new job when one of its slots frees, so work goes to whichever
+    worker is free (a slow worker never holds a backlog)."""
 
     def __init__(self, spec: ModelSpec, api_key: str | None, concurrency: int, timeout_s: float,
-                 max_attempts: int, limiter: Any) -> None:
+                 max_attempts: int, limiter: Any, delay_s: float = 0.0) -> None:
         self.spec = spec
-        self.provider = make_provider(spec, api_key)
         self.concurrency = concurrency
-        self.timeout_s = timeout_s
-        self.max_attempts = max_attempts
-        self.limiter = RemoteLimiter(limiter)
+        self.delay_s = delay_s
         self.pool: EndpointPool | None = None
+        self.scheduler: Scheduler | None = None
+        self._args = (make_provider(spec, api_key), timeout_s, max_attempts, RemoteLimiter(limiter))
 
-    async def run_shard(self, jobs: list[Job]) -> AsyncIterator[list[Outcome] | dict[str, Any]]:
-        """Yields lists of outcomes as they complete, then one dict of stats and health."""
-        if self.pool is None:
+    def _scheduler(self) -> Scheduler:
+        if self.scheduler is None:  # anyio primitives are made inside the actor's event loop
+            provider, timeout_s, max_attempts, limiter = self._args
             self.pool = EndpointPool(self.spec.base_urls, self.concurrency)
-        queue: asyncio.Queue[Outcome] = asyncio.Queue()
-        scheduler = Scheduler(self.provider, self.pool, self.limiter, timeout_s=self.timeout_s,
-                              max_attempts=self.max_attempts, on_outcome=queue.put_nowait)
-        task = asyncio.ensure_future(scheduler.run(jobs))
-        while not (task.done() and queue.empty()):
-            getter = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-            if getter not in done:
-                getter.cancel()
-                continue
-            batch = [getter.result()]
-            while not queue.empty() and len(batch) < OUTCOME_BATCH:
-                batch.append(queue.get_nowait())
-            yield batch
-        await task  # re-raise a scheduler failure
-        yield {"stats": asdict(scheduler.stats), "health": self.pool.health()}
+            self.scheduler = Scheduler(provider, self.pool, limiter, timeout_s=timeout_s, max_attempts=max_attempts)
+        return self.scheduler
+
+    async def run_one(self, job: Job) -> Outcome:
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        return await self._scheduler().process(job)
+
+    def take_stats(self) -> dict[str, Any]:
+        """Counters since the last call, and endpoint health."""
+        scheduler = self._scheduler()
+        stats, scheduler.stats = asdict(scheduler.stats), SchedulerStats()
+        return {"stats": stats, "health": self.pool.health() if self.pool else [], "dead": scheduler.dead}
 
 
 def _group_key(spec: ModelSpec) -> tuple[str, str]:
@@ -146,7 +147,9 @@ class RayRunner:
     name = "ray"
 
     def __init__(self, address: str | None, workers: int, concurrency: int, timeout_s: float,
-                 max_attempts: int) -> None:
+                 max_attempts: int, worker_delays: Sequence[float] = ()) -> None:
+        """`worker_delays`: an artificial per-request delay for each worker, to measure and
+        test how work spreads when one worker is slower than the others."""
         if workers < 1:
             raise UserError(f"--ray-workers must be at least 1 (got {workers})")
         self.ray = ray = import_ray()
@@ -157,6 +160,7 @@ class RayRunner:
         self.concurrency = concurrency
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
+        self.worker_delays = tuple(worker_delays)
         self._started = not ray.is_initialized()
         if self._started:
             quiet: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
@@ -187,8 +191,9 @@ class RayRunner:
 
     async def run(self, client: ModelClient, jobs: AsyncIterable[Job], *, budget: Budget,
                   on_outcome: Callable[[Outcome], None]) -> list[Outcome]:
-        job_list = [j async for j in jobs]
-        if not job_list:  # everything cached: no actors needed
+        stream = aiter(jobs)
+        first = await anext(stream, None)
+        if first is None:  # everything cached: no actors started
             return []
         lim = client.limiter
         group = self.group(client.spec, client.api_key, lim.configured_rpm, lim.configured_tpm)
@@ -198,9 +203,10 @@ class RayRunner:
 
         dispatch = _Dispatch(group, budget, on_outcome, cost_of)
         try:
-            return await dispatch.run(job_list)
+            return await dispatch.run(first, stream)
         finally:
             add_stats(self._stats, dispatch.stats)
+            self.aborted = self.aborted or group.dead
 
     def stats(self) -> SchedulerStats:
         return self._stats
@@ -243,17 +249,27 @@ class _WorkerGroup:
         self.workers = [self._new_worker() for _ in range(backend.n_workers)]
         self.health: dict[int, list[dict[str, Any]]] = {}
         self.replaced = 0
+        self.replaced_in_slot = [0] * len(self.workers)
+        self.dead: str | None = None
 
-    def _new_worker(self) -> Any:
+    def _new_worker(self, k: int | None = None) -> Any:
         b = self.backend
+        k = len(getattr(self, "workers", [])) if k is None else k
+        delay = b.worker_delays[k] if k < len(b.worker_delays) else 0.0
         return b._worker_cls.options(scheduling_strategy="SPREAD").remote(
-            self.spec, self.api_key, self.per_worker, b.timeout_s, b.max_attempts, self.limiter)
+            self.spec, self.api_key, self.per_worker, b.timeout_s, b.max_attempts, self.limiter, delay)
 
-    def replace(self, k: int) -> Any:
-        self.backend.ray.kill(self.workers[k])
-        self.workers[k] = self._new_worker()
-        self.replaced += 1
-        return self.workers[k]
+    def replace_dead(self, k: int, dead: Any) -> bool:
+        """A replacement for worker k, which died (once, however many of its slots saw
+        it die); False when the slot has had too many."""
+        if self.workers[k] is dead:
+            if self.replaced_in_slot[k] >= MAX_REPLACEMENTS:
+                return False
+            self.backend.ray.kill(dead)
+            self.workers[k] = self._new_worker(k)
+            self.replaced += 1
+            self.replaced_in_slot[k] += 1
+        return True
 
     def endpoint_health(self) -> list[dict[str, Any]]:
         """Served/failed per endpoint summed over the workers' last reports."""
@@ -268,32 +284,60 @@ class _WorkerGroup:
 
 
 class _Dispatch:
-    """One `run` over the workers of one group: dispatch, stream outcomes back, replace dead workers."""
+    """One `run` over the workers of one group. Jobs are read from the stream as slots
+    free up (the first request leaves before the stream is fully read); each worker has
+    `per_worker` slots, and each slot takes the next job when its previous one is done,
+    so a slow worker gets fewer jobs. A job whose worker died goes to a replacement;
+    a job with an outcome is never sent again."""
 
     def __init__(self, group: _WorkerGroup, budget: Budget, on_outcome: Callable[[Outcome], None],
-                 cost_of: Callable[[Any], float]) -> None:
+                 cost_of: Callable[[Response], float]) -> None:
         self.group = group
         self.budget = budget
         self.on_outcome = on_outcome
         self.cost_of = cost_of
         self.stats = SchedulerStats()
         self.outcomes: dict[int, Outcome] = {}
+        self.order: list[int] = []
+        self.sent_by: dict[int, int] = {}
 
-    async def run(self, job_list: list[Job]) -> list[Outcome]:
-        dispatched: list[Job] = []
-        for job in job_list:
-            if self.budget.reserve(job.est_cost):
-                dispatched.append(job)
-            else:
-                self.stats.budget_skipped += 1
-                self._record(Outcome(job.index, skipped=True), None)
+    async def run(self, first: Job, rest: AsyncIterator[Job]) -> list[Outcome]:
         n = len(self.group.workers)
+        send, receive = anyio.create_memory_object_stream[Job](max_buffer_size=0)
         async with anyio.create_task_group() as tg:
             for k in range(n):
-                shard = dispatched[k::n]
-                if shard:
-                    tg.start_soon(self._drive, k, shard)
-        return [self.outcomes[j.index] for j in job_list]
+                for _ in range(self.group.per_worker):
+                    tg.start_soon(self._slot, k, receive.clone())
+            receive.close()
+            async with send:
+                async for job in _chain(first, rest):
+                    self.order.append(job.index)
+                    if not self.budget.reserve(job.est_cost):
+                        self.stats.budget_skipped += 1
+                        self._record(Outcome(job.index, skipped=True), None)
+                        continue
+                    await send.send(job)
+        await self._collect_stats()
+        return [self.outcomes[i] for i in self.order]
+
+    async def _slot(self, k: int, inbox: anyio.abc.ObjectReceiveStream[Job]) -> None:
+        ray = self.group.backend.ray
+        async with inbox:
+            async for job in inbox:
+                while True:
+                    worker = self.group.workers[k]
+                    try:
+                        outcome = await worker.run_one.remote(job)
+                    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+                        if not self.group.replace_dead(k, worker):
+                            err = ProviderError("transient", f"Ray worker lost {MAX_REPLACEMENTS + 1} times: "
+                                                             f"{type(exc).__name__}")
+                            self._record(Outcome(job.index, error=err), job)
+                            break
+                        continue
+                    self.sent_by[job.index] = k
+                    self._record(outcome, job)
+                    break
 
     def _record(self, outcome: Outcome, job: Job | None) -> None:
         if job is not None:
@@ -302,36 +346,19 @@ class _Dispatch:
         self.outcomes[outcome.index] = outcome
         self.on_outcome(outcome)
 
-    async def _drive(self, k: int, shard: list[Job]) -> None:
-        """Send one shard to worker k and take its results as they come; on the worker's
-        death, hand what has no result yet to a replacement."""
-        ray = self.group.backend.ray
-        pending = {j.index: j for j in shard}
-        worker = self.group.workers[k]
-        replacements = 0
-        while pending:
-            stream = worker.run_shard.options(num_returns="streaming").remote(list(pending.values()))
+    async def _collect_stats(self) -> None:
+        for k, worker in enumerate(self.group.workers):
             try:
-                async for ref in stream:
-                    item = await ref
-                    if isinstance(item, dict):
-                        self._merge_stats(item["stats"])
-                        self.group.health[k] = item["health"]
-                        continue
-                    for outcome in item:
-                        job = pending.pop(outcome.index, None)
-                        if job is not None:
-                            self._record(outcome, job)
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-                replacements += 1
-                if replacements > MAX_REPLACEMENTS:
-                    err = ProviderError("transient", f"Ray worker lost {replacements} times: {type(exc).__name__}")
-                    for job in list(pending.values()):
-                        self._record(Outcome(job.index, error=err), job)
-                    pending.clear()
-                    break
-                worker = self.group.replace(k)
+                report = await worker.take_stats.remote()
+            except Exception:  # a worker lost at the very end: its counters are lost
+                continue
+            self.group.health[k] = report["health"]
+            self.group.dead = self.group.dead or report["dead"]
+            for name, value in report["stats"].items():
+                setattr(self.stats, name, getattr(self.stats, name) + value)
 
-    def _merge_stats(self, stats: dict[str, int]) -> None:
-        for name, value in stats.items():
-            setattr(self.stats, name, getattr(self.stats, name) + value)
+
+async def _chain(first: Job, rest: AsyncIterator[Job]) -> AsyncIterator[Job]:
+    yield first
+    async for job in rest:
+        yield job
