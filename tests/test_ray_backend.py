@@ -173,3 +173,71 @@ def test_scoring_on_ray_tasks_equals_local(ray_cluster):
     done = subprocess.run([sys.executable, "-c", SCORING_SCRIPT, ray_cluster], env=ENV, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.startswith("ok"), done.stderr[-3000:]
+
+
+PULL_SCRIPT = r"""
+import json, sys, time
+import anyio
+from asyncbench.client import make_client
+from asyncbench.config import RunConfig
+from asyncbench.pricing import PriceTable
+from asyncbench.providers import parse_model_spec
+from asyncbench.runners.ray import RayRunner
+from asyncbench.scheduler import Budget, Job
+
+address, url, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+cfg = RunConfig(benchmark="jsonl:x", model="openai-compat:sim", base_urls=[url], concurrency=4)
+client = make_client(parse_model_spec("openai-compat:sim", [url]), cfg, PriceTable(), None, None)
+delays = (0.4, 0.0) if mode == "slow" else ()
+runner = RayRunner(address, workers=2, concurrency=4, timeout_s=60, max_attempts=3, worker_delays=delays)
+events = []
+
+async def main():
+    answered = anyio.Event()
+
+    def on_outcome(outcome):
+        events.append(("outcome", time.monotonic()))
+        answered.set()
+
+    async def jobs():
+        for i in range(60):
+            if i == 1 and mode == "stream":
+                # the rest of the stream waits for an answer: a runner that drained the
+                # stream before sending would never get one (and time out here)
+                with anyio.fail_after(60):
+                    await answered.wait()
+                events.append(("rest of the stream read after an answer", time.monotonic()))
+            req = client.request(prompt=f"question {i} " + "word " * 20, max_tokens=4)
+            yield Job(index=i, request=req, tokens=30)
+        events.append(("stream exhausted", time.monotonic()))
+
+    outcomes = await runner.run(client, jobs(), budget=Budget(None), on_outcome=on_outcome)
+    assert len(outcomes) == 60 and all(o.response is not None for o in outcomes)
+
+try:
+    anyio.run(main)
+    print(json.dumps({"describe": runner.describe(), "events": [e for e, _ in events[:3]]}))
+finally:
+    runner.close()
+"""
+
+
+def _pull(mode: str, ray_cluster: str, url: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", PULL_SCRIPT, ray_cluster, url + "/v1", mode], env=ENV,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_slow_worker_takes_fewer_jobs(start_sim, ray_cluster):
+    """Pull-based: worker 0 spends 0.4 s per request, worker 1 none; free slots take the
+    next job, so the fast worker answers most of them (static halves would give 30/30)."""
+    sim = start_sim("--latency-ms", "20")
+    served = _pull("slow", ray_cluster, sim.base_url)["describe"]["jobs_per_worker"]
+    assert sum(served) == 60 and served[1] >= 45, served
+
+
+def test_the_first_request_leaves_before_the_stream_is_read(start_sim, ray_cluster):
+    sim = start_sim("--latency-ms", "20")
+    events = _pull("stream", ray_cluster, sim.base_url)["events"]
+    assert events[0] == "outcome" and "stream exhausted" not in events[:2], events

@@ -34,6 +34,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..metrics import bamboo as M
+from ..metrics import registry as metrics
 from ..sandbox import Program
 from ..types import Sample, SampleResult
 from .base import LoadOptions, RunContext
@@ -332,7 +333,7 @@ class BambooBenchmark:
         for i, (s, pred) in enumerate(zip(samples, predictions)):
             name = s.meta["dataset"]
             if name != "private_eval":
-                scores[i] = M.judge(name, pred, s.meta["answer"]).score
+                scores[i] = metrics.score(f"bamboo_{name}", pred, [s.meta["answer"]])
                 continue
             program = M.private_eval_program(s.meta["problem"], pred, self._keywords())
             if program is None:

@@ -13,10 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import UserError
+from . import bamboo, simple
 from . import longbench as lb
-from . import simple
 
-Metric = Callable[[str, str, Mapping[str, Any]], float]
+# (prediction, reference, sample metadata) -> score; BAMBOO's references are labels,
+# booleans or orderings rather than text.
+Metric = Callable[[str, Any, Mapping[str, Any]], float]
 
 
 def _plain(fn: Callable[[str, str], float]) -> Metric:
@@ -42,6 +44,12 @@ METRICS: dict[str, Metric] = {
     "uuid": _plain(simple.uuid_match),
     "number": _plain(simple.number_match),
 }
+
+def _bamboo(dataset: str) -> Metric:
+    return lambda prediction, reference, meta: bamboo.judge(dataset, prediction, reference).score
+
+
+METRICS.update({f"bamboo_{d}": _bamboo(d) for d in bamboo.DATASETS if d != "private_eval"})
 # The official scorer's function names, as `jsonl:` files name them.
 ALIASES: dict[str, str] = {
     "qa_f1_score": "qa_f1", "qa_f1_zh_score": "qa_f1_zh", "rouge_score": "rouge", "rouge_zh_score": "rouge_zh",
@@ -62,7 +70,7 @@ def get(name: str) -> Metric:
     return metric
 
 
-def score(name: str, prediction: str, references: Sequence[str], meta: Mapping[str, Any] | None = None) -> float:
+def score(name: str, prediction: str, references: Sequence[Any], meta: Mapping[str, Any] | None = None) -> float:
     """The best score over the references (0.0 without any)."""
     metric = get(name)
     return max((metric(prediction, ref, meta or {}) for ref in references), default=0.0)

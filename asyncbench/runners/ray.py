@@ -217,7 +217,8 @@ class RayRunner:
 
     def describe(self) -> dict[str, Any]:
         return {"name": "ray", "address": self.address or "local", "workers": self.n_workers,
-                "workers_replaced": sum(g.replaced for g in self._groups.values())}
+                "workers_replaced": sum(g.replaced for g in self._groups.values()),
+                "jobs_per_worker": [sum(g.served[k] for g in self._groups.values()) for k in range(self.n_workers)]}
 
     # -- scoring --------------------------------------------------------------------
     def map_chunks(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
@@ -250,6 +251,7 @@ class _WorkerGroup:
         self.health: dict[int, list[dict[str, Any]]] = {}
         self.replaced = 0
         self.replaced_in_slot = [0] * len(self.workers)
+        self.served = [0] * len(self.workers)  # jobs answered through each worker slot
         self.dead: str | None = None
 
     def _new_worker(self, k: int | None = None) -> Any:
@@ -299,7 +301,6 @@ class _Dispatch:
         self.stats = SchedulerStats()
         self.outcomes: dict[int, Outcome] = {}
         self.order: list[int] = []
-        self.sent_by: dict[int, int] = {}
 
     async def run(self, first: Job, rest: AsyncIterator[Job]) -> list[Outcome]:
         n = len(self.group.workers)
@@ -335,7 +336,7 @@ class _Dispatch:
                             self._record(Outcome(job.index, error=err), job)
                             break
                         continue
-                    self.sent_by[job.index] = k
+                    self.group.served[k] += 1
                     self._record(outcome, job)
                     break
 
