@@ -247,16 +247,15 @@ class _WorkerGroup:
         self.limiter = limiter
         # per-endpoint concurrency is a global setting: each worker gets its share
         self.per_worker = max(1, math.ceil(backend.concurrency / backend.n_workers))
-        self.workers = [self._new_worker() for _ in range(backend.n_workers)]
+        self.workers = [self._new_worker(k) for k in range(backend.n_workers)]
         self.health: dict[int, list[dict[str, Any]]] = {}
         self.replaced = 0
         self.replaced_in_slot = [0] * len(self.workers)
         self.served = [0] * len(self.workers)  # jobs answered through each worker slot
         self.dead: str | None = None
 
-    def _new_worker(self, k: int | None = None) -> Any:
+    def _new_worker(self, k: int) -> Any:
         b = self.backend
-        k = len(getattr(self, "workers", [])) if k is None else k
         delay = b.worker_delays[k] if k < len(b.worker_delays) else 0.0
         return b._worker_cls.options(scheduling_strategy="SPREAD").remote(
             self.spec, self.api_key, self.per_worker, b.timeout_s, b.max_attempts, self.limiter, delay)
