@@ -32,7 +32,7 @@ from .runners import Runner, make_runner
 from .scheduler import Budget, Job, Outcome
 from .secrets import redact, redact_json, secret_values, strip_userinfo
 from .store import Store, default_cache_path
-from .store.duckdb_store import CachedResponse
+from .store.duckdb_store import CachedResponse, FailureRow, ResponseRow
 from .types import Request, Response, Sample, SampleResult, Usage
 
 # Requests hashed and looked up per step after the first chunk: small enough that reading
@@ -61,8 +61,8 @@ class Engine:
         self.budget = Budget(max_cost)
         self.accounts = Accounts()
         self.secrets = secret_values()
-        self._pending_responses: list[dict[str, Any]] = []
-        self._pending_failures: list[dict[str, Any]] = []
+        self.pending_responses: list[ResponseRow] = []
+        self.pending_failures: list[FailureRow] = []
         self._flush_event = anyio.Event()
         self._db_lock = anyio.Lock()
 
@@ -76,15 +76,18 @@ class Engine:
 
     async def flush(self) -> None:
         async with self._db_lock:
-            responses, self._pending_responses = self._pending_responses, []
-            failures, self._pending_failures = self._pending_failures, []
+            responses, self.pending_responses = self.pending_responses, []
+            failures, self.pending_failures = self.pending_failures, []
             if responses:
                 await anyio.to_thread.run_sync(self.store.put_responses, responses)
             if failures:
                 await anyio.to_thread.run_sync(self.store.put_failures, failures)
 
+    def wake_writer(self) -> None:
+        self._flush_event.set()
+
     # -- generation -----------------------------------------------------------------
-    async def _keys_and_hits(self, requests: list[Request]) -> tuple[list[str], dict[str, CachedResponse]]:
+    async def keys_and_hits(self, requests: list[Request]) -> tuple[list[str], dict[str, CachedResponse]]:
         """Hash a chunk of requests and look them up, off the event loop (sha256 of long
         prompts releases the GIL, so this overlaps requests already in flight)."""
         def work() -> tuple[list[str], dict[str, CachedResponse]]:
@@ -100,102 +103,127 @@ class Engine:
         its cache key.
 
         Requests are hashed and looked up chunk by chunk, and each chunk's misses go to
-        the scheduler at once: the first wave is on the wire while the rest of a large
-        run is still being read, hashed and looked up. `requests` may be a lazy iterator
-        (a streamed data file); `samples[i]` is the sample of the i-th request, for the
+        the runner at once: the first wave is on the wire while the rest of a large run
+        is still being read, hashed and looked up. `requests` may be a lazy iterator (a
+        streamed data file); `samples[i]` is the sample of the i-th request, for the
         failure log, and may grow as the iterator runs."""
-        totals = self.accounts.totals.setdefault(purpose, PurposeTotals())
-        source = iter(requests)
-        reqs: list[Request] = []
-        keys: list[str] = []
-        cached_flags: list[bool] = []
-        cached_hits: dict[int, Response] = {}
-        first_index: dict[str, int] = {}
-        duplicates: list[tuple[int, int]] = []
         total = len(requests) if isinstance(requests, Sized) else None
         progress = RunProgress(total, 0, label or f"{purpose} {client.spec.label}", self.progress_enabled)
-
-        async def jobs() -> AsyncIterator[Job]:
-            size = client.pool.capacity()  # the first chunk fills the endpoints, at once
-            while chunk := list(islice(source, size)):
-                size = STREAM_CHUNK
-                lo = len(reqs)
-                reqs.extend(chunk)
-                chunk_keys, hits = await self._keys_and_hits(chunk)
-                keys.extend(chunk_keys)
-                cached_flags.extend([False] * len(chunk))
-                for i, key in enumerate(chunk_keys, start=lo):
-                    hit = hits.get(key)
-                    if hit is not None:
-                        usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens)
-                        cached_hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
-                        cached_flags[i] = True
-                        totals.cached += 1
-                        totals.cost_saved_by_cache_usd += client.price.cost(usage)
-                        self.accounts.cached_latencies.append(hit.latency_ms)
-                        progress.add_cached()
-                    elif key in first_index:  # identical request twice in one run: send once
-                        duplicates.append((i, first_index[key]))
-                        progress.add_cached()
-                    else:
-                        if not client.reachable:  # only once something must be sent
-                            await check_reachable(client)
-                            client.reachable = True
-                        first_index[key] = i
-                        req = reqs[i]
-                        tokens = client.count(req.text()) + req.max_tokens
-                        est = client.price.estimate(tokens - req.max_tokens, req.max_tokens)
-                        yield Job(index=i, request=req, tokens=tokens, est_cost=est)
-            progress.set_total(len(reqs))
-
-        def on_outcome(outcome: Outcome) -> None:
-            req = reqs[outcome.index]
-            key = keys[outcome.index]
-            sid = samples[outcome.index].id if samples is not None else None
-            if outcome.response is not None:
-                resp = outcome.response
-                if self.secrets and any(s in resp.text for s in self.secrets):
-                    resp.text = redact(resp.text)  # a server that echoes the key into its answer
-                cost = client.price.cost(resp.usage)
-                totals.requests += 1
-                totals.prompt_tokens += resp.usage.prompt_tokens
-                totals.completion_tokens += resp.usage.completion_tokens
-                totals.cached_prompt_tokens += resp.usage.cached_prompt_tokens
-                totals.cost_usd += cost
-                self.accounts.fresh_latencies.append(resp.latency_ms)
-                canonical = req.canonical()
-                # the prompt itself is benchmark data (and the key is its hash): keep only its size
-                canonical["prompt_chars"] = len(canonical.pop("prompt") or "") + sum(
-                    len(m.get("content", "")) for m in canonical.pop("messages") or [])
-                self._pending_responses.append({
-                    "key": key, "provider": req.provider, "model": req.model, "endpoint": req.endpoint_id,
-                    "request_json": json.dumps(canonical, sort_keys=True), "text": resp.text,
-                    "finish_reason": resp.finish_reason, "prompt_tokens": resp.usage.prompt_tokens,
-                    "completion_tokens": resp.usage.completion_tokens,
-                    "cached_prompt_tokens": resp.usage.cached_prompt_tokens, "latency_ms": resp.latency_ms,
-                    "cost_usd": cost, "served_by": strip_userinfo(resp.endpoint), "created_at": time.time(),
-                })
-                progress.advance(True, resp.usage.prompt_tokens + resp.usage.completion_tokens, cost)
-            elif outcome.error is not None:
-                totals.failed += 1
-                err = outcome.error
-                self._pending_failures.append({"key": key, "run_id": self.run_id, "sample_id": sid,
-                                               "kind": err.kind, "status": err.status, "message": err.message,
-                                               "attempts": outcome.attempts})
-                progress.advance(False, 0, 0.0)
-            self._flush_event.set()
-
+        call = _Generation(self, client, iter(requests), self.accounts.totals.setdefault(purpose, PurposeTotals()),
+                           samples, progress)
         try:
             with progress:
-                outcomes = await self.runner.run(client, jobs(), budget=self.budget, on_outcome=on_outcome)
+                outcomes = await self.runner.run(client, call.jobs(), budget=self.budget, on_outcome=call.on_outcome)
         finally:  # also when the data stream fails part-way: keep every answer received
             await self.flush()
-        results: list[Response | ProviderError | None] = [cached_hits.get(i) for i in range(len(reqs))]
+        return call.generated(outcomes)
+
+
+class _Generation:
+    """The state of one `Engine.generate` call, in one place: the requests read so far,
+    their keys, cache hits and in-run duplicates; the methods that feed the runner, take
+    its outcomes (accounts, cache rows, progress) and put the answers in request order."""
+
+    def __init__(self, engine: Engine, client: ModelClient, source: Iterator[Request], totals: PurposeTotals,
+                 samples: Sequence[Sample] | None, progress: RunProgress) -> None:
+        self.engine = engine
+        self.client = client
+        self.source = source
+        self.totals = totals
+        self.samples = samples
+        self.progress = progress
+        self.requests: list[Request] = []
+        self.keys: list[str] = []
+        self.cached: list[bool] = []
+        self.hits: dict[int, Response] = {}
+        self.first_index: dict[str, int] = {}
+        self.duplicates: list[tuple[int, int]] = []
+
+    async def jobs(self) -> AsyncIterator[Job]:
+        """The cache misses as jobs, chunk by chunk; hits and duplicates are settled here."""
+        client = self.client
+        size = client.pool.capacity()  # the first chunk fills the endpoints, at once
+        while chunk := list(islice(self.source, size)):
+            size = STREAM_CHUNK
+            lo = len(self.requests)
+            self.requests.extend(chunk)
+            chunk_keys, hits = await self.engine.keys_and_hits(chunk)
+            self.keys.extend(chunk_keys)
+            self.cached.extend([False] * len(chunk))
+            for i, key in enumerate(chunk_keys, start=lo):
+                hit = hits.get(key)
+                if hit is not None:
+                    self._from_cache(i, hit)
+                elif key in self.first_index:  # identical request twice in one run: send once
+                    self.duplicates.append((i, self.first_index[key]))
+                    self.progress.add_cached()
+                else:
+                    if not client.reachable:  # only once something must be sent
+                        await check_reachable(client)
+                        client.reachable = True
+                    self.first_index[key] = i
+                    req = self.requests[i]
+                    tokens = client.count(req.text()) + req.max_tokens
+                    est = client.price.estimate(tokens - req.max_tokens, req.max_tokens)
+                    yield Job(index=i, request=req, tokens=tokens, est_cost=est)
+        self.progress.set_total(len(self.requests))
+
+    def _from_cache(self, i: int, hit: CachedResponse) -> None:
+        usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens)
+        self.hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
+        self.cached[i] = True
+        self.totals.cached += 1
+        self.totals.cost_saved_by_cache_usd += self.client.price.cost(usage)
+        self.engine.accounts.cached_latencies.append(hit.latency_ms)
+        self.progress.add_cached()
+
+    def on_outcome(self, outcome: Outcome) -> None:
+        """Account for one outcome and queue its row for the store (written by the
+        engine's writer in small batches)."""
+        if outcome.response is not None:
+            self._answered(outcome.index, outcome.response)
+        elif outcome.error is not None:
+            self._failed(outcome.index, outcome.error, outcome.attempts)
+        self.engine.wake_writer()
+
+    def _answered(self, i: int, resp: Response) -> None:
+        engine, req, totals = self.engine, self.requests[i], self.totals
+        if engine.secrets and any(s in resp.text for s in engine.secrets):
+            resp.text = redact(resp.text)  # a server that echoes the key into its answer
+        cost = self.client.price.cost(resp.usage)
+        totals.requests += 1
+        totals.prompt_tokens += resp.usage.prompt_tokens
+        totals.completion_tokens += resp.usage.completion_tokens
+        totals.cached_prompt_tokens += resp.usage.cached_prompt_tokens
+        totals.cost_usd += cost
+        engine.accounts.fresh_latencies.append(resp.latency_ms)
+        canonical = req.canonical()
+        # the prompt itself is benchmark data (and the key is its hash): keep only its size
+        canonical["prompt_chars"] = len(canonical.pop("prompt") or "") + sum(
+            len(m.get("content", "")) for m in canonical.pop("messages") or [])
+        engine.pending_responses.append(ResponseRow(
+            key=self.keys[i], provider=req.provider, model=req.model, endpoint=req.endpoint_id,
+            request_json=json.dumps(canonical, sort_keys=True), text=resp.text, finish_reason=resp.finish_reason,
+            prompt_tokens=resp.usage.prompt_tokens, completion_tokens=resp.usage.completion_tokens,
+            cached_prompt_tokens=resp.usage.cached_prompt_tokens, latency_ms=resp.latency_ms, cost_usd=cost,
+            served_by=strip_userinfo(resp.endpoint), created_at=time.time()))
+        self.progress.advance(True, resp.usage.prompt_tokens + resp.usage.completion_tokens, cost)
+
+    def _failed(self, i: int, err: ProviderError, attempts: int) -> None:
+        self.totals.failed += 1
+        sid = self.samples[i].id if self.samples is not None else None
+        self.engine.pending_failures.append(FailureRow(key=self.keys[i], run_id=self.engine.run_id, sample_id=sid,
+                                                       kind=err.kind, status=err.status, message=err.message,
+                                                       attempts=attempts))
+        self.progress.advance(False, 0, 0.0)
+
+    def generated(self, outcomes: list[Outcome]) -> Generated:
+        answers: list[Response | ProviderError | None] = [self.hits.get(i) for i in range(len(self.requests))]
         for o in outcomes:
-            results[o.index] = o.response if o.response is not None else o.error
-        for i, j in duplicates:
-            results[i] = results[j]
-        return Generated(results, cached_flags, keys)
+            answers[o.index] = o.response if o.response is not None else o.error
+        for i, j in self.duplicates:
+            answers[i] = answers[j]
+        return Generated(answers, self.cached, self.keys)
 
 
 async def execute(cfg: RunConfig) -> dict[str, Any]:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ..errors import UserError
 
@@ -43,6 +43,37 @@ _SCHEMA = [
         cost_usd DOUBLE, latency_ms DOUBLE, truncated_tokens BIGINT, meta_json VARCHAR,
         PRIMARY KEY (run_id, sample_id, purpose))""",
 ]
+
+class ResponseRow(TypedDict):
+    """One answer as the cache stores it (the prompt itself only as its size)."""
+
+    key: str
+    provider: str
+    model: str
+    endpoint: str
+    request_json: str
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cached_prompt_tokens: int
+    latency_ms: float
+    cost_usd: float
+    served_by: str
+    created_at: float
+
+
+class FailureRow(TypedDict):
+    """One request that failed after its attempts (never served as an answer)."""
+
+    key: str
+    run_id: str
+    sample_id: str | None
+    kind: str
+    status: int | None
+    message: str
+    attempts: int
+
 
 RESPONSE_COLUMNS = ("key", "provider", "model", "endpoint", "request_json", "text", "finish_reason",
                     "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "latency_ms",
@@ -113,7 +144,7 @@ class Store:
         ).fetchall()
         return {r[0]: CachedResponse(*r) for r in rows}
 
-    def put_responses(self, rows: list[dict[str, Any]]) -> None:
+    def put_responses(self, rows: Sequence[ResponseRow] | Sequence[dict[str, Any]]) -> None:
         """Insert successful responses (one transaction); existing keys are kept."""
         if not rows:
             return
@@ -121,7 +152,7 @@ class Store:
         columns = [[r.get(c, now if c == "created_at" else None) for r in rows] for c in RESPONSE_COLUMNS]
         self.con.execute(f"INSERT OR IGNORE INTO responses SELECT {_unnest(len(columns))}", columns)
 
-    def put_failures(self, rows: list[dict[str, Any]]) -> None:
+    def put_failures(self, rows: Sequence[FailureRow] | Sequence[dict[str, Any]]) -> None:
         if not rows:
             return
         now = time.time()
