@@ -230,10 +230,10 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
     """Run one evaluation; returns the run summary (also written to OUT/run.json)."""
     t_start = time.time()
     cfg.validate()
-    benchmark, tasks = parse_benchmark(cfg.benchmark)
     from .datadir import resolve_data_dir
 
     data_dir = resolve_data_dir(cfg.data_dir)
+    benchmark, tasks = parse_benchmark(cfg.benchmark, cfg.extra, data_dir)
     cache_path = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
     opening = None if cfg.dry_run else _open_in_background(cache_path)
     stack = SimProcesses()
@@ -347,7 +347,7 @@ async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Itera
         for r, key in zip(results, out.keys):
             r.key = key
         store.put_results([_result_row(run_id, r) for r in results])
-        scores = benchmark.aggregate(results)
+        scores = benchmark.aggregate(results, prep_report)
         loaded = samples if isinstance(samples, list) else kept
         summary = run_summary(cfg, run_id, spec, loaded, results, engine.accounts, runner, scores, prep_report, t_start,
                            truncated, max_input, max_input_source, prices, client)
@@ -373,7 +373,7 @@ async def _score(benchmark: Any, samples: list[Sample], answers: list[Response |
     ok_samples, ok_preds, ok_results = [], [], []
     for s, ans, was_cached in zip(samples, answers, cached):
         r = SampleResult(sample_id=s.id, task=s.task, status="failed", cached=was_cached,
-                         truncated_tokens=truncated.get(s.id, 0), meta=dict(s.meta))
+                         truncated_tokens=truncated.get(s.id, 0), meta=dict(s.meta), references=list(s.answers))
         if isinstance(ans, Response):
             r.status = "ok"
             r.prediction = ans.text

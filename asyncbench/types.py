@@ -119,3 +119,5 @@ class SampleResult:
     latency_ms: float | None = None
     truncated_tokens: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
+    # the sample's reference answers (in memory, for aggregates that rescore)
+    references: list[str] = field(default_factory=list)

@@ -32,16 +32,16 @@ def make_ctx(judge_reply: str, prior_reply) -> tuple[RunContext, list[str]]:
 
 @pytest.fixture(scope="module")
 def loaded() -> tuple[LongBench100, list]:
-    bench = LongBench100()
-    opts = LoadOptions(data_dir=DATA, tasks=["kv_retrieval", "single_doc_qa", "single_doc_sum"],
-                       extra={"lengths": ["2k", "4k", "8k"], "base_lengths": ["2k", "4k"], "rows": 3, "seed": 1})
+    extra = {"lengths": ["2k", "4k", "8k"], "base_lengths": ["2k", "4k"], "rows": 3, "seed": 1}
+    bench = LongBench100(extra)
+    opts = LoadOptions(data_dir=DATA, tasks=["kv_retrieval", "single_doc_qa", "single_doc_sum"], extra=extra)
     return bench, bench.load(opts)
 
 
 def test_load_reports_unbuildable_cells(loaded) -> None:
-    bench, samples = loaded
+    _, samples = loaded
     assert {s.id.rsplit("/", 1)[0] for s in samples} >= {"kv_retrieval/2k", "single_doc_qa/8k", "single_doc_sum/8k"}
-    assert "2k" in bench.unbuildable["single_doc_sum"]  # no summary source fits in 2k here
+    assert "2k" in samples.notes["unbuildable"]["single_doc_sum"]  # no summary source fits in 2k here
     assert all(s.prompt and "{context}" not in s.prompt for s in samples)
 
 

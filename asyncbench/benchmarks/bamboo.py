@@ -23,21 +23,22 @@ load stops unless the user asked to skip such rows (`--skip-bad-rows`), in which
 from __future__ import annotations
 
 import ast
+import functools
 import gzip
 import json
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import UserError
 from ..metrics import bamboo as M
 from ..metrics import registry as metrics
 from ..sandbox import Program
 from ..types import Sample, SampleResult
-from .base import LoadOptions, RunContext
+from .base import CliOption, Loaded, LoadOptions, RunContext, notes_of
 
 RELEASE_URL = "https://raw.githubusercontent.com/RUCAIBox/BAMBOO/main/"
 # The files the public release has (all ten at 4k; four at 16k).
@@ -188,6 +189,7 @@ def load_prompts(root: Path) -> dict[str, dict[str, str]]:
     return prompts
 
 
+@functools.lru_cache(maxsize=4)
 def load_private_eval(root: Path) -> PrivateEvalResources:
     kw_path, problems_path = root / KEYWORDS_FILE, root / PROBLEMS_FILE
     try:
@@ -255,13 +257,21 @@ def select(tasks: list[str] | None, length: str) -> list[tuple[str, str, bool]]:
 
 @dataclass
 class BambooBenchmark:
+    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "diff_16k_minus_4k", "by_task")
+    OPTIONS: ClassVar[tuple[CliOption, ...]] = (
+        CliOption("--length", "BAMBOO: 4k | 16k | both", choices=("4k", "16k", "both")),
+        CliOption("--skip-bad-rows", "skip unreadable data rows (counted in the report)", kind="flag"),
+        CliOption("--allow-unsafe-sandbox", "BAMBOO private_eval: run model-written code even without bwrap or "
+                  "root (unisolated)", kind="flag"),
+    )
+
     """`bamboo[:dataset[@4k|16k],...]`; options `length` (4k | 16k | both, default both),
     `skip_bad_rows`, and for PrivateEval `sandbox_workers`, `sandbox_timeout_s`."""
 
     name: str = "bamboo"
-    skipped_rows: list[BadRow] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-    private: PrivateEvalResources | None = None
+    # where the release's files are (None: the public release, downloaded once); set from
+    # the run's data directory. The benchmark keeps no other state between calls.
+    data_dir: Path | None = None
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         root = bamboo_dir(opts.data_dir)
@@ -269,13 +279,13 @@ class BambooBenchmark:
         prompts = load_prompts(root)
         samples: list[Sample] = []
         bad: list[BadRow] = []
-        self.missing = []
+        missing: list[str] = []
         for name, level, explicit in chosen:
             path = root / f"{name}_{level}.jsonl"
             if not path.exists():
                 if explicit or f"{name}_{level}" in RELEASE_FILES:
                     raise UserError(f"{path} is missing; BAMBOO's release has {', '.join(RELEASE_FILES)}")
-                self.missing.append(f"{name}_{level}")
+                missing.append(f"{name}_{level}")
                 continue
             rows, unreadable = read_jsonl(path)
             bad += unreadable
@@ -283,15 +293,13 @@ class BambooBenchmark:
         if bad and not opts.extra.get("skip_bad_rows"):
             listed = "; ".join(b.describe() for b in bad)
             raise UserError(f"unreadable BAMBOO rows: {listed}; fix them, or pass --skip-bad-rows to skip them (they are counted in the report)")
-        self.skipped_rows = bad
         if not samples:
-            raise UserError(f"no BAMBOO samples selected (length {opts.extra.get('length', 'both')}); not in this data: {', '.join(self.missing)}")
-        return samples
+            raise UserError(f"no BAMBOO samples selected (length {opts.extra.get('length', 'both')}); not in this data: {', '.join(missing)}")
+        return Loaded(samples, {"skipped_rows": bad, "missing": missing})
 
     def _samples(self, name: str, level: str, rows: list[tuple[int, dict[str, Any]]], template: str,
                  root: Path) -> Iterator[Sample]:
-        if name == "private_eval" and self.private is None:
-            self.private = load_private_eval(root)
+        private = load_private_eval(root) if name == "private_eval" else None
         task = f"{name}_{level}"
         for line, row in rows:
             try:
@@ -302,7 +310,7 @@ class BambooBenchmark:
             meta: dict[str, Any] = {"dataset": name, "length": level, "line": line}
             if name == "private_eval":
                 meta["task_id"] = row["task_id"]
-                meta["problem"] = self.private.problem(row["task_id"])  # type: ignore[union-attr]
+                meta["problem"] = private.problem(row["task_id"]) if private else {}
                 answers = [str(a) for a in answer or []]
             else:
                 meta["answer"] = answer
@@ -311,9 +319,10 @@ class BambooBenchmark:
                          max_tokens=MAX_NEW_TOKENS, metric=M.METRIC[name], chat=True, meta=meta)
 
     async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
-        report: dict[str, Any] = {"skipped_rows": [b.__dict__ for b in self.skipped_rows]}
-        if self.missing:
-            report["not_in_data"] = list(self.missing)
+        notes = notes_of(samples)
+        report: dict[str, Any] = {"skipped_rows": [b.__dict__ for b in notes.get("skipped_rows", [])]}
+        if notes.get("missing"):
+            report["not_in_data"] = list(notes["missing"])
         if any(s.meta.get("dataset") == "private_eval" for s in samples):
             # Checked before any request is paid for: model code needs a sandbox.
             from ..sandbox import SandboxUnavailable, isolation
@@ -347,11 +356,10 @@ class BambooBenchmark:
         return scores
 
     def _keywords(self) -> dict[str, dict[str, str]]:
-        if self.private is None:
-            raise RuntimeError("BambooBenchmark.score needs load() first (it reads the PrivateEval keyword table)")
-        return self.private.keywords
+        """The PrivateEval paraphrase table, read (once per process) from the data."""
+        return load_private_eval(bamboo_dir(self.data_dir)).keywords
 
-    def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> dict[str, Any]:
         """Per dataset and level in percent (F1 for hallucination detection, with P/R in
         `detail`), per level, 16k - 4k, and format errors. Format errors are re-derived
         from the predictions, which is cheap and needs nothing from scoring time."""
@@ -363,7 +371,8 @@ class BambooBenchmark:
         by_task: dict[str, float] = {}
         detail: dict[str, dict[str, Any]] = {}
         for task in sorted(by_task_rows, key=lambda t: order.get(t, len(order))):
-            detail[task] = summarise_results(task, by_task_rows[task], self.private)
+            private = load_private_eval(bamboo_dir(self.data_dir)) if task.startswith("private_eval") else None
+            detail[task] = summarise_results(task, by_task_rows[task], private)
             by_task[task] = detail[task]["score"]
         out: dict[str, Any] = {
             "overall": round(sum(by_task.values()) / len(by_task), 2) if by_task else None,

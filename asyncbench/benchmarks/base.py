@@ -11,13 +11,52 @@ through the same scheduler, limits and cache as the evaluated requests.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ..errors import ProviderError
 from ..types import Request, Response, Sample, SampleResult
+
+
+@dataclass(frozen=True)
+class CliOption:
+    """A benchmark's own `asyncbench run` flag, declared as data next to the benchmark
+    that reads it; `commands/run.py` turns every declaration into an argparse argument
+    and passes the values of the chosen benchmark's options in `LoadOptions.extra`."""
+
+    flag: str  # "--length"
+    help: str
+    kind: str = "str"  # "str" | "int" | "float" | "list" (comma-separated) | "flag"
+    choices: tuple[str, ...] = ()
+    default: str | None = None  # given: the value is always passed (it names a method)
+
+    @property
+    def key(self) -> str:
+        """The option's name in `LoadOptions.extra` (and so in the run id)."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+# The kinds of score a benchmark's `aggregate` may report and declare in SCORE_COLUMNS;
+# the report knows how to show each kind, and shows what the benchmark declares.
+SCORE_KINDS: tuple[str, ...] = ("overall", "overall_en", "overall_zh", "by_length", "diff_16k_minus_4k",
+                                "longscore", "by_category", "by_task")
+
+
+class Loaded(list[Sample]):
+    """What `load` returns: the samples, and notes about what was read (rows skipped,
+    files missing, cells that could not be built) that `prepare` reports. Benchmarks
+    keep no state between calls: what one stage learns travels to the next in values."""
+
+    def __init__(self, samples: Iterable[Sample] = (), notes: dict[str, Any] | None = None) -> None:
+        super().__init__(samples)
+        self.notes: dict[str, Any] = notes or {}
+
+
+def notes_of(samples: list[Sample]) -> dict[str, Any]:
+    """The load notes carried by `samples` ({} for a plain list)."""
+    return samples.notes if isinstance(samples, Loaded) else {}
 
 
 @dataclass
@@ -50,6 +89,10 @@ class RunContext:
 
 class Benchmark(Protocol):
     name: str
+    # the benchmark's own `asyncbench run` flags (see CliOption)
+    OPTIONS: ClassVar[tuple[CliOption, ...]]
+    # which of its scores the report shows, in order (see SCORE_KINDS)
+    SCORE_COLUMNS: ClassVar[tuple[str, ...]]
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         """All samples, in a stable order. A benchmark whose `prepare` is the identity may
@@ -66,7 +109,8 @@ class Benchmark(Protocol):
         """One score in [0, 1] per prediction; None where scoring itself failed."""
         ...
 
-    def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> dict[str, Any]:
         """`{"overall": float, "by_task": {task: float}, ...}` as the paper reports
-        (scores in the paper's scale, e.g. x100 for LongBench)."""
+        (scores in the paper's scale, e.g. x100 for LongBench). `report` is what
+        `prepare` returned (exclusions, load notes), for benchmarks whose tables show it."""
         ...

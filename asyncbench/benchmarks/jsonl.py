@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import UserError
 from ..jsonl_io import iter_json_objects
 from ..metrics import registry as metrics
 from ..types import Sample, SampleResult
-from .base import LoadOptions, RunContext
+from .base import CliOption, LoadOptions, RunContext
 
 # The largest max_tokens a line may ask for: above every provider's output limit.
 MAX_OUTPUT_TOKENS = 1_000_000
@@ -76,6 +76,9 @@ def _kind(value: object) -> str:
 
 
 class JsonlBenchmark:
+    OPTIONS: ClassVar[tuple[CliOption, ...]] = ()
+    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_task")
+
     def __init__(self, path: str) -> None:
         self.path = Path(path).expanduser()
         self.name = f"jsonl:{self.path}"
@@ -113,7 +116,7 @@ class JsonlBenchmark:
         return [metrics.score(s.metric, pred, s.answers, s.meta) if s.metric and s.answers else None
                 for s, pred in zip(samples, predictions)]
 
-    def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> dict[str, Any]:
         by_task: dict[str, list[float]] = {}
         for r in results:
             if r.score is not None:

@@ -29,9 +29,9 @@ import functools
 import shutil
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import UserError
 from ..jsonl_io import iter_json_objects, read_json_object
@@ -45,7 +45,7 @@ from ..longbench_table import (
 )
 from ..prompts import LongBenchConfig, fill_prompt, load_config
 from ..types import Sample, SampleResult
-from .base import LoadOptions, RunContext
+from .base import CliOption, LoadOptions, RunContext
 
 LONGBENCH_DATASETS: tuple[str, ...] = NAMES
 # The MiniLongBench release orders datasets this way (multifieldqa before multi_news);
@@ -341,6 +341,8 @@ class _LongBenchFamily:
 
     name: str = ""
     by_length: bool = False
+    OPTIONS: ClassVar[tuple[CliOption, ...]] = ()
+    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "overall_en", "overall_zh", "by_category", "by_task")
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         raise NotImplementedError
@@ -351,7 +353,7 @@ class _LongBenchFamily:
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
         return await score_longbench(samples, predictions, getattr(ctx, "map_chunks", None))
 
-    def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> dict[str, Any]:
         return aggregate_results(results, by_length=self.by_length)
 
 
@@ -367,6 +369,8 @@ class LongBench(_LongBenchFamily):
 class LongBenchE(_LongBenchFamily):
     name: str = "longbench-e"
     by_length: bool = True
+    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "overall_en", "overall_zh", "by_length", "by_category",
+                                                "by_task")
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         datasets = select_tasks(LONGBENCH_E_DATASETS, opts.tasks, self.name, suffix="_e")
@@ -378,38 +382,33 @@ class MiniLongBench(_LongBenchFamily):
     """The 237 anchors; `aggregate` adds the estimate of the full LongBench score."""
 
     name: str = "minilongbench"
+    OPTIONS: ClassVar[tuple[CliOption, ...]] = (
+        CliOption("--estimate-method", "MiniLongBench: headline estimate method", choices=("irt", "direct", "blend"),
+                  default="irt"),
+    )
+    # configuration (from the run's options), never changed by the stages
     data_dir: Path | None = None
     method: str = "irt"
-    # sample id -> score without the first-line cut (trec, triviaqa, samsum, lsht), set by score()
-    _release_scores: dict[str, float] = field(default_factory=dict)
 
     def load(self, opts: LoadOptions) -> list[Sample]:
-        self.data_dir = opts.data_dir
-        self.method = str(opts.extra.get("estimate_method", "irt"))
         return load_minilongbench(opts)
 
-    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
-        """Official LongBench scores; the release's convention (no first-line cut) is kept
-        aside for the estimate: its IRT parameters were fitted to scores computed that way
-        (see ../shared/data/README.md)."""
-        from ..metrics.longbench_score import score_one
-
-        scores = await score_longbench(samples, predictions, getattr(ctx, "map_chunks", None))
-        self._release_scores = {
-            s.id: score_one(s.task, p, s.answers, s.meta.get("all_classes"), first_line_post=False)
-            for s, p in zip(samples, predictions) if s.task in FIRST_LINE_DATASETS}
-        return scores
-
-    def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> dict[str, Any]:
         out = aggregate_results(results, by_length=False)
         out["estimate"] = self.estimate(results)
         return out
 
     def estimate(self, results: list[SampleResult]) -> dict[str, Any]:
-        """The IRT (and direct) estimate of full LongBench from the 237 anchor scores."""
+        """The IRT (and direct) estimate of full LongBench from the 237 anchor scores.
+        The release's convention (no first-line cut for trec, triviaqa, samsum, lsht) is
+        used for these: its IRT parameters were fitted to scores computed that way (see
+        ../shared/data/README.md); they are recomputed here from the predictions."""
         from ..estimators.irt import estimate_from_anchor_scores
+        from ..metrics.longbench_score import score_one
 
-        release = self._release_scores
+        release = {r.sample_id: score_one(r.task, r.prediction or "", r.references, r.meta.get("all_classes"),
+                                          first_line_post=False)
+                   for r in results if r.task in FIRST_LINE_DATASETS and r.score is not None}
         by_position: dict[int, SampleResult] = {int(r.meta["position"]): r for r in results if "position" in r.meta}
         missing = [p for p in range(237) if p not in by_position or by_position[p].score is None]
         if missing:

@@ -42,18 +42,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge", help="judge model spec for LLM-as-judge benchmarks")
     p.add_argument("--judge-base-url", action="append", default=[], dest="judge_base_urls")
     p.add_argument("--prices", help="price file overriding the shipped table")
-    p.add_argument("--length", help="BAMBOO: 4k | 16k | both")
-    p.add_argument("--lengths", help="100-LongBench: target lengths, e.g. 2k,4k,8k")
-    p.add_argument("--base-lengths", help="100-LongBench: base-ability lengths for LongScore (default 2k,4k,6k)")
-    p.add_argument("--rows", type=int, help="100-LongBench: samples per task and length (default 100)")
-    p.add_argument("--seed", type=int, help="100-LongBench: generator seed (default 42)")
-    p.add_argument("--prior-threshold", type=float,
-                   help="100-LongBench: exclude QA samples answered above this score without context (default 0.5)")
-    p.add_argument("--allow-unsafe-sandbox", action="store_true",
-                   help="BAMBOO private_eval: run model-written code even without bwrap or root (unisolated)")
-    p.add_argument("--skip-bad-rows", action="store_true", help="skip unreadable data rows (counted in the report)")
-    p.add_argument("--estimate-method", choices=("irt", "direct", "blend"), default="irt",
-                   help="MiniLongBench: headline estimate method")
     p.add_argument("--base-urls-file", metavar="FILE",
                    help="a fleet of endpoints: one URL per line (# comments allowed), added to --base-url")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
@@ -62,32 +50,57 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-workers", type=int, default=2, help="generation workers with --backend ray (default 2)")
     p.add_argument("--no-progress", action="store_false", dest="progress", default=None)
     p.add_argument("--json", action="store_true", help="print run.json instead of the summary table")
+    _add_benchmark_options(p)
+
+
+def _add_benchmark_options(p: argparse.ArgumentParser) -> None:
+    """Each benchmark's own flags, as it declares them (benchmarks/*: OPTIONS)."""
+    from ..benchmarks import benchmark_classes
+
+    seen: set[str] = set()
+    for name, cls in benchmark_classes().items():
+        group = None
+        for opt in cls.OPTIONS:
+            if opt.flag in seen:
+                continue
+            seen.add(opt.flag)
+            group = group or p.add_argument_group(f"{name} options")
+            if opt.kind == "flag":
+                group.add_argument(opt.flag, action="store_true", dest=opt.key, help=opt.help)
+            else:
+                kind = {"int": int, "float": float}.get(opt.kind, str)
+                group.add_argument(opt.flag, type=kind, dest=opt.key, choices=opt.choices or None, help=opt.help)
 
 
 def _extra(args: argparse.Namespace) -> dict[str, Any]:
+    """The chosen benchmark's options, as it declares them; another benchmark's flag is an
+    error (it would do nothing)."""
+    from ..benchmarks import benchmark_classes
+    from ..errors import UserError
+
+    classes = benchmark_classes()
+    family = "jsonl" if args.benchmark.startswith("jsonl:") else args.benchmark.partition(":")[0]
+    chosen = classes.get(family)
+    mine = {opt.key for opt in chosen.OPTIONS} if chosen else set()
+    for name, cls in classes.items():
+        for opt in cls.OPTIONS:
+            if opt.key not in mine and getattr(args, opt.key) not in (None, False):
+                raise UserError(f"{opt.flag} is a {name} option; {family} does not use it")
     extra: dict[str, Any] = {}
-    if args.length:
-        extra["length"] = args.length
-    for name in ("lengths", "base_lengths"):
-        value = getattr(args, name)
-        if value:
-            extra[name] = [x.strip() for x in value.split(",") if x.strip()]
-    for name in ("rows", "seed", "prior_threshold"):
-        if getattr(args, name) is not None:
-            extra[name] = getattr(args, name)
-    if args.benchmark.startswith("100-longbench"):
+    for opt in chosen.OPTIONS if chosen else ():
+        value = getattr(args, opt.key)
+        if value is None or value is False:
+            if opt.default is None:
+                continue
+            value = opt.default
+        extra[opt.key] = [x.strip() for x in value.split(",") if x.strip()] if opt.kind == "list" else value
+    if family == "100-longbench":
         # generation measures lengths with the target model's tokenizer when known
         from ..tokenizers import tiktoken_encoding_for
 
         tok = args.tokenizer or tiktoken_encoding_for(args.model.partition(":")[2])
         if tok:
             extra["tokenizer"] = tok
-    if args.skip_bad_rows:
-        extra["skip_bad_rows"] = True
-    if args.allow_unsafe_sandbox:
-        extra["allow_unsafe_sandbox"] = True
-    if args.benchmark.startswith("minilongbench"):
-        extra["estimate_method"] = args.estimate_method
     return extra
 
 

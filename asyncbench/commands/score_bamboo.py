@@ -91,16 +91,16 @@ async def score_records(records: list[dict[str, Any]], data_dir: Path | None, op
     from ..benchmarks.base import RunContext
     from ..types import Sample, SampleResult
 
-    bench = BambooBenchmark()
-    if any(r["dataset"].startswith("private_eval_") for r in records):
-        bench.private = load_private_eval(bamboo_dir(data_dir))
+    bench = BambooBenchmark(data_dir=data_dir)
+    private = load_private_eval(bamboo_dir(data_dir)) \
+        if any(r["dataset"].startswith("private_eval_") for r in records) else None
     samples = []
     for i, r in enumerate(records):
         name, level = r["dataset"].rsplit("_", 1)
         meta: dict[str, Any] = {"dataset": name, "length": level}
         if name == "private_eval":
             meta["task_id"] = r["task_id"]
-            meta["problem"] = bench.private.problem(r["task_id"])  # type: ignore[union-attr]
+            meta["problem"] = private.problem(r["task_id"]) if private else {}
         else:
             meta["answer"] = r["answer"]
         samples.append(Sample(id=str(i), task=r["dataset"], meta=meta))

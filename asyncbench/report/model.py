@@ -10,6 +10,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..benchmarks.base import SCORE_KINDS
 from ..longbench_table import CATEGORIES
 from .baselines import Reference, benchmark_family, references_for
 from .data import RunReport
@@ -60,25 +61,38 @@ def _scalar(value: Any) -> float | None:
     return None
 
 
-def score_cells(scores: dict[str, Any]) -> dict[str, float | None]:
-    """Flatten a scores dict into column key -> number, in the order columns appear."""
+def score_cells(scores: dict[str, Any], columns: tuple[str, ...] = SCORE_KINDS) -> dict[str, float | None]:
+    """Flatten a scores dict into column key -> number, in the order columns appear,
+    showing only the kinds of score the benchmark declares (its SCORE_COLUMNS)."""
     cells: dict[str, float | None] = {}
     for key in ("overall", "overall_en", "overall_zh"):
-        if key in scores and _scalar(scores[key]) is not None:
+        if key in columns and key in scores and _scalar(scores[key]) is not None:
             cells[key] = _scalar(scores[key])
-    for length, value in (scores.get("by_length") or {}).items():
-        cells[f"len:{length}"] = _scalar(value)
+    if "by_length" in columns:
+        for length, value in (scores.get("by_length") or {}).items():
+            cells[f"len:{length}"] = _scalar(value)
     diff = scores.get("diff_16k_minus_4k")
-    if isinstance(diff, dict) and diff.get("average") is not None:
+    if "diff_16k_minus_4k" in columns and isinstance(diff, dict) and diff.get("average") is not None:
         cells["diff_16k_minus_4k"] = float(diff["average"])
-    for key, value in (scores.get("longscore") or {}).items():
-        if key in _LONGSCORE_LABELS and value is not None:
-            cells[f"ls:{key}"] = float(value)
-    for cat, value in (scores.get("by_category") or {}).items():
-        cells[f"cat:{cat}"] = _scalar(value)
-    for task, value in (scores.get("by_task") or {}).items():
-        cells[f"task:{task}"] = _scalar(value)
+    if "longscore" in columns:
+        for key, value in (scores.get("longscore") or {}).items():
+            if key in _LONGSCORE_LABELS and value is not None:
+                cells[f"ls:{key}"] = float(value)
+    if "by_category" in columns:
+        for cat, value in (scores.get("by_category") or {}).items():
+            cells[f"cat:{cat}"] = _scalar(value)
+    if "by_task" in columns:
+        for task, value in (scores.get("by_task") or {}).items():
+            cells[f"task:{task}"] = _scalar(value)
     return cells
+
+
+def declared_columns(benchmark: str) -> tuple[str, ...]:
+    """The score kinds the benchmark of `benchmark` (a run's spec or family) declares."""
+    from ..benchmarks import benchmark_classes
+
+    cls = benchmark_classes().get(benchmark_family(benchmark))
+    return cls.SCORE_COLUMNS if cls is not None else SCORE_KINDS
 
 
 def _label(key: str) -> str:
@@ -97,13 +111,13 @@ def _first_number(text: str) -> float:
     return float(m.group()) if m else float("inf")
 
 
-def _column_order(keys: list[str], refs: list[Reference]) -> list[str]:
+def _column_order(keys: list[str], refs: list[Reference], columns: tuple[str, ...]) -> list[str]:
     """Stored summaries have sorted keys, so the papers' order is restored: headline
     columns first, length bins by length (2k < 16k), then categories and tasks in the
     order of the published tables (LongBench's category order without references)."""
     hint: list[str] = []
     for ref in refs:
-        hint += [k for k in score_cells(ref.scores) if k not in hint]
+        hint += [k for k in score_cells(ref.scores, columns) if k not in hint]
         hint += [f"task:{t}" for t in ref.task_order if f"task:{t}" not in hint]
     for cat, datasets in CATEGORIES.items():
         hint.append(f"cat:{cat}")
@@ -121,13 +135,14 @@ def _column_order(keys: list[str], refs: list[Reference]) -> list[str]:
 
 
 def _leaderboard(benchmark: str, runs: list[RunReport], refs: list[Reference]) -> Leaderboard:
-    rows = [Row(r.label, "run", score_cells(r.scores), run_id=r.run_id) for r in runs]
-    rows += [Row(ref.name, "reference", score_cells(ref.scores), source=ref.source) for ref in refs]
+    columns = declared_columns(benchmark)
+    rows = [Row(r.label, "run", score_cells(r.scores, columns), run_id=r.run_id) for r in runs]
+    rows += [Row(ref.name, "reference", score_cells(ref.scores, columns), source=ref.source) for ref in refs]
     # columns: what the runs have (references only fill in)
     keys: list[str] = []
     for row in rows[: len(runs)]:
         keys += [k for k in row.cells if k not in keys]
-    keys = _column_order(keys, refs) if keys else ["overall"]
+    keys = _column_order(keys, refs, columns) if keys else ["overall"]
     rows = [r for r in rows if r.kind == "run" or any(r.cells.get(k) is not None for k in keys)]
     return Leaderboard(benchmark, [Column(k, _label(k)) for k in keys], rows)
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from ...errors import UserError
 from ...estimators.longscore import DEFAULT_BASE, longscore, parse_length
@@ -25,7 +26,7 @@ from ...longbench_table import first_line
 from ...metrics import judge
 from ...metrics import registry as metrics
 from ...types import Response, Sample, SampleResult
-from ..base import LoadOptions, RunContext
+from ..base import CliOption, Loaded, LoadOptions, RunContext, notes_of
 from .generator import Generator, Unbuildable
 from .sources import NEEDED_EXTRA, load_sources
 from .tasks import NO_CONTEXT_QA, TASKS
@@ -50,20 +51,27 @@ class LongBench100:
     """The 100-LongBench benchmark (seed 002)."""
 
     name = "100-longbench"
+    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "longscore", "by_task")
+    OPTIONS: ClassVar[tuple[CliOption, ...]] = (
+        CliOption("--lengths", "100-LongBench: target lengths, e.g. 2k,4k,8k", kind="list"),
+        CliOption("--base-lengths", "100-LongBench: base-ability lengths for LongScore (default 2k,4k,6k)",
+                  kind="list"),
+        CliOption("--rows", "100-LongBench: samples per task and length (default 100)", kind="int"),
+        CliOption("--seed", "100-LongBench: generator seed (default 42)", kind="int"),
+        CliOption("--prior-threshold", "100-LongBench: exclude QA samples answered above this score without "
+                  "context (default 0.5)", kind="float"),
+    )
 
-    def __init__(self) -> None:
-        self.base_lengths: list[str] = list(DEFAULT_BASE)
-        self.lengths: list[str] = list(DEFAULT_LENGTHS)
-        self.prior_threshold = PRIOR_THRESHOLD
-        self.unbuildable: dict[str, dict[str, str]] = {}
-        self.prior_report: dict[str, Any] = {}
+    def __init__(self, extra: Mapping[str, Any] | None = None) -> None:
+        """Configured once from the run's options; the stages never change it."""
+        extra = extra or {}
+        self.lengths: list[str] = _labels(extra.get("lengths"), DEFAULT_LENGTHS)
+        self.base_lengths: list[str] = _labels(extra.get("base_lengths"), DEFAULT_BASE)
+        self.prior_threshold = float(extra.get("prior_threshold", PRIOR_THRESHOLD))
 
     # -- load ---------------------------------------------------------------------------
     def load(self, opts: LoadOptions) -> list[Sample]:
         extra = opts.extra
-        self.lengths = _labels(extra.get("lengths"), DEFAULT_LENGTHS)
-        self.base_lengths = _labels(extra.get("base_lengths"), DEFAULT_BASE)
-        self.prior_threshold = float(extra.get("prior_threshold", PRIOR_THRESHOLD))
         tasks = list(opts.tasks or TASKS)
         unknown = [t for t in tasks if t not in TASKS]
         if unknown:
@@ -83,14 +91,14 @@ class LongBench100:
         wanted = {n for t in tasks for n in TASKS[t].real + TASKS[t].noise} | NEEDED_EXTRA
         gen = Generator(load_sources(opts.data_dir, wanted), tokenizer, int(extra.get("seed", 42)))
         samples: list[Sample] = []
-        self.unbuildable = {}
+        unbuildable: dict[str, dict[str, str]] = {}
         for task in tasks:
             spec_t = TASKS[task]
             for length in self.lengths:
                 try:
                     built = gen.build(task, length, parse_length(length), rows)
                 except Unbuildable as exc:
-                    self.unbuildable.setdefault(task, {})[length] = str(exc)
+                    unbuildable.setdefault(task, {})[length] = str(exc)
                     continue
                 for b in built:
                     samples.append(
@@ -105,8 +113,8 @@ class LongBench100:
                         )
                     )
         if not samples:
-            raise UserError("no 100-LongBench sample could be built: " + "; ".join(f"{t} {l}: {r}" for t, c in self.unbuildable.items() for l, r in c.items()))
-        return samples
+            raise UserError("no 100-LongBench sample could be built: " + "; ".join(f"{t} {l}: {r}" for t, c in unbuildable.items() for l, r in c.items()))
+        return Loaded(samples, {"unbuildable": unbuildable})
 
     # -- prepare: prior-knowledge filter ---------------------------------------------------
     async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
@@ -141,14 +149,14 @@ class LongBench100:
                 continue
             unverified += v == "unverified"
             kept.append(s)
-        self.prior_report = {
+        prior_report = {
             "threshold": self.prior_threshold,
             "checked": len(qa),
             "excluded": sum(sum(c.values()) for c in excluded.values()),
             "excluded_by_task": {t: dict(c) for t, c in excluded.items()},
             "unverified": unverified,
         }
-        return kept, {"prior_knowledge": self.prior_report}
+        return kept, {"prior_knowledge": prior_report, "unbuildable": notes_of(samples).get("unbuildable", {})}
 
     # -- score ----------------------------------------------------------------------------
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
@@ -177,7 +185,7 @@ class LongBench100:
         return scores
 
     # -- aggregate ------------------------------------------------------------------------
-    def aggregate(self, results: list[SampleResult]) -> dict[str, Any]:
+    def aggregate(self, results: list[SampleResult], prepared: dict[str, Any] | None = None) -> dict[str, Any]:
         cells: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         unscored: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for r in results:
@@ -200,8 +208,8 @@ class LongBench100:
             "by_task_length": by_task_length,
             "overall_tasks": complete,
             "unscored": {t: dict(c) for t, c in unscored.items()},
-            "prior_knowledge": self.prior_report,
-            "unbuildable": self.unbuildable,
+            "prior_knowledge": (prepared or {}).get("prior_knowledge", {}),
+            "unbuildable": (prepared or {}).get("unbuildable", {}),
             "base_lengths": self.base_lengths,
         }
         report["longscore"] = self._longscore(by_length)
