@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from .benchmarks import parse_benchmark
-from .benchmarks.base import LoadOptions, RunContext
+from .benchmarks.base import Benchmark, LoadOptions, RunContext
 from .client import ModelClient, check_reachable, make_client
 from .config import RunConfig
 from .errors import ProviderError
@@ -280,7 +280,7 @@ def _open_in_background(path: Path) -> Future[Store]:
     return future
 
 
-async def _execute(cfg: RunConfig, benchmark: Any, samples: list[Sample] | Iterator[Sample], client: ModelClient,
+async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] | Iterator[Sample], client: ModelClient,
                    judge: ModelClient | None, prices: PriceTable, t_start: float,
                    opening: Future[Store] | None, runner: Runner | None) -> dict[str, Any]:
     spec = client.spec
@@ -366,7 +366,7 @@ def _collect(items: Iterator[Sample], into: list[Sample]) -> Iterator[Sample]:
         yield item
 
 
-async def _score(benchmark: Any, samples: list[Sample], answers: list[Response | ProviderError | None],
+async def _score(benchmark: Benchmark, samples: list[Sample], answers: list[Response | ProviderError | None],
                  cached: list[bool], client: ModelClient, truncated: dict[str, int],
                  ctx: RunContext) -> list[SampleResult]:
     results: list[SampleResult] = []

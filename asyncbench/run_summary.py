@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .benchmarks.base import Scores
 from .client import ModelClient
 from .config import RunConfig
 from .errors import UserError
@@ -67,7 +68,7 @@ def dry_run_summary(cfg: RunConfig, samples: list[Sample], requests: list[Reques
 
 
 def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, samples: list[Sample], results: list[SampleResult],
-             accounts: Accounts, runner: Runner, scores: dict[str, Any], prep_report: dict[str, Any], t_start: float,
+             accounts: Accounts, runner: Runner, scores: Scores, prep_report: dict[str, Any], t_start: float,
              truncated: dict[str, int], max_input: int | None, max_input_source: str, prices: PriceTable,
              client: ModelClient) -> dict[str, Any]:
     wall = time.time() - t_start

@@ -38,7 +38,7 @@ from ..metrics import bamboo as M
 from ..metrics import registry as metrics
 from ..sandbox import Program
 from ..types import Sample, SampleResult
-from .base import CliOption, Loaded, LoadOptions, RunContext, notes_of
+from .base import CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
 
 RELEASE_URL = "https://raw.githubusercontent.com/RUCAIBox/BAMBOO/main/"
 # The files the public release has (all ten at 4k; four at 16k).
@@ -359,7 +359,7 @@ class BambooBenchmark:
         """The PrivateEval paraphrase table, read (once per process) from the data."""
         return load_private_eval(bamboo_dir(self.data_dir)).keywords
 
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> dict[str, Any]:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
         """Per dataset and level in percent (F1 for hallucination detection, with P/R in
         `detail`), per level, 16k - 4k, and format errors. Format errors are re-derived
         from the predictions, which is cheap and needs nothing from scoring time."""
@@ -374,11 +374,13 @@ class BambooBenchmark:
             private = load_private_eval(bamboo_dir(self.data_dir)) if task.startswith("private_eval") else None
             detail[task] = summarise_results(task, by_task_rows[task], private)
             by_task[task] = detail[task]["score"]
-        out: dict[str, Any] = {
+        levels = M.level_report(by_task)
+        out: Scores = {
             "overall": round(sum(by_task.values()) / len(by_task), 2) if by_task else None,
             "by_task": {t: round(v, 2) for t, v in by_task.items()},
+            "by_length": levels["by_length"],
+            "diff_16k_minus_4k": levels["diff_16k_minus_4k"],
         }
-        out.update(M.level_report(by_task))
         out["format_errors"] = {t: d["format_errors"] for t, d in detail.items()}
         out["detail"] = {t: {k: (round(v, 2) if isinstance(v, float) else v) for k, v in d.items()} for t, d in detail.items()}
         return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypedDict
 
 from ..errors import ProviderError
 from ..types import Request, Response, Sample, SampleResult
@@ -36,6 +36,34 @@ class CliOption:
     def key(self) -> str:
         """The option's name in `LoadOptions.extra` (and so in the run id)."""
         return self.flag.lstrip("-").replace("-", "_")
+
+
+class Scores(TypedDict, total=False):
+    """What `aggregate` returns: the paper's numbers (in its scale, e.g. x100) and how
+    they were made. A typed value (every key any benchmark reports, with its type), kept
+    a plain mapping so run.json is the same JSON whatever reads it."""
+
+    overall: float | None
+    overall_en: float | None
+    overall_zh: float | None
+    by_task: dict[str, float]
+    by_category: dict[str, float]
+    by_length: dict[str, Any]
+    diff_16k_minus_4k: dict[str, Any]
+    truncated: dict[str, int]
+    n_scored: int
+    n_failed: int
+    estimate: dict[str, Any]  # MiniLongBench: the full-LongBench estimate
+    format_errors: dict[str, int]  # BAMBOO
+    detail: dict[str, dict[str, Any]]  # BAMBOO: metric parts per task
+    by_task_length: dict[str, dict[str, float]]  # 100-LongBench
+    overall_tasks: list[str]
+    unscored: dict[str, dict[str, int]]
+    prior_knowledge: dict[str, Any]
+    unbuildable: dict[str, dict[str, str]]
+    base_lengths: list[str]
+    longscore: dict[str, Any] | None
+    longscore_by_task: dict[str, dict[str, Any] | None]
 
 
 # The kinds of score a benchmark's `aggregate` may report and declare in SCORE_COLUMNS;
@@ -109,7 +137,7 @@ class Benchmark(Protocol):
         """One score in [0, 1] per prediction; None where scoring itself failed."""
         ...
 
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> dict[str, Any]:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
         """`{"overall": float, "by_task": {task: float}, ...}` as the paper reports
         (scores in the paper's scale, e.g. x100 for LongBench). `report` is what
         `prepare` returned (exclusions, load notes), for benchmarks whose tables show it."""

@@ -19,7 +19,7 @@ from ..errors import UserError
 from ..jsonl_io import iter_json_objects
 from ..metrics import registry as metrics
 from ..types import Sample, SampleResult
-from .base import CliOption, LoadOptions, RunContext
+from .base import CliOption, LoadOptions, RunContext, Scores
 
 # The largest max_tokens a line may ask for: above every provider's output limit.
 MAX_OUTPUT_TOKENS = 1_000_000
@@ -116,7 +116,7 @@ class JsonlBenchmark:
         return [metrics.score(s.metric, pred, s.answers, s.meta) if s.metric and s.answers else None
                 for s, pred in zip(samples, predictions)]
 
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> dict[str, Any]:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
         by_task: dict[str, list[float]] = {}
         for r in results:
             if r.score is not None:

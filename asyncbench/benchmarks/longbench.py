@@ -45,7 +45,7 @@ from ..longbench_table import (
 )
 from ..prompts import LongBenchConfig, fill_prompt, load_config
 from ..types import Sample, SampleResult
-from .base import CliOption, LoadOptions, RunContext
+from .base import CliOption, LoadOptions, RunContext, Scores
 
 LONGBENCH_DATASETS: tuple[str, ...] = NAMES
 # The MiniLongBench release orders datasets this way (multifieldqa before multi_news);
@@ -306,23 +306,24 @@ async def score_longbench(samples: list[Sample], predictions: list[str],
     return list(await anyio.to_thread.run_sync(call))
 
 
-def aggregate_results(results: list[SampleResult], *, by_length: bool) -> dict[str, Any]:
+def aggregate_results(results: list[SampleResult], *, by_length: bool) -> Scores:
     """The paper's numbers (x100) via asyncbench.aggregate, plus how many samples were
     scored, failed (no score: left out of the averages), and truncated (and by how many
     tokens in total). Length bins only for LongBench-E, whose design is length-balanced."""
     from ..aggregate import aggregate_longbench
 
     scored = [r for r in results if r.status == "ok" and r.score is not None]
-    out: dict[str, Any] = {"overall": None, "overall_en": None, "overall_zh": None, "by_task": {}, "by_category": {}}
+    out: Scores = {"overall": None, "overall_en": None, "overall_zh": None, "by_task": {}, "by_category": {}}
     if scored:
         agg = aggregate_longbench(
             (r.meta.get("dataset", r.task), float(r.score), r.meta.get("length") if by_length else None)  # type: ignore[arg-type]
             for r in scored
         )
-        out.update(
-            overall=agg["overall"]["all"], overall_en=agg["overall"]["en"], overall_zh=agg["overall"]["zh"],
-            by_task=agg["by_task"], by_category=agg["by_category"],
-        )
+        out["overall"] = agg["overall"]["all"]
+        out["overall_en"] = agg["overall"]["en"]
+        out["overall_zh"] = agg["overall"]["zh"]
+        out["by_task"] = agg["by_task"]
+        out["by_category"] = agg["by_category"]
         if by_length:
             out["by_length"] = agg.get("by_length", {})
     elif by_length:
@@ -353,7 +354,7 @@ class _LongBenchFamily:
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
         return await score_longbench(samples, predictions, getattr(ctx, "map_chunks", None))
 
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> dict[str, Any]:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
         return aggregate_results(results, by_length=self.by_length)
 
 
@@ -393,7 +394,7 @@ class MiniLongBench(_LongBenchFamily):
     def load(self, opts: LoadOptions) -> list[Sample]:
         return load_minilongbench(opts)
 
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> dict[str, Any]:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
         out = aggregate_results(results, by_length=False)
         out["estimate"] = self.estimate(results)
         return out

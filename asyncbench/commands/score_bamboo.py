@@ -116,7 +116,7 @@ async def score_records(records: list[dict[str, Any]], data_dir: Path | None, op
     scores = await bench.score(samples, preds, ctx)
     results = [SampleResult(sample_id=s.id, task=s.task, status="ok", prediction=p, score=sc, meta=s.meta)
                for s, p, sc in zip(samples, preds, scores)]
-    return bench.aggregate(results)
+    return dict(bench.aggregate(results))
 
 
 def _table(report: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from ...longbench_table import first_line
 from ...metrics import judge
 from ...metrics import registry as metrics
 from ...types import Response, Sample, SampleResult
-from ..base import CliOption, Loaded, LoadOptions, RunContext, notes_of
+from ..base import CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
 from .generator import Generator, Unbuildable
 from .sources import NEEDED_EXTRA, load_sources
 from .tasks import NO_CONTEXT_QA, TASKS
@@ -185,7 +185,7 @@ class LongBench100:
         return scores
 
     # -- aggregate ------------------------------------------------------------------------
-    def aggregate(self, results: list[SampleResult], prepared: dict[str, Any] | None = None) -> dict[str, Any]:
+    def aggregate(self, results: list[SampleResult], prepared: dict[str, Any] | None = None) -> Scores:
         cells: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         unscored: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for r in results:
@@ -201,7 +201,7 @@ class LongBench100:
         lengths = sorted(order, key=lambda label: order[label])
         complete = [t for t, c in by_task_length.items() if all(l in c for l in lengths)]
         by_length = {l: sum(by_task_length[t][l] for t in complete) / len(complete) for l in lengths} if complete else {}
-        report: dict[str, Any] = {
+        report: Scores = {
             "overall": sum(by_length.values()) / len(by_length) if by_length else None,
             "by_task": {t: sum(c.values()) / len(c) for t, c in by_task_length.items()},
             "by_length": by_length,
