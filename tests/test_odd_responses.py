@@ -4,17 +4,16 @@ each prompt's first request in an odd shape and its retry properly."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
+from local_server import LocalServer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,26 +30,11 @@ ODD: dict[str, Any] = {
 }
 
 
-class OddServer:
+class OddServer(LocalServer):
     def __init__(self, odd: Any, header_tokens: str | None = None) -> None:
+        super().__init__()
         self.odd, self.header_tokens = odd, header_tokens
         self.seen: dict[str, int] = {}
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.port = 0
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-
-    def serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app)
-        self.loop.run_until_complete(self.runner.setup())
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.ready.set()
-        self.loop.run_forever()
 
     async def handle(self, request: web.Request) -> web.Response:
         if request.path.endswith("/info"):
@@ -67,16 +51,6 @@ class OddServer:
                                                                           "generated_tokens": 1}}, headers=headers)
         return web.json_response({"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}],
                                   "usage": {"prompt_tokens": 3, "completion_tokens": 1}}, headers=headers)
-
-    def __enter__(self) -> OddServer:
-        self.thread.start()
-        self.ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 def _run(model: str, url: str, tmp: Path) -> dict[str, Any]:

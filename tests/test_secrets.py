@@ -7,18 +7,17 @@ careless server would do.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 from aiohttp import web
+from local_server import LocalServer
 
 REPO = Path(__file__).resolve().parents[1]
 OPENAI_KEY = "sk-openai-test-secret-0123456789"
@@ -27,29 +26,14 @@ SELF_HOSTED_KEY = "selfhosted-secret-987654321"
 URL_PASSWORD = "url-password-secret-5555"
 
 
-class Server:
+class Server(LocalServer):
     """OpenAI chat/completions, TGI /generate and /info, logging headers."""
 
     def __init__(self, echo: bool) -> None:
+        super().__init__()
         self.echo = echo
         self.headers: list[dict[str, str]] = []
         self.calls = 0
-        self.port = 0
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        self._runner = web.AppRunner(app)
-        self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        self._loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self._ready.set()
-        self._loop.run_forever()
 
     async def handle(self, request: web.Request) -> web.Response:
         self.headers.append(dict(request.headers))
@@ -76,19 +60,6 @@ class Server:
             choice = {"index": 0, "text": text, "finish_reason": "stop"}
         return web.json_response({"id": "x", "object": "chat.completion", "model": body.get("model", "m"),
                                   "choices": [choice], "usage": usage})
-
-    def __enter__(self) -> Server:
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        async def stop() -> None:
-            await self._runner.cleanup()
-
-        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
 
 
 @pytest.fixture

@@ -122,7 +122,9 @@ def test_latency_per_token_and_jitter(monkeypatch):
         for i in range(20):
             assert HTTP.post(sim.base_url + "/v1/chat/completions", json=_chat(i)).status_code == 200
     timed = [d for d in delays if d]  # aiohttp's own shutdown also calls sleep(0)
-    assert len(timed) == 20 and all(0.05 <= d <= 0.15 for d in timed) and len(set(timed)) > 1
+    # 100 +/- 50 ms less the simulator's own time on each request (which grows on a busy
+    # machine): never above 150 ms, and spread by the jitter
+    assert len(timed) == 20 and all(0.0 <= d <= 0.15 for d in timed) and max(timed) - min(timed) > 0.02
 
 
 def test_context_length_errors_in_each_api_shape():
