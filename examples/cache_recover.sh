@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# A damaged cache: asyncbench names the recovery command in one line, and `cache recover`
+# copies every readable row into a new file. Runs against the built-in simulator.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+asyncbench run jsonl:examples/my_data.jsonl --model sim --cache "$tmp/cache.duckdb" --out "$tmp/run" --no-progress >/dev/null
+asyncbench cache recover --cache "$tmp/cache.duckdb" --out "$tmp/copy.duckdb"     # every row copied
+head -c 4096 "$tmp/cache.duckdb" > "$tmp/broken.duckdb"; head -c 200000 /dev/urandom >> "$tmp/broken.duckdb"
+asyncbench cache stats --cache "$tmp/broken.duckdb" || true                        # one line naming `cache recover`
