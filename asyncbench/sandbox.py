@@ -420,6 +420,16 @@ def free_names(test: str, imports: str) -> list[str]:
     return sorted(loaded - bound)
 
 
+def require_isolation(python: str, allow_unsafe: bool) -> Isolation:
+    """The isolation model-written code will run under; SandboxUnavailable (one line,
+    before anything is paid for) when there is none and the caller did not accept that."""
+    iso = isolation(python)
+    if not iso.safe and not allow_unsafe:
+        raise SandboxUnavailable("no sandbox here for model-written code: install bubblewrap (bwrap) or run as root "
+                                 "(for namespaces), or pass --allow-unsafe-sandbox to run it unisolated")
+    return iso
+
+
 def check(module: str, test: str = "", entry_point: str | None = None, prompt: str = "",
           limits: Limits = Limits(), python: str | None = None, allow_unsafe: bool = False) -> Outcome:
     """Run `module` (model-written code) in the sandbox and `test` (the benchmark's
@@ -427,10 +437,7 @@ def check(module: str, test: str = "", entry_point: str | None = None, prompt: s
     checker. Without a test, the verdict is whether the module ran to its end (used by
     the containment tests; that one is the sandbox's word, so never a score)."""
     python = python or sys.executable
-    iso = isolation(python)
-    if not iso.safe and not allow_unsafe:
-        raise SandboxUnavailable("no sandbox here for model-written code: install bubblewrap (bwrap) or run as root "
-                                 "(for namespaces), or pass --allow-unsafe-sandbox to run it unisolated")
+    iso = require_isolation(python, allow_unsafe)
     uid = _random_uid() if iso.mode == "namespaces" and iso.private_uid else None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="asyncbench-sandbox-") as tmp:
@@ -520,8 +527,7 @@ async def check_many(programs: Sequence[Program], limits: Limits = Limits(), wor
     import anyio
 
     python = python or sys.executable
-    if not isolation(python).safe and not allow_unsafe:
-        check("", python=python)  # raises SandboxUnavailable with its message
+    require_isolation(python, allow_unsafe)  # once, before any sample
     limiter = anyio.CapacityLimiter(max(1, workers))
     unique = list(dict.fromkeys(programs))
     results: dict[Program, Outcome] = {}

@@ -27,6 +27,18 @@ RUNS = {
 }
 
 
+def _rounded(value: object) -> object:
+    """Floats to 6 significant digits: the IRT fit's last bits differ between CPUs (BLAS,
+    vector width), and a fingerprint must catch changed behaviour, not a different machine."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
 def fingerprint(tree: Path, name: str) -> dict[str, object]:
     """Run one benchmark against the built-in simulator from `tree`'s code."""
     import duckdb
@@ -45,7 +57,7 @@ def fingerprint(tree: Path, name: str) -> dict[str, object]:
         rows = con.execute("select key, text, finish_reason, prompt_tokens, completion_tokens "
                            "from responses order by key").fetchall()
         con.close()
-    scores = json.dumps(run["scores"], sort_keys=True)
+    scores = json.dumps(_rounded(run["scores"]), sort_keys=True)
     return {"scores_sha256": hashlib.sha256(scores.encode()).hexdigest()[:16],
             "cache_sha256": hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16],
             "responses": len(rows)}

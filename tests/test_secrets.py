@@ -41,13 +41,14 @@ class Server(LocalServer):
         auth = request.headers.get("Authorization", "")
         if request.path.endswith("/info"):
             return web.json_response({"model_id": "m", "max_input_tokens": 4000, "max_total_tokens": 4096})
-        if self.echo and self.calls % 2 == 1:  # every other call: an error that repeats the key
+        raw = await request.text()
+        if self.echo and ("question 0" in raw or "prompt 0" in raw):  # always an error that repeats the key
             return web.json_response({"error": {"message": f"upstream rejected credentials {auth!r}"}}, status=503)
         text = f"answer; you sent {auth}" if self.echo else "answer"
         if request.path.endswith("/generate"):
             return web.json_response({"generated_text": text, "details": {"finish_reason": "length",
                                                                             "generated_tokens": 2}})
-        body = await request.json()
+        body = json.loads(raw)
         if request.path.endswith("/messages"):  # Anthropic
             return web.json_response({"id": "x", "type": "message", "role": "assistant", "model": body["model"],
                                       "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
@@ -137,7 +138,9 @@ def test_an_echoed_key_reaches_no_file_and_no_output(model: str, path: str, data
     assert (tmp_path / "out" / "run.json").exists(), done.stderr
     for text in outputs:
         assert SELF_HOSTED_KEY not in text
-    assert "[REDACTED]" in done.stdout  # the echo was there, masked
+    summary = json.loads(done.stdout)
+    assert {f["sample_id"] for f in summary["failures"]} == {"c0", "r0"}
+    assert all("[REDACTED]" in f["error"] for f in summary["failures"])  # the echo was there, masked
 
 
 def test_url_credentials_authenticate_but_are_never_stored(data: Path, tmp_path: Path) -> None:

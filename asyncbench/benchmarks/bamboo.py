@@ -325,14 +325,11 @@ class BambooBenchmark:
             report["not_in_data"] = list(notes["missing"])
         if any(s.meta.get("dataset") == "private_eval" for s in samples):
             # Checked before any request is paid for: model code needs a sandbox.
-            from ..sandbox import SandboxUnavailable, isolation
+            from ..sandbox import require_isolation
 
             options = ctx.options if ctx is not None else {}
             python = options.get("sandbox_python") or os.environ.get(SANDBOX_PYTHON_ENV) or sys.executable
-            iso = isolation(python)
-            if not iso.safe and not options.get("allow_unsafe_sandbox"):
-                raise SandboxUnavailable("BAMBOO private_eval runs model-written code and there is no sandbox here: "
-                                         "install bubblewrap (bwrap) or run as root, or pass --allow-unsafe-sandbox")
+            iso = require_isolation(python, bool(options.get("allow_unsafe_sandbox")))
             report["sandbox"] = {"isolation": iso.mode, "describe": iso.describe()}
         return samples, report
 
