@@ -26,7 +26,8 @@ class ModelClient:
         self.spec = spec
         self.provider = provider
         self.api_key = api_key  # handed to Ray workers only; never stored or printed
-        self.price: Price = prices.price(spec.model, by_prefix=provider.priced_by_prefix)
+        self.price: Price = prices.price(spec.model, by_prefix=provider.priced_by_prefix,
+                                         billed=provider.bills_per_token)
         self.limiter = RateLimiter(rpm, tpm)
         self.pool = EndpointPool(spec.base_urls, cfg.concurrency)
         # Token counting for TPM: tiktoken for OpenAI models, ceil(chars/4) otherwise.
@@ -40,7 +41,8 @@ class ModelClient:
         return self.counter.count(text) if self.counter else approx_count(text)
 
     def request(self, *, prompt: str | None = None, messages: list[dict[str, str]] | None = None,
-                max_tokens: int, temperature: float = 0.0, repeat: int = 0, chat: bool = True) -> Request:
+                max_tokens: int, temperature: float = 0.0, repeat: int = 0, chat: bool = True,
+                task: str | None = None) -> Request:
         """A Request in the shape this provider takes: one plain user message for chat APIs,
         raw text for completion endpoints and for TGI's non-chat prompts."""
         if messages is None:
@@ -51,7 +53,7 @@ class ModelClient:
                 prompt, messages = None, [{"role": "user", "content": text}]
         return Request(provider=self.spec.provider, model=self.spec.model, endpoint_id=self.spec.endpoint_id,
                        prompt=prompt, messages=messages, max_tokens=max_tokens, temperature=temperature,
-                       repeat=repeat)
+                       repeat=repeat, task=task)
 
 
 def make_client(spec: ModelSpec, cfg: RunConfig, prices: PriceTable, rpm: float | None,

@@ -91,10 +91,13 @@ class RunConfig:
             validate_base_url(url, "--judge-base-url")
         return self
 
-    def run_id(self, endpoint_id: str) -> str:
-        """Stable over what changes results; blind to limits, concurrency, paths, keys."""
+    def run_id(self, endpoint_id: str, data: str) -> str:
+        """Stable over what changes results — settings, endpoint identity and `data` (a hash
+        of the samples' content, so an edited file is a new run); blind to limits,
+        concurrency, paths and keys."""
         ident = {k: getattr(self, k) for k in ("benchmark", "model", "api", "limit", "max_input_tokens",
                                                 "tokenizer", "temperature", "repeat", "judge", "extra")}
         ident["endpoint"] = endpoint_id
+        ident["data"] = data
         blob = json.dumps(ident, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]

@@ -8,7 +8,9 @@ run: everything already answered comes from the cache and nothing is paid twice.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,14 +22,15 @@ from typing import Any
 import anyio
 
 from .benchmarks import parse_benchmark
-from .benchmarks.base import Benchmark, LoadOptions, RunContext
+from .benchmarks.base import Benchmark, LoadOptions, RunContext, notes_of
 from .client import ModelClient, check_reachable, make_client
 from .config import RunConfig
-from .errors import ProviderError
-from .pricing import PriceTable
+from .errors import ProviderError, UserError
+from .ledger import NO_TASK, SETTLED, InvocationEntry, RequestEntry, SampleEntry, account, merge_sample
+from .pricing import SHAPE, PriceTable
 from .progress import RunProgress
 from .resolve import SimProcesses, max_input_tokens, resolve_model, truncation_tokenizer
-from .run_summary import Accounts, PurposeTotals, dry_run_summary, out_dir, public_config, run_summary, write_out
+from .run_summary import Latencies, dry_run_summary, out_dir, public_config, run_summary, write_out
 from .runners import Runner, make_runner
 from .scheduler import Budget, Job, Outcome
 from .secrets import redact, redact_json, secret_values, strip_userinfo
@@ -42,27 +45,30 @@ STREAM_CHUNK = 256
 
 @dataclass
 class Generated:
-    """What `Engine.generate` returns, one entry per request in order."""
+    """What `Engine.generate` returns, one entry per request in order; `sources` says what
+    became of each (ledger.REQUEST_SOURCES)."""
 
     answers: list[Response | ProviderError | None]
-    cached: list[bool]
+    sources: list[str]
     keys: list[str]
 
 
 class Engine:
     """Cache-first generation through the scheduler; one writer to the store."""
 
-    def __init__(self, store: Store, run_id: str, progress_enabled: bool | None, max_cost: float | None,
+    def __init__(self, store: Store, run_id: str, invocation: int, progress_enabled: bool | None, budget: Budget,
                  runner: Runner) -> None:
         self.store = store
         self.runner = runner
         self.run_id = run_id
+        self.invocation = invocation
         self.progress_enabled = progress_enabled
-        self.budget = Budget(max_cost)
-        self.accounts = Accounts()
+        self.budget = budget
+        self.latencies = Latencies()
         self.secrets = secret_values()
         self.pending_responses: list[ResponseRow] = []
         self.pending_failures: list[FailureRow] = []
+        self.pending_ledger: list[RequestEntry] = []
         self._flush_event = anyio.Event()
         self._db_lock = anyio.Lock()
 
@@ -78,10 +84,13 @@ class Engine:
         async with self._db_lock:
             responses, self.pending_responses = self.pending_responses, []
             failures, self.pending_failures = self.pending_failures, []
+            ledger, self.pending_ledger = self.pending_ledger, []
             if responses:
                 await anyio.to_thread.run_sync(self.store.put_responses, responses)
             if failures:
                 await anyio.to_thread.run_sync(self.store.put_failures, failures)
+            if ledger:  # after the answers they paid for: a crash between keeps the answer
+                await anyio.to_thread.run_sync(self.store.put_ledger_requests, self.run_id, ledger)
 
     def wake_writer(self) -> None:
         self._flush_event.set()
@@ -108,15 +117,16 @@ class Engine:
         streamed data file); `samples[i]` is the sample of the i-th request, for the
         failure log, and may grow as the iterator runs."""
         total = len(requests) if isinstance(requests, Sized) else None
-        progress = RunProgress(total, 0, label or f"{purpose} {client.spec.label}", self.progress_enabled)
-        call = _Generation(self, client, iter(requests), self.accounts.totals.setdefault(purpose, PurposeTotals()),
-                           samples, progress)
+        progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled)
+        call = _Generation(self, client, iter(requests), purpose, samples, progress)
         try:
             with progress:
                 outcomes = await self.runner.run(client, call.jobs(), budget=self.budget, on_outcome=call.on_outcome)
         finally:  # also when the data stream fails part-way: keep every answer received
             await self.flush()
-        return call.generated(outcomes)
+        generated = call.generated(outcomes)
+        await self.flush()
+        return generated
 
 
 class _Generation:
@@ -124,17 +134,17 @@ class _Generation:
     their keys, cache hits and in-run duplicates; the methods that feed the runner, take
     its outcomes (accounts, cache rows, progress) and put the answers in request order."""
 
-    def __init__(self, engine: Engine, client: ModelClient, source: Iterator[Request], totals: PurposeTotals,
+    def __init__(self, engine: Engine, client: ModelClient, source: Iterator[Request], purpose: str,
                  samples: Sequence[Sample] | None, progress: RunProgress) -> None:
         self.engine = engine
         self.client = client
         self.source = source
-        self.totals = totals
+        self.purpose = purpose
         self.samples = samples
         self.progress = progress
         self.requests: list[Request] = []
         self.keys: list[str] = []
-        self.cached: list[bool] = []
+        self.sources: list[str] = []
         self.hits: dict[int, Response] = {}
         self.first_index: dict[str, int] = {}
         self.duplicates: list[tuple[int, int]] = []
@@ -149,14 +159,13 @@ class _Generation:
             self.requests.extend(chunk)
             chunk_keys, hits = await self.engine.keys_and_hits(chunk)
             self.keys.extend(chunk_keys)
-            self.cached.extend([False] * len(chunk))
+            self.sources.extend(["skipped_budget"] * len(chunk))  # until an outcome says otherwise
             for i, key in enumerate(chunk_keys, start=lo):
                 hit = hits.get(key)
                 if hit is not None:
                     self._from_cache(i, hit)
                 elif key in self.first_index:  # identical request twice in one run: send once
                     self.duplicates.append((i, self.first_index[key]))
-                    self.progress.add_cached()
                 else:
                     if not client.reachable:  # only once something must be sent
                         await check_reachable(client)
@@ -168,35 +177,47 @@ class _Generation:
                     yield Job(index=i, request=req, tokens=tokens, est_cost=est)
         self.progress.set_total(len(self.requests))
 
+    def _task(self, i: int) -> str:
+        if self.samples is not None:
+            return self.samples[i].task
+        return self.requests[i].task or NO_TASK
+
+    def _entry(self, i: int, source: str, **fields: Any) -> RequestEntry:
+        sid = self.samples[i].id if self.samples is not None else None
+        return RequestEntry(invocation=self.engine.invocation, purpose=self.purpose, task=self._task(i), source=source,
+                            key=self.keys[i], sample_id=sid, **fields)
+
     def _from_cache(self, i: int, hit: CachedResponse) -> None:
         usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens)
         self.hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
-        self.cached[i] = True
-        self.totals.cached += 1
-        self.totals.cost_saved_by_cache_usd += self.client.price.cost(usage)
-        self.engine.accounts.cached_latencies.append(hit.latency_ms)
-        self.progress.add_cached()
+        self.sources[i] = "from_cache"
+        # what the answer cost when it was paid (its cache row), not today's list price
+        self.engine.pending_ledger.append(self._entry(
+            i, "from_cache", prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens,
+            cached_prompt_tokens=hit.cached_prompt_tokens, saved_usd=hit.cost_usd or 0.0, latency_ms=hit.latency_ms))
+        self.engine.latencies.cached.append(hit.latency_ms)
+        self.progress.add("from_cache")
 
     def on_outcome(self, outcome: Outcome) -> None:
         """Account for one outcome and queue its row for the store (written by the
         engine's writer in small batches)."""
         if outcome.response is not None:
-            self._answered(outcome.index, outcome.response)
+            self._answered(outcome.index, outcome.response, outcome.attempts)
         elif outcome.error is not None:
             self._failed(outcome.index, outcome.error, outcome.attempts)
-        self.engine.wake_writer()
+        self.engine.wake_writer()  # not sent (the budget was reached): booked in `generated`
 
-    def _answered(self, i: int, resp: Response) -> None:
-        engine, req, totals = self.engine, self.requests[i], self.totals
+    def _answered(self, i: int, resp: Response, attempts: int) -> None:
+        engine, req, usage = self.engine, self.requests[i], resp.usage
         if engine.secrets and any(s in resp.text for s in engine.secrets):
             resp.text = redact(resp.text)  # a server that echoes the key into its answer
-        cost = self.client.price.cost(resp.usage)
-        totals.requests += 1
-        totals.prompt_tokens += resp.usage.prompt_tokens
-        totals.completion_tokens += resp.usage.completion_tokens
-        totals.cached_prompt_tokens += resp.usage.cached_prompt_tokens
-        totals.cost_usd += cost
-        engine.accounts.fresh_latencies.append(resp.latency_ms)
+        cost = self.client.price.cost(usage)
+        self.sources[i] = "sent"
+        engine.pending_ledger.append(self._entry(
+            i, "sent", prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+            cached_prompt_tokens=usage.cached_prompt_tokens, cost_usd=cost, latency_ms=resp.latency_ms,
+            attempts=attempts))
+        engine.latencies.fresh.append(resp.latency_ms)
         canonical = req.canonical()
         # the prompt itself is benchmark data (and the key is its hash): keep only its size
         canonical["prompt_chars"] = len(canonical.pop("prompt") or "") + sum(
@@ -207,23 +228,34 @@ class _Generation:
             prompt_tokens=resp.usage.prompt_tokens, completion_tokens=resp.usage.completion_tokens,
             cached_prompt_tokens=resp.usage.cached_prompt_tokens, latency_ms=resp.latency_ms, cost_usd=cost,
             served_by=strip_userinfo(resp.endpoint), created_at=time.time()))
-        self.progress.advance(True, resp.usage.prompt_tokens + resp.usage.completion_tokens, cost)
+        self.progress.add("sent", usage.prompt_tokens + usage.completion_tokens, cost)
 
     def _failed(self, i: int, err: ProviderError, attempts: int) -> None:
-        self.totals.failed += 1
+        self.sources[i] = "failed"
+        self.engine.pending_ledger.append(self._entry(i, "failed", attempts=attempts))
         sid = self.samples[i].id if self.samples is not None else None
         self.engine.pending_failures.append(FailureRow(key=self.keys[i], run_id=self.engine.run_id, sample_id=sid,
                                                        kind=err.kind, status=err.status, message=err.message,
                                                        attempts=attempts))
-        self.progress.advance(False, 0, 0.0)
+        self.progress.add("failed")
 
     def generated(self, outcomes: list[Outcome]) -> Generated:
+        """Answers in request order. A request identical to an earlier one of this call
+        shares its answer: "shared" when there is one, else what became of the original."""
         answers: list[Response | ProviderError | None] = [self.hits.get(i) for i in range(len(self.requests))]
         for o in outcomes:
             answers[o.index] = o.response if o.response is not None else o.error
+        copies = {i for i, _ in self.duplicates}
+        for i, source in enumerate(self.sources):
+            if source == "skipped_budget" and i not in copies:  # never sent, with or without an outcome
+                self.engine.pending_ledger.append(self._entry(i, "skipped_budget"))
+                self.progress.add("skipped_budget")
         for i, j in self.duplicates:
             answers[i] = answers[j]
-        return Generated(answers, self.cached, self.keys)
+            self.sources[i] = "shared" if self.sources[j] in ("sent", "from_cache") else self.sources[j]
+            self.engine.pending_ledger.append(self._entry(i, "shared"))
+            self.progress.add(self.sources[i])
+        return Generated(answers, self.sources, self.keys)
 
 
 async def execute(cfg: RunConfig) -> dict[str, Any]:
@@ -253,10 +285,11 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
             judge_spec = spec if same else resolve_model(cfg.judge, cfg.judge_base_urls, cfg, stack)
             # The same model as judge is the same client: one limiter and pool for both.
             judge = client if same else make_client(judge_spec, cfg, prices, None, None)
+        unpriced = _check_prices(cfg, [c for c in (client, judge) if c is not None])
         if not cfg.dry_run:
             runner = make_runner(cfg)
         try:
-            return await _execute(cfg, benchmark, samples, client, judge, prices, t_start, opening, runner)
+            return await _execute(cfg, benchmark, samples, client, judge, prices, unpriced, t_start, opening, runner)
         finally:
             await client.provider.aclose()
             if judge is not None and judge is not client:
@@ -267,6 +300,19 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
         if opening is not None and opening.exception() is None:
             opening.result().close()  # closing twice is harmless
         stack.close()
+
+
+def _check_prices(cfg: RunConfig, clients: list[ModelClient]) -> list[str]:
+    """Models whose cost is unknown. --max-cost cannot be kept for them: refuse to start
+    (nothing sent yet); without a budget, warn once and label their costs "unpriced"."""
+    unpriced = list(dict.fromkeys(c.spec.label for c in clients if not c.price.priced))
+    if unpriced and cfg.max_cost is not None:
+        raise UserError(f"{', '.join(unpriced)} has no price in asyncbench's table, so --max-cost cannot be kept; "
+                        f"pass --prices FILE giving its USD per million tokens ({SHAPE})")
+    if unpriced and not cfg.dry_run:
+        print(f"asyncbench: warning: {', '.join(unpriced)} has no price; its cost shows as unpriced "
+              "(pass --prices FILE to price it)", file=sys.stderr)
+    return unpriced
 
 
 def _open_in_background(path: Path) -> Future[Store]:
@@ -281,10 +327,14 @@ def _open_in_background(path: Path) -> Future[Store]:
 
 
 async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] | Iterator[Sample], client: ModelClient,
-                   judge: ModelClient | None, prices: PriceTable, t_start: float,
+                   judge: ModelClient | None, prices: PriceTable, unpriced: list[str], t_start: float,
                    opening: Future[Store] | None, runner: Runner | None) -> dict[str, Any]:
     spec = client.spec
-    run_id = cfg.run_id(spec.endpoint_id)
+    if isinstance(samples, list):
+        data_id = samples_digest(samples)
+    else:  # streamed: the benchmark hashes its file's bytes (content, not path)
+        data_id = benchmark.fingerprint() if hasattr(benchmark, "fingerprint") else ""
+    run_id = cfg.run_id(spec.endpoint_id, data_id)
     max_input, max_input_source = await max_input_tokens(cfg, spec, client.provider)
     tokenizer = truncation_tokenizer(cfg, spec) if max_input else None
 
@@ -307,10 +357,15 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         samples = list(samples)
         return dry_run_summary(cfg, samples, [build(s) for s in samples], client, run_id, truncated, max_input)
 
-    out_dir(cfg, run_id)  # checked before anything is sent
+    out = out_dir(cfg, run_id)  # checked before anything is sent
     with opening.result() as store:
         store.start_run(run_id, cfg.benchmark, spec.label, public_config(cfg, spec))
-        engine = Engine(store, run_id, cfg.progress, cfg.max_cost, runner)
+        before = store.ledger(run_id)
+        invocation = InvocationEntry(len(before.invocations) + 1, t_start)
+        store.put_invocation(run_id, invocation)
+        # --max-cost is the run's budget across its invocations: what earlier ones paid counts
+        budget = Budget(cfg.max_cost, spent=sum(r.cost_usd for r in before.requests))
+        engine = Engine(store, run_id, invocation.invocation, cfg.progress, budget, runner)
 
         async def ctx_generate(reqs: list[Request], purpose: str) -> list[Response | ProviderError]:
             target = judge if purpose == "judge" and judge is not None else client
@@ -318,9 +373,10 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
             return [a if a is not None else ProviderError("fatal", "budget reached (--max-cost)") for a in answers]
 
         def ctx_make_request(spec_or_none: str | None = None, prompt: str | None = None,
-                             messages: list[dict[str, str]] | None = None, max_tokens: int = 128) -> Request:
+                             messages: list[dict[str, str]] | None = None, max_tokens: int = 128,
+                             task: str | None = None) -> Request:
             target = judge if spec_or_none and judge is not None else client
-            return target.request(prompt=prompt, messages=messages, max_tokens=max_tokens)
+            return target.request(prompt=prompt, messages=messages, max_tokens=max_tokens, task=task)
 
         ctx = RunContext(model_spec=spec.label, generate=ctx_generate, make_request=ctx_make_request,
                          options={"judge": cfg.judge, **cfg.extra},
@@ -335,28 +391,72 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
                 else:  # streamed: prepare() is the identity for such benchmarks
                     kept, prep_report = [], {}
                     kept_requests = (build(s) for s in _collect(samples, kept))
-                out = await engine.generate(client, kept_requests, "eval", kept,
-                                            label=f"{cfg.benchmark} {spec.label}")
-                results = await _score(benchmark, kept, out.answers, out.cached, client, truncated, ctx)
+                generated = await engine.generate(client, kept_requests, "eval", kept,
+                                                  label=f"{cfg.benchmark} {spec.label}")
+                results = await _score(benchmark, kept, generated, client, truncated, ctx)
             except Exception as exc:
                 failure = exc
             await engine.flush()
             tg.cancel_scope.cancel()
         if failure is not None:
             raise failure
-        for r, key in zip(results, out.keys):
-            r.key = key
-        store.put_results([_result_row(run_id, r) for r in results])
-        scores = benchmark.aggregate(results, prep_report)
         loaded = samples if isinstance(samples, list) else kept
-        summary = run_summary(cfg, run_id, spec, loaded, results, engine.accounts, runner, scores, prep_report, t_start,
-                           truncated, max_input, max_input_source, prices, client)
+        previous = {e.sample_id: e for e in before.samples}
+        rows = [_result_row(run_id, r, merge_sample(previous.get(r.sample_id),
+                                                    SampleEntry(r.sample_id, r.task, status, invocation.invocation)))
+                for r, status in zip(results, _statuses(results, generated.sources))]
+        rows += _unsent_rows(run_id, invocation.invocation, loaded, kept)
+        store.put_results(rows)
+        stats = runner.stats()
+        invocation.wall_s = round(time.time() - t_start, 3)
+        invocation.requests, invocation.retries = stats.requests_sent, stats.retries
+        invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
+        invocation.finished = True
+        ledger = store.ledger(run_id)
+        invocation.complete = all(e.status in SETTLED for e in ledger.samples)
+        store.put_invocation(run_id, invocation)
+        ledger.invocations[-1] = invocation
+        scores = benchmark.aggregate(results, prep_report)
+        summary = run_summary(cfg, run_id, spec, account(ledger.samples, ledger.requests, ledger.invocations),
+                              ledger.samples, engine.latencies, runner, scores, prep_report, truncated, max_input,
+                              max_input_source, prices, client, unpriced)
         summary = dict(redact_json(summary))
-        n_failed = summary["n_failed"]
-        store.finish_run(run_id, "completed" if n_failed == 0 and summary["n_skipped_budget"] == 0 else "partial",
-                         summary)
-    write_out(cfg, summary)
+        store.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)
+    write_out(out, summary)
     return summary
+
+
+def _statuses(results: list[SampleResult], sources: list[str]) -> list[str]:
+    """Each scored sample's ledger status, from what became of its request."""
+    out = []
+    for r, source in zip(results, sources):
+        if r.status == "ok":
+            out.append({"sent": "answered", "from_cache": "from_cache"}.get(source, "shared"))
+        else:
+            out.append("failed" if r.status == "failed" else "skipped_budget")
+    return out
+
+
+def _unsent_rows(run_id: str, invocation: int, loaded: list[Sample], kept: list[Sample]) -> list[dict[str, Any]]:
+    """Ledger rows of samples that never became requests: left out by the benchmark's own
+    rule (prepare), or malformed rows skipped at load (--skip-bad-rows)."""
+    kept_ids = {s.id for s in kept}
+    rows = [{"run_id": run_id, "sample_id": s.id, "task": s.task, "purpose": "eval", "status": "excluded",
+             "invocation": invocation, "meta_json": "{}"} for s in loaded if s.id not in kept_ids]
+    for bad in notes_of(loaded).get("skipped_rows", []):
+        rows.append({"run_id": run_id, "sample_id": bad.sample_id, "task": bad.task, "purpose": "eval",
+                     "status": "skipped_bad_row", "error": bad.describe(), "invocation": invocation, "meta_json": "{}"})
+    return rows
+
+
+def samples_digest(samples: list[Sample]) -> str:
+    """sha256 of what the samples ask and expect, in order."""
+    h = hashlib.sha256()
+    for s in samples:
+        h.update(json.dumps([s.id, s.task, s.messages, s.answers, s.max_tokens, s.metric, s.chat],
+                            default=str, ensure_ascii=False).encode())
+        h.update((s.prompt or "").encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
 
 
 def _collect(items: Iterator[Sample], into: list[Sample]) -> Iterator[Sample]:
@@ -366,13 +466,12 @@ def _collect(items: Iterator[Sample], into: list[Sample]) -> Iterator[Sample]:
         yield item
 
 
-async def _score(benchmark: Benchmark, samples: list[Sample], answers: list[Response | ProviderError | None],
-                 cached: list[bool], client: ModelClient, truncated: dict[str, int],
-                 ctx: RunContext) -> list[SampleResult]:
+async def _score(benchmark: Benchmark, samples: list[Sample], generated: Generated, client: ModelClient,
+                 truncated: dict[str, int], ctx: RunContext) -> list[SampleResult]:
     results: list[SampleResult] = []
     ok_samples, ok_preds, ok_results = [], [], []
-    for s, ans, was_cached in zip(samples, answers, cached):
-        r = SampleResult(sample_id=s.id, task=s.task, status="failed", cached=was_cached,
+    for s, ans, source, key in zip(samples, generated.answers, generated.sources, generated.keys):
+        r = SampleResult(sample_id=s.id, task=s.task, status="failed", cached=source != "sent", key=key,
                          truncated_tokens=truncated.get(s.id, 0), meta=dict(s.meta), references=list(s.answers))
         if isinstance(ans, Response):
             r.status = "ok"
@@ -398,8 +497,9 @@ async def _score(benchmark: Benchmark, samples: list[Sample], answers: list[Resp
     return results
 
 
-def _result_row(run_id: str, r: SampleResult) -> dict[str, Any]:
+def _result_row(run_id: str, r: SampleResult, entry: SampleEntry) -> dict[str, Any]:
     row = dict(vars(r))  # shallow: dataclasses.asdict deep-copies and costs ~0.1 ms a row
     meta = row.pop("meta")
-    row.update(run_id=run_id, purpose="eval", meta_json=json.dumps(meta, default=str, ensure_ascii=False))
+    row.update(run_id=run_id, purpose="eval", meta_json=json.dumps(meta, default=str, ensure_ascii=False),
+               status=entry.status, invocation=entry.invocation)
     return row

@@ -3,7 +3,9 @@
 Prices are looked up by model name: exact match first, then the longest table entry the
 name starts with (so `gpt-4o-2024-08-06` prices as `gpt-4o`, `claude-sonnet-4-5-20250929`
 as `claude-sonnet-4-5`). Self-hosted models (tgi, openai-compat) cost nothing unless the
-user's price file names them.
+user's price file names them. A model of a provider that bills per token (OpenAI,
+Anthropic) missing from the table is *unpriced*: its cost is unknown, not $0, and
+`--max-cost` refuses it (see `Price.priced`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class Price:
     input: float
     output: float
     cached_input: float
+    priced: bool = True  # False: a billed model missing from the table (its costs read 0)
 
     def cost(self, usage: Usage) -> float:
         uncached = max(0, usage.prompt_tokens - usage.cached_prompt_tokens)
@@ -34,6 +37,7 @@ class Price:
 
 
 FREE = Price(0.0, 0.0, 0.0)
+UNPRICED = Price(0.0, 0.0, 0.0, priced=False)
 
 
 SHAPE = '{"models": {NAME: {"input": USD per Mtok, "output": ..., "cached_input": ...}}}'
@@ -61,7 +65,8 @@ def _read_prices(path: Path) -> dict[str, Price]:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise UserError(f"price file {path}: {name}.{key} must be a finite number >= 0 (USD per million "
                                 f"tokens), not {value!r}")
-        out[str(name)] = Price(*(float(values[k] or 0.0) for k in ("input", "output", "cached_input")))
+        out[str(name)] = Price(float(values["input"] or 0.0), float(values["output"] or 0.0),
+                                float(values["cached_input"] or 0.0))
     return out
 
 
@@ -74,11 +79,11 @@ class PriceTable:
             self.models.update(_read_prices(Path(user_file)))
             self.version += f"+{Path(user_file).name}"
 
-    def price(self, model: str, *, by_prefix: bool) -> Price:
+    def price(self, model: str, *, by_prefix: bool, billed: bool = False) -> Price:
         if model in self.models:
             return self.models[model]
         if by_prefix:
             best = max((k for k in self.models if model.startswith(k)), key=len, default=None)
             if best:
                 return self.models[best]
-        return FREE
+        return UNPRICED if billed else FREE

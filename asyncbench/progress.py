@@ -12,13 +12,16 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+# Progress names for what became of each request; for the evaluated model's requests
+# these are its samples' statuses, so the bar's final counts are the summary's.
+LABELS = {"sent": "answered", "from_cache": "cached", "shared": "shared", "failed": "failed",
+          "skipped_budget": "skipped"}
+
 
 class RunProgress:
-    def __init__(self, total: int | None, cached: int, label: str, enabled: bool | None = None) -> None:
+    def __init__(self, total: int | None, label: str, enabled: bool | None = None) -> None:
         self.total = total
-        self.cached = cached
-        self.done = cached
-        self.failed = 0
+        self.counts = dict.fromkeys(LABELS, 0)
         self.tokens = 0
         self.spend = 0.0
         self.t0 = time.monotonic()
@@ -31,12 +34,16 @@ class RunProgress:
                 TextColumn("{task.fields[stats]}"), TimeElapsedColumn(),
                 console=Console(stderr=True), transient=False, refresh_per_second=8,
             )
-            self._task = self._progress.add_task(label, total=total, completed=cached, stats=self._stats())
+            self._task = self._progress.add_task(label, total=total, completed=0, stats=self._stats())
+
+    @property
+    def done(self) -> int:
+        return sum(self.counts.values())
 
     def _stats(self) -> str:
         elapsed = max(1e-6, time.monotonic() - self.t0)
-        return (f"failed {self.failed}  cached {self.cached}  "
-                f"{self.tokens / elapsed:,.0f} tok/s  ${self.spend:,.4f}")
+        counts = "  ".join(f"{name} {self.counts[source]}" for source, name in LABELS.items())
+        return f"{counts}  {self.tokens / elapsed:,.0f} tok/s  ${self.spend:,.4f}"
 
     def __enter__(self) -> RunProgress:
         if self._progress:
@@ -54,14 +61,9 @@ class RunProgress:
         if self._progress:
             self._progress.update(self._task, total=total)
 
-    def add_cached(self) -> None:
-        """One more answer served from the cache (found while the run streams)."""
-        self.cached += 1
-        self.done += 1
-
-    def advance(self, ok: bool, tokens: int, cost: float) -> None:
-        self.done += 1
-        self.failed += 0 if ok else 1
+    def add(self, source: str, tokens: int = 0, cost: float = 0.0) -> None:
+        """One request settled (ledger.REQUEST_SOURCES): its tokens and cost if it was paid."""
+        self.counts[source] += 1
         self.tokens += tokens
         self.spend += cost
         now = time.monotonic()

@@ -14,33 +14,22 @@ from .benchmarks.base import Scores
 from .client import ModelClient
 from .config import RunConfig
 from .errors import UserError
+from .ledger import SampleEntry, hint_for, partial_label
 from .percentiles import percentiles
 from .pricing import PriceTable
 from .providers.base import ModelSpec
 from .runners.base import Runner
 from .secrets import redact_json
-from .types import Request, Sample, SampleResult
+from .types import Request, Sample
 
 
 @dataclass
-class PurposeTotals:
-    requests: int = 0
-    cached: int = 0
-    failed: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    cost_usd: float = 0.0
-    cost_saved_by_cache_usd: float = 0.0
+class Latencies:
+    """Latencies of this invocation's answers: fresh requests, and cache hits (a fully
+    cached re-run shows the latencies measured when the answers were paid)."""
 
-
-@dataclass
-class Accounts:
-    """Per-purpose totals and latencies kept by the engine while a run goes."""
-
-    totals: dict[str, PurposeTotals] = field(default_factory=dict)
-    fresh_latencies: list[float] = field(default_factory=list)
-    cached_latencies: list[float] = field(default_factory=list)
+    fresh: list[float] = field(default_factory=list)
+    cached: list[float] = field(default_factory=list)
 
 
 def public_config(cfg: RunConfig, spec: ModelSpec) -> dict[str, Any]:
@@ -67,72 +56,41 @@ def dry_run_summary(cfg: RunConfig, samples: list[Sample], requests: list[Reques
     return summary
 
 
-def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, samples: list[Sample], results: list[SampleResult],
-             accounts: Accounts, runner: Runner, scores: Scores, prep_report: dict[str, Any], t_start: float,
-             truncated: dict[str, int], max_input: int | None, max_input_source: str, prices: PriceTable,
-             client: ModelClient) -> dict[str, Any]:
-    wall = time.time() - t_start
-    ev = accounts.totals.get("eval", PurposeTotals())
-    stats = runner.stats()
-    latencies = accounts.fresh_latencies or accounts.cached_latencies
-    purposes = {k: asdict(v) for k, v in accounts.totals.items()}
-    total_cost = sum(v.cost_usd for v in accounts.totals.values())
+def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, Any], samples: list[SampleEntry],
+                latencies: Latencies, runner: Runner, scores: Scores, prep_report: dict[str, Any],
+                truncated: dict[str, int], max_input: int | None, max_input_source: str, prices: PriceTable,
+                client: ModelClient, unpriced: list[str]) -> dict[str, Any]:
+    """run.json: the ledger's figures (ledger.account: samples by status, cost and tokens
+    by purpose, by task, every invocation), then how this invocation went, then scores."""
+    this = ledger["invocations"][-1]
+    values = latencies.fresh or latencies.cached
+    failures = [{"sample_id": e.sample_id, "task": e.task, "status": e.status, "error": e.error,
+                 **({"hint": h} if (h := hint_for(e.error)) else {})}
+                for e in samples if e.status in ("failed", "skipped_bad_row")]
     return {
         "run_id": run_id,
         "benchmark": cfg.benchmark,
         "model": spec.label,
         "endpoint": spec.endpoint_id,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start)),
-        "wall_s": round(wall, 3),
-        "n_samples": len(samples),
-        "n_completed": sum(r.status == "ok" for r in results),
-        "n_failed": sum(r.status == "failed" for r in results),
-        "n_skipped_budget": sum(r.status == "skipped" for r in results),
-        "n_cached": ev.cached,
-        "requests_sent": stats.requests_sent,
-        "retries": stats.retries,
-        "rate_limited": stats.rate_limited,
-        "transient_errors": stats.transient_errors,
-        "prompt_tokens": ev.prompt_tokens,
-        "completion_tokens": ev.completion_tokens,
-        "cached_prompt_tokens": ev.cached_prompt_tokens,
-        "cost_usd": round(total_cost, 6),
-        "cost_saved_by_cache_usd": round(sum(v.cost_saved_by_cache_usd for v in accounts.totals.values()), 6),
-        "by_purpose": purposes,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(this["started_at"])),
+        "wall_s": this["wall_s"],
+        **ledger,
+        "partial": partial_label(ledger["samples"]) or None,
+        "this_invocation": this,
+        "unpriced": unpriced,  # models whose cost is unknown: their dollars read 0
         "prices_version": prices.version,
-        "latency_ms": {**percentiles(latencies), "source": "requests" if accounts.fresh_latencies else "cache"},
-        "throughput_rps": round(stats.requests_sent / wall, 2) if wall > 0 else None,
+        "latency_ms": {**percentiles(values), "source": "requests" if latencies.fresh else "cache"},
+        "throughput_rps": round(this["requests"] / this["wall_s"], 2) if this["wall_s"] > 0 else None,
         "truncation": {"max_input_tokens": max_input, "source": max_input_source,
                        "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())},
         "endpoints": runner.endpoint_health(client),
         "backend": runner.describe(),
-        "by_task_cost": _by_task_cost(results),
         "aborted": runner.aborted,
-        "failures": [{"sample_id": r.sample_id, "error": r.error} for r in results if r.status == "failed"][:50],
+        "failures": failures[:50],
+        "hints": sorted({f["hint"] for f in failures if "hint" in f}),
         "prepare": prep_report,
         "scores": scores,
     }
-
-
-def _by_task_cost(results: list[SampleResult]) -> dict[str, dict[str, Any]]:
-    """Where the money and the time went: spend, tokens and latency per task."""
-    out: dict[str, dict[str, Any]] = {}
-    latencies: dict[str, list[float]] = {}
-    for r in results:
-        t = out.setdefault(r.task, {"samples": 0, "cost_usd": 0.0, "cached": 0, "prompt_tokens": 0,
-                                    "completion_tokens": 0})
-        t["samples"] += 1
-        t["cached"] += int(r.cached)
-        if not r.cached:
-            t["cost_usd"] += r.cost_usd
-            t["prompt_tokens"] += r.prompt_tokens
-            t["completion_tokens"] += r.completion_tokens
-            if r.latency_ms is not None:
-                latencies.setdefault(r.task, []).append(r.latency_ms)
-    for task, t in out.items():
-        t["cost_usd"] = round(t["cost_usd"], 6)
-        t["latency_ms"] = percentiles(latencies.get(task, []))
-    return out
 
 
 def out_dir(cfg: RunConfig, run_id: str) -> Path:
@@ -150,8 +108,8 @@ def out_dir(cfg: RunConfig, run_id: str) -> Path:
     return out
 
 
-def write_out(cfg: RunConfig, summary: dict[str, Any]) -> None:
-    out = out_dir(cfg, summary["run_id"])
+def write_out(out: Path, summary: dict[str, Any]) -> None:
+    """Write run.json into the folder `out_dir` made and checked before the run."""
     (out / "run.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=_json_default))
     summary["out_dir"] = str(out)
 

@@ -70,9 +70,9 @@ class Budget:
     pass the cap. After the first refusal nothing more is issued (a cheaper request could
     fit, but a run that stops part-way should stop at one clear point)."""
 
-    def __init__(self, max_cost: float | None) -> None:
+    def __init__(self, max_cost: float | None, spent: float = 0.0) -> None:
         self.max_cost = max_cost
-        self.spent = 0.0
+        self.spent = spent  # by earlier invocations of the run: the cap is the run's
         self.reserved = 0.0
         self.exhausted = False
 

@@ -43,6 +43,8 @@ class Request:
     temperature: float = 0.0
     params: dict[str, Any] = field(default_factory=dict)
     repeat: int = 0
+    # the task a judge or prior request is made for: booked in the ledger, not in the key
+    task: str | None = field(default=None, compare=False)
     _key: str | None = field(default=None, repr=False, compare=False)
 
     def canonical(self) -> dict[str, Any]:

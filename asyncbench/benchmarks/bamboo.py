@@ -38,7 +38,7 @@ from ..metrics import bamboo as M
 from ..metrics import registry as metrics
 from ..sandbox import Program
 from ..types import Sample, SampleResult
-from .base import CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
+from .base import BadRow, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
 
 RELEASE_URL = "https://raw.githubusercontent.com/RUCAIBox/BAMBOO/main/"
 # The files the public release has (all ten at 4k; four at 16k).
@@ -51,16 +51,6 @@ KEYWORDS_FILE = "private_eval_keywords.json"
 # Interpreter for PrivateEval programs: one with the libraries the problems were written
 # for (numpy < 1.24, pandas < 2; see benchmarks/bamboo_private_eval.md). Default: ours.
 SANDBOX_PYTHON_ENV = "ASYNCBENCH_SANDBOX_PYTHON"
-
-
-@dataclass
-class BadRow:
-    file: str
-    line: int
-    error: str
-
-    def describe(self) -> str:
-        return f"{self.file} line {self.line}: {self.error}"
 
 
 @dataclass

@@ -82,6 +82,28 @@ class Loaded(list[Sample]):
         self.notes: dict[str, Any] = notes or {}
 
 
+@dataclass
+class BadRow:
+    """A malformed data row skipped at load (--skip-bad-rows): `Loaded.notes["skipped_rows"]`
+    lists them, and the run's ledger books each as a sample "skipped_bad_row" of the task
+    its file holds (the file's stem), with the id its sample would have had."""
+
+    file: str
+    line: int
+    error: str
+
+    @property
+    def task(self) -> str:
+        return self.file.rsplit(".", 1)[0]
+
+    @property
+    def sample_id(self) -> str:
+        return f"{self.task}/{self.line}"
+
+    def describe(self) -> str:
+        return f"{self.file} line {self.line}: {self.error}"
+
+
 def notes_of(samples: list[Sample]) -> dict[str, Any]:
     """The load notes carried by `samples` ({} for a plain list)."""
     return samples.notes if isinstance(samples, Loaded) else {}

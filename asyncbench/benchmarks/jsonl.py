@@ -86,6 +86,18 @@ class JsonlBenchmark:
     def load(self, opts: LoadOptions) -> list[Sample]:
         return list(self.iter_load(opts))
 
+    def fingerprint(self) -> str:
+        """sha256 of the file's bytes: part of the run id, so an edited file is a new run."""
+        import hashlib
+
+        if not self.path.is_file():
+            raise UserError(f"data file {self.path} not found (jsonl:PATH needs an existing .jsonl file)")
+        h = hashlib.sha256()
+        with self.path.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+        return h.hexdigest()
+
     def iter_load(self, opts: LoadOptions) -> Iterator[Sample]:
         """Samples one line at a time, validated as they are read: a run starts sending
         while the rest of a large file is still being parsed (see run.py)."""

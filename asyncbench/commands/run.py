@@ -130,6 +130,11 @@ def _fleet_urls(path: str) -> list[str]:
     return urls
 
 
+# A run that ended with samples not settled (failed, skipped by the budget, bad rows):
+# distinct from 0 (complete), 1 (a crash) and 2 (a user error).
+EXIT_PARTIAL = 3
+
+
 def main(args: argparse.Namespace) -> int:
     import anyio
 
@@ -170,4 +175,8 @@ def main(args: argparse.Namespace) -> int:
         print_summary(summary)
     if summary.get("aborted"):
         print(f"asyncbench: run ended partial: {summary['aborted']}", file=sys.stderr)
-    return 0 if summary.get("n_failed", 0) == 0 else 1
+    if cfg.dry_run or summary["complete"]:
+        return 0
+    print(f"asyncbench: run {summary['run_id']} is {summary['partial']}; run the same command again to retry "
+          "what is not settled", file=sys.stderr)
+    return EXIT_PARTIAL

@@ -161,13 +161,15 @@ def parse_verdict(text: str | None, rubric: Rubric) -> dict[str, int] | None:
     return None
 
 
-async def ask(ctx: Any, items: Sequence[tuple[str, Rubric]], *, reasks: int = DEFAULT_REASKS) -> list[dict[str, int] | None]:
+async def ask(ctx: Any, items: Sequence[tuple[str, Rubric]], *, reasks: int = DEFAULT_REASKS,
+              tasks: Sequence[str] | None = None) -> list[dict[str, int] | None]:
     """Send each (prompt, rubric) to the judge (`ctx.options["judge"]`); return its verdicts.
 
     All prompts go out together through `ctx.generate`, so the engine's scheduler, limits
     and cache apply and the tokens are booked under purpose "judge". A reply without a
     valid verdict is followed up with a re-ask turn, at most `reasks` times; a failed call
     is retried within the same bound. What is still missing after that is None.
+    `tasks[i]`, when given, is the task item i is judged for: the ledger books its cost there.
     """
     spec = ctx.options.get("judge")
     threads: list[list[dict[str, str]]] = [[{"role": "user", "content": p}] for p, _ in items]
@@ -176,7 +178,8 @@ async def ask(ctx: Any, items: Sequence[tuple[str, Rubric]], *, reasks: int = DE
     for _attempt in range(reasks + 1):
         if not pending:
             break
-        requests = [ctx.make_request(spec, messages=threads[i], max_tokens=JUDGE_MAX_TOKENS) for i in pending]
+        requests = [ctx.make_request(spec, messages=threads[i], max_tokens=JUDGE_MAX_TOKENS,
+                                     task=tasks[i] if tasks else None) for i in pending]
         replies = await ctx.generate(requests, PURPOSE)
         still: list[int] = []
         for i, reply in zip(pending, replies):
@@ -195,14 +198,16 @@ async def ask(ctx: Any, items: Sequence[tuple[str, Rubric]], *, reasks: int = DE
     return verdicts
 
 
-async def judge_qa(ctx: Any, items: Sequence[tuple[str, Sequence[str], str]], *, reasks: int = DEFAULT_REASKS) -> list[float | None]:
+async def judge_qa(ctx: Any, items: Sequence[tuple[str, Sequence[str], str]], *, reasks: int = DEFAULT_REASKS,
+                   tasks: Sequence[str] | None = None) -> list[float | None]:
     """Scores in [0, 1] for (question, reference answers, prediction) triples:
     fluency x correctness / 6, or None where the judge never gave a valid verdict."""
-    verdicts = await ask(ctx, [(qa_prompt(q, a, p), QA) for q, a, p in items], reasks=reasks)
+    verdicts = await ask(ctx, [(qa_prompt(q, a, p), QA) for q, a, p in items], reasks=reasks, tasks=tasks)
     return [None if v is None else v["fluency"] * v["correctness"] / 6 for v in verdicts]
 
 
-async def judge_summary(ctx: Any, items: Sequence[tuple[str, str]], *, reasks: int = DEFAULT_REASKS) -> list[float | None]:
+async def judge_summary(ctx: Any, items: Sequence[tuple[str, str]], *, reasks: int = DEFAULT_REASKS,
+                        tasks: Sequence[str] | None = None) -> list[float | None]:
     """Scores in [0, 1] for (reference summary, summary) pairs: fluency x supported/sentences.
 
     Fluency and precision are separate judge calls, as in the official scorer (sent in one
@@ -210,7 +215,7 @@ async def judge_summary(ctx: Any, items: Sequence[tuple[str, str]], *, reasks: i
     sentences scores 0.
     """
     asks = [(fluency_prompt(s), FLUENCY) for _, s in items] + [(precision_prompt(r, s), PRECISION) for r, s in items]
-    verdicts = await ask(ctx, asks, reasks=reasks)
+    verdicts = await ask(ctx, asks, reasks=reasks, tasks=list(tasks) * 2 if tasks else None)
     fluency, precision = verdicts[: len(items)], verdicts[len(items) :]
     scores: list[float | None] = []
     for f, p in zip(fluency, precision):

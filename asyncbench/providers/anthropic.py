@@ -21,6 +21,7 @@ class AnthropicProvider(ProviderBase):
     base_url_env = "ANTHROPIC_BASE_URL"
     key_env = "ANTHROPIC_API_KEY"
     priced_by_prefix = True
+    bills_per_token = True
 
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
         super().__init__(model, api_key, api)

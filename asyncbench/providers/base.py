@@ -56,6 +56,9 @@ class ProviderBase:
     tiktoken_counts: ClassVar[bool] = False
     # Price entries match by model-name prefix (dated snapshots of a listed model).
     priced_by_prefix: ClassVar[bool] = False
+    # The provider bills per token: a model of it missing from the price table is unpriced
+    # (unknown cost), not free as a self-hosted one is.
+    bills_per_token: ClassVar[bool] = False
 
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
         self.model = model

@@ -25,6 +25,7 @@ class OpenAIProvider(ProviderBase):
     key_env = "OPENAI_API_KEY"
     tiktoken_counts = True
     priced_by_prefix = True
+    bills_per_token = True
 
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
         super().__init__(model, api_key, api)

@@ -1,10 +1,11 @@
 """Load stored runs and compute what a report shows: scores as the run recorded them, and
-cost, tokens and latency recomputed per task and per endpoint from the per-sample rows.
+every count, token and dollar from the run's ledger rows through `ledger.account` — the
+function run.json's figures come from — so a report agrees with run.json and its columns
+add up to their totals.
 
 Scores come from the run's summary (the benchmark's own aggregation, e.g. LongBench's
-macro average over categories), never re-averaged here, so a report always agrees with
-`run.json`. Money and latency are summed from `results` because the summary only holds
-run-wide totals.
+macro average over categories), never re-averaged here. Latency percentiles come from
+the per-sample rows.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..ledger import SAMPLE_STATUSES, SETTLED, account, partial_label
 from ..percentiles import percentiles
 from ..store import Store
 
@@ -35,16 +37,14 @@ class Latency:
 class TaskStats:
     task: str
     n: int
-    n_ok: int
-    n_failed: int
-    n_cached: int
+    statuses: dict[str, int]  # ledger.SAMPLE_STATUSES -> count
+    settled: int
+    partial: str  # "partial 3/5" or ""
     score: float | None  # the run's own per-task number (summary.scores.by_task)
     prompt_tokens: int
     completion_tokens: int
-    cached_prompt_tokens: int
-    cost_usd: float  # spent: answers that were not served from the cache
-    cost_saved_usd: float  # what cached answers would have cost
-    cost_per_sample_usd: float | None
+    cost_usd: dict[str, float]  # to produce the run, by purpose and "total"
+    cost_per_sample_usd: float | None  # total / settled samples
     latency: Latency
     latencies_ms: list[float] = field(default_factory=list, repr=False)
 
@@ -67,6 +67,7 @@ class RunReport:
     started_at: float | None
     finished_at: float | None
     summary: dict[str, Any]
+    ledger: dict[str, Any]  # ledger.account of the run's rows
     tasks: list[TaskStats]
     endpoints: list[EndpointStats]
     samples: list[dict[str, Any]] = field(repr=False, default_factory=list)
@@ -83,27 +84,26 @@ class RunReport:
     def scores(self) -> dict[str, Any]:
         return self.summary.get("scores") or {}
 
+    @property
+    def partial(self) -> str:
+        return partial_label(self.ledger["samples"])
+
 
 def latency_of(rows: list[dict[str, Any]]) -> tuple[Latency, list[float]]:
-    fresh = [r["latency_ms"] for r in rows if r["latency_ms"] is not None and not r["cached"]]
-    cached = [r["latency_ms"] for r in rows if r["latency_ms"] is not None and r["cached"]]
+    fresh = [r["latency_ms"] for r in rows if r["latency_ms"] is not None and r["status"] == "answered"]
+    cached = [r["latency_ms"] for r in rows if r["latency_ms"] is not None and r["status"] != "answered"]
     values, source = (fresh, "requests") if fresh else (cached, "cache" if cached else "none")
     return Latency(**percentiles(values), n=len(values), source=source), values
 
 
-def _task_stats(task: str, rows: list[dict[str, Any]], score: float | None) -> TaskStats:
-    spent = sum(r["cost_usd"] or 0.0 for r in rows if r["status"] == "ok" and not r["cached"])
-    saved = sum(r["cost_usd"] or 0.0 for r in rows if r["status"] == "ok" and r["cached"])
-    n_ok = sum(r["status"] == "ok" for r in rows)
+def _task_stats(task: str, block: dict[str, Any], rows: list[dict[str, Any]], score: float | None) -> TaskStats:
     lat, values = latency_of(rows)
+    total = block["cost_usd"]["total"]
     return TaskStats(
-        task=task, n=len(rows), n_ok=n_ok, n_failed=sum(r["status"] == "failed" for r in rows),
-        n_cached=sum(bool(r["cached"]) for r in rows), score=score,
-        prompt_tokens=sum(r["prompt_tokens"] or 0 for r in rows),
-        completion_tokens=sum(r["completion_tokens"] or 0 for r in rows),
-        cached_prompt_tokens=sum(r["cached_prompt_tokens"] or 0 for r in rows),
-        cost_usd=spent, cost_saved_usd=saved,
-        cost_per_sample_usd=(spent + saved) / n_ok if n_ok else None,
+        task=task, n=block["n"], statuses={s: block[s] for s in SAMPLE_STATUSES}, settled=block["settled"],
+        partial=partial_label(block), score=score, prompt_tokens=block["tokens"]["prompt_tokens"],
+        completion_tokens=block["tokens"]["completion_tokens"], cost_usd=block["cost_usd"],
+        cost_per_sample_usd=total / block["settled"] if block["settled"] else None,
         latency=lat, latencies_ms=values,
     )
 
@@ -122,9 +122,9 @@ def _endpoint_stats(store: Store, summary: dict[str, Any], rows: list[dict[str, 
     had a single endpoint, so with several the latency is left empty rather than guessed."""
     declared = summary.get("endpoints") or []
     by_url: dict[str, list[dict[str, Any]]] = {}
-    rows = [r for r in rows if not r.get("cached")]  # cache hits made no request in this run
+    rows = [r for r in rows if r["status"] == "answered"]  # the samples this run sent
     served = _served_by(store, [r["key"] for r in rows if r.get("key")])
-    unattributed = [r for r in rows if r["status"] == "ok" and served.get(r.get("key") or "") is None]
+    unattributed = [r for r in rows if served.get(r.get("key") or "") is None]
     for r in rows:
         url = served.get(r.get("key") or "")
         if url:
@@ -141,15 +141,19 @@ def _endpoint_stats(store: Store, summary: dict[str, Any], rows: list[dict[str, 
 def _load_one(store: Store, run: dict[str, Any]) -> RunReport:
     summary = json.loads(run["summary_json"]) if run["summary_json"] else {}
     rows = [r for r in store.results(run["run_id"]) if r["purpose"] == "eval"]
+    stored = store.ledger(run["run_id"])
+    ledger = account(stored.samples, stored.requests, stored.invocations)
     by_task_score = (summary.get("scores") or {}).get("by_task") or {}
     grouped: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        grouped.setdefault(r["task"], []).append(r)
-    order = list(by_task_score) + sorted(t for t in grouped if t not in by_task_score)
-    tasks = [_task_stats(t, grouped[t], by_task_score.get(t)) for t in order if t in grouped]
+        if r["status"] in SETTLED:
+            grouped.setdefault(r["task"], []).append(r)
+    blocks = ledger["by_task"]
+    order = list(by_task_score) + sorted(t for t in blocks if t not in by_task_score)
+    tasks = [_task_stats(t, blocks[t], grouped.get(t, []), by_task_score.get(t)) for t in order if t in blocks]
     return RunReport(
         run_id=run["run_id"], benchmark=run["benchmark"], model=run["model"], status=run["status"],
-        started_at=run["started_at"], finished_at=run["finished_at"], summary=summary, tasks=tasks,
+        started_at=run["started_at"], finished_at=run["finished_at"], summary=summary, ledger=ledger, tasks=tasks,
         endpoints=_endpoint_stats(store, summary, rows), samples=rows,
     )
 

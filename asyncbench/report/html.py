@@ -19,6 +19,7 @@ from .tables import (
     cost_table,
     endpoint_table,
     headline_table,
+    invocation_table,
     run_task_table,
     sources,
     task_table,
@@ -78,8 +79,9 @@ def render_html(report: Report, runs: list[RunReport]) -> str:
                              f"{board.benchmark}: score versus context length"))
     parts.append("<h2>Cost and latency</h2>")
     parts.append(_table("cost", cost_table(report)))
+    parts.append("<h3>Invocations</h3>" + _table("invocations", invocation_table(report)))
     parts.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in where_it_went(report)) + "</ul>")
-    parts.append(_figure("plot-cost", plots.cost_chart(runs), "cost by task (USD)"))
+    parts.append(_figure("plot-cost", plots.cost_chart(runs), "cost by task to produce each run (USD)"))
     parts.append(_figure("plot-latency", plots.latency_chart(runs), "latency distribution per run"))
     for run in report.runs:
         parts.append(f"<h3>{escape(run['label'])} per task</h3>" + _table(f"tasks-run-{run['run_id']}", run_task_table(run)))

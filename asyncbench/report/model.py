@@ -29,6 +29,9 @@ class Row:
     cells: dict[str, float | None]
     run_id: str | None = None
     source: str | None = None
+    # a run with samples not settled: "partial 25/42" on the row, and per task column
+    partial: str | None = None
+    partial_cells: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -122,7 +125,7 @@ def _column_order(keys: list[str], refs: list[Reference], columns: tuple[str, ..
     for cat, datasets in CATEGORIES.items():
         hint.append(f"cat:{cat}")
         hint += [f"task:{d}" for d in datasets] + [f"task:{d}_e" for d in datasets]
-    group = {"len": 1, "diff_16k_minus_4k": 2, "ls": 3, "cat": 4, "task": 5}
+    group = {"est": 0, "len": 1, "diff_16k_minus_4k": 2, "ls": 3, "cat": 4, "task": 5}
     rank = {k: i for i, k in enumerate(hint)}
 
     def sort_key(k: str) -> tuple[Any, ...]:
@@ -134,9 +137,43 @@ def _column_order(keys: list[str], refs: list[Reference], columns: tuple[str, ..
     return sorted(keys, key=sort_key)
 
 
-def _leaderboard(benchmark: str, runs: list[RunReport], refs: list[Reference]) -> Leaderboard:
+ESTIMATE_METHODS = ("irt", "direct", "blend")
+
+
+def estimate_scores(scores: dict[str, Any]) -> dict[str, Any] | None:
+    """A MiniLongBench run's estimate of the full LongBench score, x100 like the papers'
+    tables: the headline method's overall, categories and datasets, and every method's
+    overall as `estimate_<method>`. None when the run has no estimate."""
+    est = scores.get("estimate")
+    if not (isinstance(est, dict) and est.get("available")):
+        return None
+    head = est.get(est["method"]) or {}
+    out: dict[str, Any] = {"overall": 100 * est["overall"],
+                           "by_category": {c: 100 * v for c, v in (head.get("by_category") or {}).items()},
+                           "by_task": {d: 100 * v for d, v in (head.get("by_dataset") or {}).items()}}
+    for m in ESTIMATE_METHODS:
+        if isinstance(est.get(m), dict):
+            out[f"estimate_{m}"] = 100 * est[m]["overall"]
+    out["method"] = est["method"]
+    return out
+
+
+def _leaderboard(benchmark: str, runs: list[RunReport], refs: list[Reference],
+                 estimated: bool = False) -> Leaderboard:
+    """One table of runs and the papers' rows. `estimated`: MiniLongBench runs show their
+    estimate of the full LongBench (comparable with the papers' full-benchmark rows),
+    every method's overall beside the headline one, which is marked with *."""
     columns = declared_columns(benchmark)
-    rows = [Row(r.label, "run", score_cells(r.scores, columns), run_id=r.run_id) for r in runs]
+    rows = []
+    for r in runs:
+        if estimated:
+            est = estimate_scores(r.scores) or {}
+            cells = score_cells(est, ("overall", "by_category", "by_task"))
+            cells.update({f"est:{m}": est.get(f"estimate_{m}") for m in ESTIMATE_METHODS if f"estimate_{m}" in est})
+            rows.append(Row(r.label, "run", cells, run_id=r.run_id, partial=r.partial or None))
+        else:
+            rows.append(Row(r.label, "run", score_cells(r.scores, columns), run_id=r.run_id, partial=r.partial or None,
+                            partial_cells={f"task:{t.task}": t.partial for t in r.tasks if t.partial}))
     rows += [Row(ref.name, "reference", score_cells(ref.scores, columns), source=ref.source) for ref in refs]
     # columns: what the runs have (references only fill in)
     keys: list[str] = []
@@ -144,28 +181,34 @@ def _leaderboard(benchmark: str, runs: list[RunReport], refs: list[Reference]) -
         keys += [k for k in row.cells if k not in keys]
     keys = _column_order(keys, refs, columns) if keys else ["overall"]
     rows = [r for r in rows if r.kind == "run" or any(r.cells.get(k) is not None for k in keys)]
-    return Leaderboard(benchmark, [Column(k, _label(k)) for k in keys], rows)
+    cols = [Column(k, _label(k)) for k in keys]
+    if estimated:
+        methods = {estimate_scores(r.scores).get("method") for r in runs if estimate_scores(r.scores)}  # type: ignore[union-attr]
+        head = methods.pop() if len(methods) == 1 else "headline"
+        cols = [Column(c.key, f"estimated overall ({head})*" if c.key == "overall" else
+                       f"estimated overall ({c.key[4:]})" if c.key.startswith("est:") else f"{c.label} (est.)")
+                for c in cols]
+    return Leaderboard(benchmark, cols, rows)
 
 
 def _run_block(run: RunReport) -> dict[str, Any]:
-    s = run.summary
-    by_purpose = s.get("by_purpose") or {}
-    judge = by_purpose.get("judge") or {}
-    ev = by_purpose.get("eval") or {}
-    n_ok = s.get("n_completed") or 0
-    eval_price = (ev.get("cost_usd", 0.0) + ev.get("cost_saved_by_cache_usd", 0.0))
+    """A run's figures for the report: the ledger's (the same fields as run.json: complete,
+    samples, cost_usd, tokens, by_task, invocations), plus latency, truncation, endpoints
+    and the per-task rows the tables show."""
+    s, ledger = run.summary, run.ledger
+    invocations = ledger["invocations"]
+    settled = ledger["samples"]["settled"]
     return {
         "run_id": run.run_id, "benchmark": run.benchmark, "model": run.model, "label": run.label,
-        "status": run.status, "started_at": s.get("started_at"), "wall_s": s.get("wall_s"),
-        "n_samples": s.get("n_samples"), "n_completed": n_ok, "n_failed": s.get("n_failed"),
-        "n_cached": s.get("n_cached"), "requests_sent": s.get("requests_sent"), "retries": s.get("retries"),
-        "rate_limited": s.get("rate_limited"), "throughput_rps": s.get("throughput_rps"),
-        "prompt_tokens": s.get("prompt_tokens"), "completion_tokens": s.get("completion_tokens"),
-        "cached_prompt_tokens": s.get("cached_prompt_tokens"),
-        "cost_usd": s.get("cost_usd"), "cost_saved_by_cache_usd": s.get("cost_saved_by_cache_usd"),
-        "judge_cost_usd": judge.get("cost_usd", 0.0), "judge_requests": judge.get("requests", 0),
-        # what one sample's answer costs, whether paid now or earlier (then saved by the cache)
-        "cost_per_sample_usd": eval_price / n_ok if n_ok else None,
+        "status": run.status, "started_at": s.get("started_at"), "partial": run.partial or None,
+        **ledger,
+        "this_invocation": invocations[-1] if invocations else None,
+        "unpriced": s.get("unpriced") or [],
+        "requests": sum(i["requests"] for i in invocations), "retries": sum(i["retries"] for i in invocations),
+        "rate_limited": sum(i["rate_limited"] for i in invocations),
+        "wall_s": round(sum(i["wall_s"] for i in invocations), 3),
+        # what one settled sample cost to produce, every purpose included
+        "cost_per_sample_usd": ledger["cost_usd"]["total"] / settled if settled else None,
         "latency_ms": s.get("latency_ms") or {},
         "truncation": s.get("truncation") or {},
         "tasks": [{k: v for k, v in asdict(t).items() if k != "latencies_ms"} for t in run.tasks],
@@ -180,7 +223,12 @@ def build_report(runs: list[RunReport], with_references: bool = True) -> Report:
         groups.setdefault(benchmark_family(run.benchmark), []).append(run)
     boards = []
     for fam, members in groups.items():
-        board = _leaderboard(fam, members, references_for(fam) if with_references else [])
+        refs = references_for(fam) if with_references else []
+        if fam == "minilongbench":  # the estimate sits with the papers' full-benchmark rows...
+            boards.append(_leaderboard("minilongbench: estimated full LongBench", members, refs, estimated=True))
+            refs = []  # ...and the 237-anchor averages apart, never beside them
+            fam = "minilongbench: 237-anchor averages (not full-LongBench scores)"
+        board = _leaderboard(fam, members, refs)
         boards.append(board)
         order = {c.key[5:]: i for i, c in enumerate(board.columns) if c.key.startswith("task:")}
         for run in members:  # per-task tables and plots follow the leaderboard's (the paper's) order

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from ..ledger import SETTLED
 from .data import RunReport
 from .model import Leaderboard
 
@@ -78,7 +79,7 @@ def _token_bins(run: RunReport) -> dict[str, float]:
     """Mean per-sample score x100 by prompt tokens: a length view for any benchmark."""
     sums: dict[str, list[float]] = {}
     for s in run.samples:
-        if s["status"] != "ok" or s["score"] is None:
+        if s["status"] not in SETTLED or s["score"] is None:
             continue
         label = next(lbl for lbl, upper in TOKEN_BINS if (s["prompt_tokens"] or 0) < upper)
         sums.setdefault(label, []).append(float(s["score"]))
@@ -131,7 +132,8 @@ def length_chart(board: Leaderboard, runs: list[RunReport]) -> bytes:
 
 
 def cost_chart(runs: list[RunReport]) -> bytes:
-    """USD per task per run: spent now (solid) and saved by the cache (hatched)."""
+    """USD per task per run, to produce the run: the evaluated model (solid) and the judge
+    and prior-knowledge calls (hatched), stacked to the task's total."""
     tasks = list(dict.fromkeys(t.task for r in runs for t in r.tasks))
     fig = _figure(10, max(2.5, 0.3 * len(tasks) * max(1, len(runs)) ** 0.5 + 1.2))
     ax = fig.add_subplot()
@@ -142,12 +144,12 @@ def cost_chart(runs: list[RunReport]) -> bytes:
     for i, (run, color) in enumerate(zip(runs, _colors(len(runs)))):
         stats = {t.task: t for t in run.tasks}
         ys = [j + (i - (len(runs) - 1) / 2) * height for j in range(len(tasks))]
-        spent = [stats[t].cost_usd if t in stats else 0.0 for t in tasks]
-        saved = [stats[t].cost_saved_usd if t in stats else 0.0 for t in tasks]
-        ax.barh(ys, spent, height=height, color=color, label=f"{run.label} spent")
-        if any(saved):
-            ax.barh(ys, saved, left=spent, height=height, color=color, alpha=0.35, hatch="//",
-                    label=f"{run.label} saved by cache")
+        spent = [stats[t].cost_usd["eval"] if t in stats else 0.0 for t in tasks]
+        other = [stats[t].cost_usd["total"] - stats[t].cost_usd["eval"] if t in stats else 0.0 for t in tasks]
+        ax.barh(ys, spent, height=height, color=color, label=f"{run.label} model")
+        if any(other):
+            ax.barh(ys, other, left=spent, height=height, color=color, alpha=0.35, hatch="//",
+                    label=f"{run.label} judge + prior")
     ax.set_yticks(range(len(tasks)), tasks)
     ax.invert_yaxis()
     ax.set_xlabel("USD")

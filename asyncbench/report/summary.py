@@ -8,6 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..ledger import SAMPLE_STATUSES, partial_label
+
 
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
@@ -17,25 +19,52 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def _usd(v: float, unpriced: bool) -> str:
+    return f"${v:.4f}" + (" (unpriced model: unknown)" if unpriced else "")
+
+
+def _purposes(block: dict[str, Any], fmt: Any) -> str:
+    """"total (eval x + judge y + prior z)", purposes with nothing left out."""
+    parts = [f"{p} {fmt(v)}" for p, v in block.items() if p != "total" and v]
+    return f"{fmt(block['total'])}" + (f" ({' + '.join(parts)})" if len(parts) > 1 else "")
+
+
 def print_summary(summary: dict[str, Any], console: Console | None = None) -> None:
+    """Scores (subset scores marked partial), then the ledger: samples by status, this
+    invocation, and what the run cost to produce by purpose and by task."""
     console = console or Console()
     scores = summary.get("scores") or {}
+    by_task = summary.get("by_task") or {}
+    partial = summary.get("partial")
+    unpriced = bool(summary.get("unpriced"))
     console.print(f"[bold]{summary['benchmark']}[/] with [bold]{summary['model']}[/]  run {summary['run_id']}"
                   f"  -> {summary.get('out_dir', '')}/run.json")
 
-    table = Table(title="Scores", show_lines=False)
+    title = "Scores" + (" (averages over the 237 anchors, not full-LongBench scores: the estimate follows)"
+                        if "estimate" in scores else "")
+    table = Table(title=title + (f" — {partial}" if partial else ""), show_lines=False)
     table.add_column("task")
     table.add_column("score", justify="right")
+    table.add_column("samples", justify="right")
+    table.add_column("USD", justify="right")
     for task, value in (scores.get("by_task") or {}).items():
-        table.add_row(task, _fmt(value))
+        t = by_task.get(task) or {}
+        mark = partial_label(t) if t else ""
+        table.add_row(task, _fmt(value) + (f" ({mark})" if mark else ""), str(t.get("n", "")),
+                      f"{(t.get('cost_usd') or {}).get('total', 0.0):.4f}")
+    for task, t in by_task.items():  # tasks with no score (every sample failed, or excluded)
+        if task not in (scores.get("by_task") or {}):
+            table.add_row(task, "-" + (f" ({partial_label(t)})" if partial_label(t) else ""), str(t["n"]),
+                          f"{t['cost_usd']['total']:.4f}")
+    table.add_row("[bold]total[/]", "", str(summary["samples"]["total"]), f"{summary['cost_usd']['total']:.4f}")
     for cat, value in (scores.get("by_category") or {}).items():
-        table.add_row(f"[italic]{cat}[/]", _fmt(value))
+        table.add_row(f"[italic]{cat}[/]", _fmt(value) + (" (partial)" if partial else ""), "", "")
     for key, value in scores.items():
         if key.startswith("overall") and not isinstance(value, dict):
-            table.add_row(f"[bold]{key}[/]", _fmt(value))
+            table.add_row(f"[bold]{key}[/]", _overall(value, partial), "", "")
         elif key == "overall" and isinstance(value, dict):
             for k, v in value.items():
-                table.add_row(f"[bold]overall {k}[/]", _fmt(v))
+                table.add_row(f"[bold]overall {k}[/]", _overall(v, partial), "", "")
     console.print(table)
 
     est = scores.get("estimate")
@@ -51,39 +80,40 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         console.print(f"[bold]estimate[/]: not available ({est.get('reason')})")
     for key in ("by_length", "longscore", "diff_16k_minus_4k"):
         if key in scores and scores[key] not in (None, {}):
-            console.print(f"[bold]{key}[/]: {scores[key]}")
+            console.print(f"[bold]{key}[/]: {scores[key]}" + (f" ({partial})" if partial else ""))
 
+    n = summary["samples"]
+    console.print(f"samples {n['total']}: " + ", ".join(f"{k.replace('_', ' ')} {n[k]}" for k in SAMPLE_STATUSES)
+                  + (f" — [bold red]{partial}[/]" if partial else " — complete"))
+    this = summary["this_invocation"]
     lat = summary.get("latency_ms") or {}
-    trunc = summary.get("truncation") or {}
+    invs = summary["invocations"]
     console.print(
-        f"samples {summary['n_samples']}: completed {summary['n_completed']}, failed {summary['n_failed']}, "
-        f"cached {summary['n_cached']}, skipped by budget {summary.get('n_skipped_budget', 0)}\n"
-        f"requests {summary['requests_sent']} (retries {summary['retries']}, 429s {summary['rate_limited']}) "
-        f"in {summary['wall_s']:.1f}s, {summary.get('throughput_rps') or 0:.1f} req/s; latency ms "
-        f"p50 {_fmt(lat.get('p50'))} p95 {_fmt(lat.get('p95'))} p99 {_fmt(lat.get('p99'))} ({lat.get('source')})\n"
-        f"tokens in {summary['prompt_tokens']:,} out {summary['completion_tokens']:,}; "
-        f"cost ${summary['cost_usd']:.4f}, saved by cache ${summary['cost_saved_by_cache_usd']:.4f}"
-    )
-    by_task = summary.get("by_task_cost") or {}
-    spent = {k: v for k, v in by_task.items() if v["cost_usd"] > 0}
-    timed = {k: v for k, v in by_task.items() if v["latency_ms"].get("p50") is not None}
-    if spent or timed:
-        parts = []
-        if spent:
-            top = max(spent, key=lambda k: spent[k]["cost_usd"])
-            total = sum(v["cost_usd"] for v in spent.values())
-            parts.append(f"most spend: {top} ${spent[top]['cost_usd']:.4f} "
-                         f"({100 * spent[top]['cost_usd'] / total:.0f}% of ${total:.4f})")
-        if timed:
-            slow = max(timed, key=lambda k: timed[k]["latency_ms"]["p50"])
-            parts.append(f"slowest: {slow} (p50 {timed[slow]['latency_ms']['p50']:.0f} ms)")
-        console.print("where it went: " + "; ".join(parts))
-    for purpose, t in (summary.get("by_purpose") or {}).items():
-        if purpose != "eval":
-            console.print(f"  {purpose}: {t['requests']} requests, {t['cached']} cached, "
-                          f"{t['prompt_tokens']:,}+{t['completion_tokens']:,} tokens, ${t['cost_usd']:.4f}")
+        f"this invocation (#{this['invocation']} of {len(invs)}): requests {this['requests']} "
+        f"(retries {this['retries']}, 429s {this['rate_limited']}) in {this['wall_s']:.1f}s, "
+        f"{summary.get('throughput_rps') or 0:.1f} req/s; latency ms p50 {_fmt(lat.get('p50'))} "
+        f"p95 {_fmt(lat.get('p95'))} p99 {_fmt(lat.get('p99'))} ({lat.get('source')}); "
+        f"spent {_usd(this['cost_usd'], unpriced)}, saved by cache ${this['saved_by_cache_usd']:.4f}")
+    tokens = summary["tokens"]
+    console.print(
+        f"to produce this run ({len(invs)} invocation{'s' if len(invs) != 1 else ''}): "
+        f"cost {_purposes(summary['cost_usd'], lambda v: f'${v:.4f}')}"
+        + (" [unpriced model: unknown]" if unpriced else "")
+        + f"; tokens in {_purposes({p: t['prompt_tokens'] for p, t in tokens.items()}, lambda v: f'{v:,}')}"
+        f", out {_purposes({p: t['completion_tokens'] for p, t in tokens.items()}, lambda v: f'{v:,}')}")
+    trunc = summary.get("truncation") or {}
     if trunc.get("max_input_tokens"):
         console.print(f"truncation: {trunc['n_truncated']} prompts cut in the middle to {trunc['max_input_tokens']} "
                       f"tokens ({trunc['source']}), {trunc['tokens_removed']:,} tokens removed")
     for f in summary.get("failures") or []:
-        console.print(f"[red]failed[/] {f['sample_id']}: {f['error']}")
+        console.print(f"[red]{f['status'].replace('_', ' ')}[/] {f['sample_id']}: {f['error']}")
+    for hint in summary.get("hints") or []:
+        console.print(f"[bold]hint[/]: {hint}")
+    if partial:
+        console.print(f"[bold]{partial}[/]: run the same command again to retry what is not settled; "
+                      "scores above are on the settled samples only")
+
+
+def _overall(value: Any, partial: str | None) -> str:
+    """A partial run's overall is never a plain number."""
+    return f"({_fmt(value)}) {partial}" if partial else _fmt(value)

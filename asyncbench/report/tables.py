@@ -8,10 +8,12 @@ per-task scores transposed (one row per task, one column per run or published mo
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
-from .model import Column, Leaderboard, Report
+from ..ledger import PURPOSES, SAMPLE_STATUSES
+from .model import Column, Leaderboard, Report, Row
 
 Table = tuple[list[str], list[list[str]]]  # header, body
 
@@ -36,6 +38,14 @@ def fmt_num(v: Any) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
+def fmt_cell(row: Row, key: str) -> str:
+    """A score; one built on a subset of its samples says so ("partial n/N"), and a
+    partial run's headline numbers are never shown plain."""
+    value = fmt_score(row.cells.get(key))
+    mark = row.partial_cells.get(key) or (row.partial if not key.startswith("task:") else None)
+    return f"({value}) {mark}" if mark and value != "-" else value
+
+
 def split_columns(board: Leaderboard) -> tuple[list[Column], list[Column]]:
     headline = [c for c in board.columns if not c.key.startswith("task:")]
     tasks = [c for c in board.columns if c.key.startswith("task:")]
@@ -47,7 +57,8 @@ def headline_table(board: Leaderboard) -> Table:
     header = ["model", "kind"] + [c.label for c in headline]
     # published rows with no headline number (BAMBOO prints per-dataset scores only) appear in the task table
     rows = [r for r in board.rows if r.kind == "run" or any(r.cells.get(c.key) is not None for c in headline)]
-    body = [[row.label, row.kind] + [fmt_score(row.cells.get(c.key)) for c in headline] for row in rows]
+    body = [[row.label + (f" — {row.partial}" if row.partial else ""), row.kind]
+            + [fmt_cell(row, c.key) for c in headline] for row in rows]
     return header, body
 
 
@@ -57,35 +68,62 @@ def task_table(board: Leaderboard) -> Table | None:
         return None
     rows = [r for r in board.rows if any(r.cells.get(c.key) is not None for c in tasks)]
     header = ["task"] + [r.label + (" (paper)" if r.kind == "reference" else "") for r in rows]
-    body = [[c.label] + [fmt_score(r.cells.get(c.key)) for r in rows] for c in tasks]
+    body = [[c.label] + [fmt_cell(r, c.key) for r in rows] for c in tasks]
     return header, body
 
 
+STATUS_HEADERS = [s.replace("_", " ") for s in SAMPLE_STATUSES]
+
+
 def cost_table(report: Report) -> Table:
-    header = ["run", "samples", "ok", "failed", "cached", "requests", "retries", "429s", "tokens in", "tokens out",
-              "cached in", "USD spent", "USD saved by cache", "judge USD", "USD/sample", "wall s", "req/s",
-              "p50 ms", "p95 ms", "p99 ms"]
+    """One row per run: samples by status (they sum to `samples`), what the run cost to
+    produce by purpose (they sum to `USD total`), and its invocations' requests."""
+    header = (["run", "samples", *STATUS_HEADERS, "complete", "invocations", "requests", "retries", "429s",
+               "tokens in", "tokens out"] + [f"USD {p}" for p in PURPOSES]
+              + ["USD total", "USD/sample", "saved by cache (last)", "wall s", "p50 ms", "p95 ms", "p99 ms"])
     body = []
     for r in report.runs:
-        lat = r["latency_ms"]
-        body.append([r["label"], fmt_num(r["n_samples"]), fmt_num(r["n_completed"]), fmt_num(r["n_failed"]),
-                     fmt_num(r["n_cached"]), fmt_num(r["requests_sent"]), fmt_num(r["retries"]),
-                     fmt_num(r["rate_limited"]), fmt_num(r["prompt_tokens"]), fmt_num(r["completion_tokens"]),
-                     fmt_num(r["cached_prompt_tokens"]), fmt_usd(r["cost_usd"]), fmt_usd(r["cost_saved_by_cache_usd"]),
-                     fmt_usd(r["judge_cost_usd"]), fmt_usd(r["cost_per_sample_usd"]), fmt_num(r["wall_s"]),
-                     fmt_num(r["throughput_rps"]), fmt_num(lat.get("p50")), fmt_num(lat.get("p95")),
-                     fmt_num(lat.get("p99"))])
+        lat, tokens, cost = r["latency_ms"], r["tokens"]["total"], r["cost_usd"]
+        last = r["this_invocation"] or {}
+        unpriced = " unpriced" if r["unpriced"] else ""
+        body.append([r["label"], fmt_num(r["samples"]["total"]), *(fmt_num(r["samples"][s]) for s in SAMPLE_STATUSES),
+                     "yes" if r["complete"] else r["partial"], fmt_num(len(r["invocations"])), fmt_num(r["requests"]),
+                     fmt_num(r["retries"]), fmt_num(r["rate_limited"]), fmt_num(tokens["prompt_tokens"]),
+                     fmt_num(tokens["completion_tokens"]), *(fmt_usd(cost[p]) for p in PURPOSES),
+                     fmt_usd(cost["total"]) + unpriced, fmt_usd(r["cost_per_sample_usd"]),
+                     fmt_usd(last.get("saved_by_cache_usd")), fmt_num(r["wall_s"]), fmt_num(lat.get("p50")),
+                     fmt_num(lat.get("p95")), fmt_num(lat.get("p99"))])
+    return header, body
+
+
+def invocation_table(report: Report) -> Table:
+    """Every invocation of every run, oldest first: a re-run adds a row, never rewrites one."""
+    header = ["run", "invocation", "started", "wall s", "requests", "retries", "429s", "USD", "saved by cache",
+              "complete"]
+    body = [[r["label"], fmt_num(i["invocation"]), time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(i["started_at"])),
+             fmt_num(i["wall_s"]), fmt_num(i["requests"]), fmt_num(i["retries"]), fmt_num(i["rate_limited"]),
+             fmt_usd(i["cost_usd"]), fmt_usd(i["saved_by_cache_usd"]), fmt_num(i["complete"])]
+            for r in report.runs for i in r["invocations"]]
     return header, body
 
 
 def run_task_table(run: dict[str, Any]) -> Table:
-    header = ["task", "n", "ok", "failed", "cached", "score", "tokens in", "tokens out", "USD spent",
-              "USD saved", "USD/sample", "p50 ms", "p95 ms", "p99 ms"]
-    body = [[t["task"], fmt_num(t["n"]), fmt_num(t["n_ok"]), fmt_num(t["n_failed"]), fmt_num(t["n_cached"]),
-             fmt_score(t["score"]), fmt_num(t["prompt_tokens"]), fmt_num(t["completion_tokens"]),
-             fmt_usd(t["cost_usd"]), fmt_usd(t["cost_saved_usd"]), fmt_usd(t["cost_per_sample_usd"]),
-             fmt_num(t["latency"]["p50"]), fmt_num(t["latency"]["p95"]), fmt_num(t["latency"]["p99"])]
+    """Per task: samples by status and what each task cost by purpose, with a total row
+    equal to the run's figures."""
+    header = (["task", "n", *STATUS_HEADERS, "score", "tokens in", "tokens out"] + [f"USD {p}" for p in PURPOSES]
+              + ["USD total", "USD/sample", "p50 ms", "p95 ms", "p99 ms"])
+    body = [[t["task"], fmt_num(t["n"]), *(fmt_num(t["statuses"][s]) for s in SAMPLE_STATUSES),
+             fmt_score(t["score"]) + (f" ({t['partial']})" if t["partial"] and t["score"] is not None else ""),
+             fmt_num(t["prompt_tokens"]), fmt_num(t["completion_tokens"]),
+             *(fmt_usd(t["cost_usd"][p]) for p in PURPOSES), fmt_usd(t["cost_usd"]["total"]),
+             fmt_usd(t["cost_per_sample_usd"]), fmt_num(t["latency"]["p50"]), fmt_num(t["latency"]["p95"]),
+             fmt_num(t["latency"]["p99"])]
             for t in run["tasks"]]
+    tokens, cost = run["tokens"]["total"], run["cost_usd"]
+    body.append(["total", fmt_num(run["samples"]["total"]), *(fmt_num(run["samples"][s]) for s in SAMPLE_STATUSES),
+                 run["partial"] or "", fmt_num(tokens["prompt_tokens"]), fmt_num(tokens["completion_tokens"]),
+                 *(fmt_usd(cost[p]) for p in PURPOSES), fmt_usd(cost["total"]), fmt_usd(run["cost_per_sample_usd"]),
+                 "", "", ""])
     return header, body
 
 
@@ -122,12 +160,12 @@ def where_it_went(report: Report) -> list[str]:
         tasks = r["tasks"]
         if not tasks:
             continue
-        priciest = max(tasks, key=lambda t: t["cost_usd"] + t["cost_saved_usd"])
-        total = sum(t["cost_usd"] + t["cost_saved_usd"] for t in tasks)
+        priciest = max(tasks, key=lambda t: t["cost_usd"]["total"])
+        total = r["cost_usd"]["total"]
         slowest = max(tasks, key=lambda t: t["latency"]["p95"] or 0.0)
-        share = (priciest["cost_usd"] + priciest["cost_saved_usd"]) / total if total else 0.0
-        lines.append(f"{r['label']}: most money on {priciest['task']} ({share:.0%} of {fmt_usd(total)} at list price), "
-                     f"slowest task {slowest['task']} (p95 {fmt_num(slowest['latency']['p95'])} ms)")
+        share = priciest["cost_usd"]["total"] / total if total else 0.0
+        lines.append(f"{r['label']}: most money on {priciest['task']} ({share:.0%} of {fmt_usd(total)} to produce "
+                     f"the run), slowest task {slowest['task']} (p95 {fmt_num(slowest['latency']['p95'])} ms)")
     return lines
 
 
@@ -152,6 +190,7 @@ def render_markdown(report: Report) -> str:
             out.append(f"Reference rows (kind `reference`): {src}.")
         out.append("")
     out += ["## Cost and latency", "", _md(cost_table(report)), ""]
+    out += ["### Invocations", "", _md(invocation_table(report)), ""]
     out += [f"- {line}" for line in where_it_went(report)] + [""]
     for run in report.runs:
         out += [f"### {run['label']} per task", "", _md(run_task_table(run)), ""]
@@ -189,9 +228,11 @@ def print_tables(report: Report, console: Any = None) -> None:
         for src in sources(board):
             console.print(f"[dim]reference rows: {escape(src)}[/]")
     show("cost and latency", transpose(cost_table(report)))
+    show("invocations", invocation_table(report))
     for line in where_it_went(report):
         console.print(escape(line))
     for run in report.runs:
         show(f"{run['label']} per task",
-             pick(run_task_table(run), ["task", "n", "score", "USD spent", "USD/sample", "p50 ms", "p95 ms", "p99 ms"]))
+             pick(run_task_table(run), ["task", "n", "answered", "from cache", "shared", "failed", "score", "USD total",
+                                        "USD/sample", "p95 ms"]))
     show("endpoints", pick(endpoint_table(report), ["run", "endpoint", "served", "failed", "p50 ms", "p95 ms", "p99 ms"]))

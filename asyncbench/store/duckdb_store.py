@@ -2,9 +2,13 @@
 
 - `responses`: successful answers keyed by sha256 of the canonical request. Only
   successes are served from cache; failures go to `failures` and are never answers.
-- `runs` / `results`: one row per run and per (run, sample), so a re-run continues and
-  `report` can show a run later.
-- `meta`: the schema version, checked on open.
+- `runs` / `results`: one row per run and per (run, sample) — the sample ledger, with
+  the status of each sample (see ledger.py) — so a re-run continues and `report` can
+  show a run later.
+- `ledger_requests` / `invocations`: one row per request a run needed and per
+  invocation of it, appended and never rewritten: every count, token and dollar a run
+  reports is summed from them (ledger.account).
+- `meta`: the schema version, checked on open; a v1 file is migrated in place.
 
 DuckDB allows one writing process per file; a second one gets a clear error. Writes are
 batched into one columnar statement (row-by-row commits manage ~300 rows/s here).
@@ -20,8 +24,9 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ..errors import UserError
+from ..ledger import InvocationEntry, Ledger, RequestEntry, SampleEntry
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -41,8 +46,20 @@ _SCHEMA = [
         status VARCHAR, score DOUBLE, prediction VARCHAR, cached BOOLEAN, error VARCHAR,
         prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
         cost_usd DOUBLE, latency_ms DOUBLE, truncated_tokens BIGINT, meta_json VARCHAR,
-        PRIMARY KEY (run_id, sample_id, purpose))""",
+        invocation INTEGER, PRIMARY KEY (run_id, sample_id, purpose))""",
+    """CREATE TABLE IF NOT EXISTS ledger_requests (
+        run_id VARCHAR, invocation INTEGER, purpose VARCHAR, task VARCHAR, source VARCHAR, key VARCHAR,
+        sample_id VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
+        cost_usd DOUBLE, saved_usd DOUBLE, latency_ms DOUBLE, attempts INTEGER)""",
+    """CREATE TABLE IF NOT EXISTS invocations (
+        run_id VARCHAR, invocation INTEGER, started_at DOUBLE, wall_s DOUBLE, requests BIGINT, retries BIGINT,
+        rate_limited BIGINT, transient_errors BIGINT, complete BOOLEAN, finished BOOLEAN,
+        PRIMARY KEY (run_id, invocation))""",
 ]
+LEDGER_COLUMNS = ("invocation", "purpose", "task", "source", "key", "sample_id", "prompt_tokens", "completion_tokens",
+                  "cached_prompt_tokens", "cost_usd", "saved_usd", "latency_ms", "attempts")
+INVOCATION_COLUMNS = ("invocation", "started_at", "wall_s", "requests", "retries", "rate_limited", "transient_errors",
+                      "complete", "finished")
 
 class ResponseRow(TypedDict):
     """One answer as the cache stores it (the prompt itself only as its size)."""
@@ -80,7 +97,7 @@ RESPONSE_COLUMNS = ("key", "provider", "model", "endpoint", "request_json", "tex
                     "cost_usd", "served_by", "created_at")
 RESULT_COLUMNS = ("run_id", "sample_id", "task", "purpose", "key", "status", "score", "prediction",
                   "cached", "error", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
-                  "cost_usd", "latency_ms", "truncated_tokens", "meta_json")
+                  "cost_usd", "latency_ms", "truncated_tokens", "meta_json", "invocation")
 
 
 @dataclass
@@ -131,6 +148,32 @@ class Store:
         elif int(row[0]) > SCHEMA_VERSION:
             raise UserError(f"cache file {self.path} has schema v{row[0]}, newer than this asyncbench "
                             f"(v{SCHEMA_VERSION}); upgrade asyncbench or use another --cache")
+        elif int(row[0]) == 1:
+            self._from_v1()
+
+    def _from_v1(self) -> None:
+        """v1 kept per-sample results and a summary per run, no ledger: each old run gets
+        its sample statuses, one invocation (its last, as the summary recorded it) and the
+        request rows its results imply (eval only: v1 did not keep judge requests apart)."""
+        con = self.con
+        con.execute("BEGIN")
+        con.execute("ALTER TABLE results ADD COLUMN IF NOT EXISTS invocation INTEGER DEFAULT 1")
+        con.execute("UPDATE results SET status = CASE WHEN status = 'ok' AND cached THEN 'from_cache' "
+                    "WHEN status = 'ok' THEN 'answered' WHEN status = 'skipped' THEN 'skipped_budget' "
+                    "ELSE status END")
+        con.execute("INSERT INTO ledger_requests SELECT run_id, 1, purpose, task, CASE WHEN status = 'answered' "
+                    "THEN 'sent' WHEN status = 'from_cache' THEN 'from_cache' WHEN status = 'failed' THEN 'failed' "
+                    "ELSE 'skipped_budget' END, key, sample_id, prompt_tokens, completion_tokens, cached_prompt_tokens, "
+                    "CASE WHEN status = 'answered' THEN cost_usd ELSE 0 END, "
+                    "CASE WHEN status = 'from_cache' THEN cost_usd ELSE 0 END, latency_ms, 1 FROM results")
+        for run_id, started, summary_json in con.execute("SELECT run_id, started_at, summary_json FROM runs").fetchall():
+            old = json.loads(summary_json) if summary_json else {}
+            con.execute("INSERT OR IGNORE INTO invocations VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [run_id, started, old.get("wall_s", 0.0), old.get("requests_sent", 0), old.get("retries", 0),
+                         old.get("rate_limited", 0), old.get("transient_errors", 0),
+                         bool(old) and not old.get("n_failed") and not old.get("n_skipped_budget"), bool(old)])
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+        con.execute("COMMIT")
 
     # -- responses -------------------------------------------------------------------
     def lookup(self, keys: Iterable[str]) -> dict[str, CachedResponse]:
@@ -177,6 +220,33 @@ class Store:
     def finish_run(self, run_id: str, status: str, summary: dict[str, Any]) -> None:
         self.con.execute("UPDATE runs SET finished_at = ?, status = ?, summary_json = ? WHERE run_id = ?",
                          [time.time(), status, json.dumps(summary, sort_keys=True), run_id])
+
+    # -- the ledger -------------------------------------------------------------------
+    def put_ledger_requests(self, run_id: str, rows: Sequence[RequestEntry]) -> None:
+        """Append request rows (one transaction)."""
+        if not rows:
+            return
+        columns: list[list[Any]] = [[run_id] * len(rows)]
+        columns += [[getattr(r, c) for r in rows] for c in LEDGER_COLUMNS]
+        self.con.execute(f"INSERT INTO ledger_requests SELECT {_unnest(len(columns))}", columns)
+
+    def put_invocation(self, run_id: str, inv: InvocationEntry) -> None:
+        """Record an invocation when it starts, and again (the same row) when it ends."""
+        self.con.execute(f"INSERT OR REPLACE INTO invocations VALUES ({', '.join('?' * (len(INVOCATION_COLUMNS) + 1))})",
+                         [run_id, *(getattr(inv, c) for c in INVOCATION_COLUMNS)])
+
+    def ledger(self, run_id: str) -> Ledger:
+        """A run's ledger rows: samples (eval), requests and invocations, oldest first."""
+        samples = [SampleEntry(*r) for r in self.con.execute(
+            "SELECT sample_id, task, status, coalesce(invocation, 1), error FROM results "
+            "WHERE run_id = ? AND purpose = 'eval' ORDER BY sample_id", [run_id]).fetchall()]
+        requests = [RequestEntry(*r) for r in self.con.execute(
+            f"SELECT {', '.join(LEDGER_COLUMNS)} FROM ledger_requests WHERE run_id = ? ORDER BY invocation",
+            [run_id]).fetchall()]
+        invocations = [InvocationEntry(*r) for r in self.con.execute(
+            f"SELECT {', '.join(INVOCATION_COLUMNS)} FROM invocations WHERE run_id = ? ORDER BY invocation",
+            [run_id]).fetchall()]
+        return Ledger(samples, requests, invocations)
 
     def put_results(self, rows: list[dict[str, Any]]) -> None:
         """Upsert per-sample results of a run (one transaction)."""
@@ -226,7 +296,7 @@ class Store:
             self.con.execute("DELETE FROM responses WHERE provider || ':' || model = ?", [model])
         else:
             n = self._one("SELECT count(*) FROM responses")[0]
-            for table in ("responses", "failures", "results", "runs"):
+            for table in TABLES:
                 self.con.execute(f"DELETE FROM {table}")
         return int(n)
 
@@ -270,7 +340,7 @@ def _corrupt(path: Path, exc: Exception) -> UserError:
                      f"`asyncbench cache recover --cache {path} --out NEW.duckdb`, or pass --cache OTHER.duckdb")
 
 
-TABLES = ("responses", "failures", "results", "runs")
+TABLES = ("responses", "failures", "results", "runs", "ledger_requests", "invocations")
 
 
 def recover(broken: Path, out: Path) -> dict[str, int]:

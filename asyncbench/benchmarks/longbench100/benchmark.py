@@ -122,12 +122,17 @@ class LongBench100:
         needs_judge = any(s.metric in ("qa", "summary") for s in samples)
         if needs_judge and not ctx.options.get("judge"):
             raise UserError("100-LongBench scores QA and summaries with an LLM judge; pass --judge SPEC (e.g. openai:gpt-4o-mini) or select only the other tasks")
-        questions = list(dict.fromkeys((s.meta["question"], tuple(s.answers), s.max_tokens) for s in qa))
-        requests = [ctx.make_request(None, prompt=NO_CONTEXT_QA.format(input=q), max_tokens=mt) for q, _, mt in questions]
+        task_of: dict[tuple[str, tuple[str, ...], int], str] = {}  # the (first) task each question is asked for: where its cost is booked
+        for s in qa:
+            task_of.setdefault((s.meta["question"], tuple(s.answers), s.max_tokens), s.task)
+        questions = list(task_of)
+        requests = [ctx.make_request(None, prompt=NO_CONTEXT_QA.format(input=q), max_tokens=mt, task=task_of[(q, a, mt)])
+                    for q, a, mt in questions]
         replies = await ctx.generate(requests, "prior") if requests else []
         verdict: dict[tuple[str, tuple[str, ...]], str] = {}  # "known" | "unknown" | "unverified"
         to_judge: list[tuple[str, tuple[str, ...], str]] = []
-        for (q, answers, _), reply in zip(questions, replies):
+        judge_tasks: list[str] = []
+        for (q, answers, mt), reply in zip(questions, replies):
             if not isinstance(reply, Response):
                 verdict[(q, answers)] = "unverified"
                 continue
@@ -136,7 +141,9 @@ class LongBench100:
                 verdict[(q, answers)] = "unknown"
             else:
                 to_judge.append((q, answers, line))
-        scores = await judge.judge_qa(ctx, [(q, list(a), line) for q, a, line in to_judge]) if to_judge else []
+                judge_tasks.append(task_of[(q, answers, mt)])
+        scores = (await judge.judge_qa(ctx, [(q, list(a), line) for q, a, line in to_judge], tasks=judge_tasks)
+                  if to_judge else [])
         for (q, answers, _), score in zip(to_judge, scores):
             verdict[(q, answers)] = "unverified" if score is None else "known" if score >= self.prior_threshold else "unknown"
         kept: list[Sample] = []
@@ -162,6 +169,7 @@ class LongBench100:
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
         scores: list[float | None] = [None] * len(samples)
         qa_idx, qa_items, sum_idx, sum_items = [], [], [], []
+        qa_tasks, sum_tasks = [], []
         for i, (s, pred) in enumerate(zip(samples, predictions)):
             if pred is None:
                 continue
@@ -173,14 +181,16 @@ class LongBench100:
             elif s.metric == "qa":
                 qa_idx.append(i)
                 qa_items.append((s.meta["question"], s.answers, line))
+                qa_tasks.append(s.task)
             else:
                 sum_idx.append(i)
                 sum_items.append((s.answers[0], line))
+                sum_tasks.append(s.task)
         if qa_items:
-            for i, v in zip(qa_idx, await judge.judge_qa(ctx, qa_items)):
+            for i, v in zip(qa_idx, await judge.judge_qa(ctx, qa_items, tasks=qa_tasks)):
                 scores[i] = v
         if sum_items:
-            for i, v in zip(sum_idx, await judge.judge_summary(ctx, sum_items)):
+            for i, v in zip(sum_idx, await judge.judge_summary(ctx, sum_items, tasks=sum_tasks)):
                 scores[i] = v
         return scores
 

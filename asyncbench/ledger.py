@@ -1,0 +1,208 @@
+"""The ledger: one row per sample of a run, one per request, one per invocation — and
+every count, token and dollar a run reports, derived from those rows by `account`.
+
+The run summary (terminal, run.json), the progress bar's totals and every `report` format
+call the same function on the same rows, so their numbers agree and add up by
+construction: sample statuses sum to the sample count, tasks and purposes sum to the
+totals, and invocations sum to what the run cost to produce.
+
+A run is a record and an invocation is an event: re-running a command appends an
+invocation and its request rows and never rewrites an earlier one. A sample keeps the
+status of the invocation that settled it ("answered" in the first run stays "answered"
+when a re-run reads that same answer back from the cache).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# A sample's one status. The first four are settled (its score counts); the rest leave
+# its task, and so the run, partial.
+SAMPLE_STATUSES = ("answered", "from_cache", "shared", "excluded", "failed", "skipped_budget", "skipped_bad_row")
+SETTLED = frozenset({"answered", "from_cache", "shared", "excluded"})
+# answered: a request was sent for it in this run; from_cache: its answer was stored before
+# this run; shared: the same request as another sample of this run (sent once);
+# excluded: left out by the benchmark's own rule (100-LongBench's prior-knowledge filter);
+# failed: no answer after the retries; skipped_budget: not sent, --max-cost reached;
+# skipped_bad_row: a malformed data row skipped with --skip-bad-rows.
+
+PURPOSES = ("eval", "judge", "prior")
+# What became of one request: sent and answered, served from the cache, the same as an
+# earlier request of the same call (sent once), failed after its attempts, not sent.
+REQUEST_SOURCES = ("sent", "from_cache", "shared", "failed", "skipped_budget")
+NO_TASK = "-"  # a judge or prior request no task claimed
+
+# Failure kinds a flag fixes: the hint printed next to them.
+HINTS = {
+    "context too long": "prompts exceed the model's context: pass --max-input-tokens N (the context minus the "
+                        "output length) to cut them in the middle as LongBench does, then run the same command again",
+}
+
+
+def hint_for(error: str | None) -> str | None:
+    """The flag that fixes a failure, where one does."""
+    text = (error or "").lower()
+    return next((h for marker, h in HINTS.items() if marker in text), None)
+
+
+@dataclass
+class SampleEntry:
+    sample_id: str
+    task: str
+    status: str  # one of SAMPLE_STATUSES
+    invocation: int
+    error: str | None = None
+
+
+@dataclass
+class RequestEntry:
+    invocation: int
+    purpose: str  # one of PURPOSES
+    task: str
+    source: str  # one of REQUEST_SOURCES
+    key: str = ""
+    sample_id: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    cost_usd: float = 0.0  # paid by this request (source "sent")
+    saved_usd: float = 0.0  # what a cache hit cost when it was paid
+    latency_ms: float | None = None
+    attempts: int = 0
+
+
+@dataclass
+class InvocationEntry:
+    """One `asyncbench run` of a run: its wall time and the runner's event counts. Tokens
+    and dollars are not stored here: they are summed from its request rows."""
+
+    invocation: int
+    started_at: float
+    wall_s: float = 0.0
+    requests: int = 0  # HTTP calls, retries included
+    retries: int = 0
+    rate_limited: int = 0
+    transient_errors: int = 0
+    complete: bool = False
+    finished: bool = False
+
+
+@dataclass
+class Tokens:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+
+    def add(self, r: RequestEntry) -> None:
+        self.prompt_tokens += r.prompt_tokens
+        self.completion_tokens += r.completion_tokens
+        self.cached_prompt_tokens += r.cached_prompt_tokens
+
+
+@dataclass
+class _Money:
+    """Tokens and dollars of paid requests, by purpose, with the total."""
+
+    tokens: dict[str, Tokens] = field(default_factory=lambda: {p: Tokens() for p in PURPOSES})
+    usd: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PURPOSES, 0.0))
+    requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PURPOSES, 0))
+    saved_usd: float = 0.0
+
+    def add(self, r: RequestEntry) -> None:
+        if r.source == "sent":
+            self.tokens.setdefault(r.purpose, Tokens()).add(r)
+            self.usd[r.purpose] = self.usd.get(r.purpose, 0.0) + r.cost_usd
+            self.requests[r.purpose] = self.requests.get(r.purpose, 0) + 1
+        elif r.source == "from_cache":
+            self.saved_usd += r.saved_usd
+
+    def cost(self) -> dict[str, float]:
+        out = {p: round(v, 6) for p, v in self.usd.items()}
+        out["total"] = round(sum(self.usd.values()), 6)
+        return out
+
+    def token_block(self) -> dict[str, dict[str, int]]:
+        out = {p: asdict(t) for p, t in self.tokens.items()}
+        out["total"] = {k: sum(t[k] for t in out.values()) for k in asdict(Tokens())}
+        return out
+
+
+@dataclass
+class Ledger:
+    """A run's rows, as the store holds them."""
+
+    samples: list[SampleEntry]
+    requests: list[RequestEntry]
+    invocations: list[InvocationEntry]
+
+
+def status_counts(statuses: Iterable[str]) -> dict[str, int]:
+    counts = dict.fromkeys(SAMPLE_STATUSES, 0)
+    for s in statuses:
+        counts[s] += 1
+    counts["total"] = sum(counts.values())
+    return counts
+
+
+def account(samples: Sequence[SampleEntry], requests: Sequence[RequestEntry],
+            invocations: Sequence[InvocationEntry]) -> dict[str, Any]:
+    """Every count, token and dollar of a run, from its ledger rows.
+
+    `cost_usd`/`tokens` and `by_task` are what the run cost to produce (every invocation);
+    `invocations` lists each one's own figures, oldest first, and the last is this one.
+    What the cache saved is per invocation (a cached re-run saves the run's price again),
+    priced at what the answers cost when they were paid."""
+    run_money = _Money()
+    by_inv: dict[int, _Money] = defaultdict(_Money)
+    by_task_money: dict[str, _Money] = defaultdict(_Money)
+    for r in requests:
+        run_money.add(r)
+        by_inv[r.invocation].add(r)
+        by_task_money[r.task].add(r)
+    by_task_status: dict[str, list[str]] = defaultdict(list)
+    for s in samples:
+        by_task_status[s.task].append(s.status)
+    tasks: dict[str, dict[str, Any]] = {}
+    for task in list(by_task_status) + [t for t in by_task_money if t not in by_task_status]:
+        counts = status_counts(by_task_status.get(task, []))
+        settled = sum(counts[s] for s in SETTLED)
+        money = by_task_money.get(task, _Money())
+        tasks[task] = {"n": counts["total"], **{s: counts[s] for s in SAMPLE_STATUSES}, "settled": settled,
+                       "complete": settled == counts["total"], "cost_usd": money.cost(),
+                       "tokens": money.token_block()["total"]}
+    counts = status_counts(s.status for s in samples)
+    settled = sum(counts[s] for s in SETTLED)
+    inv_rows = []
+    for inv in invocations:
+        money = by_inv.get(inv.invocation, _Money())
+        inv_rows.append({**asdict(inv), "cost_usd": money.cost()["total"],
+                         "cost_by_purpose": {p: v for p, v in money.cost().items() if p != "total"},
+                         "sent": sum(money.requests.values()),
+                         "prompt_tokens": money.token_block()["total"]["prompt_tokens"],
+                         "completion_tokens": money.token_block()["total"]["completion_tokens"],
+                         "saved_by_cache_usd": round(money.saved_usd, 6)})
+    return {
+        "complete": settled == counts["total"],
+        "samples": {**counts, "settled": settled},
+        "by_task": tasks,
+        "cost_usd": run_money.cost(),
+        "tokens": run_money.token_block(),
+        "invocations": inv_rows,
+    }
+
+
+def partial_label(block: dict[str, Any]) -> str:
+    """"partial 25/42" for an incomplete run or task ({"settled", "n"|"total"}), else ""."""
+    total = block.get("n", block.get("total", 0))
+    return "" if block.get("settled", total) == total else f"partial {block['settled']}/{total}"
+
+
+def merge_sample(previous: SampleEntry | None, new: SampleEntry) -> SampleEntry:
+    """The run's status of a sample after another invocation: an answer this run already
+    produced, read back from the cache now, keeps the status and invocation it had."""
+    if previous is not None and new.status == "from_cache" and previous.status in ("answered", "shared", "from_cache"):
+        return previous
+    return new
