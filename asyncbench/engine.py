@@ -35,7 +35,7 @@ from .runners import Runner, make_runner
 from .scheduler import Budget, Job, Outcome
 from .secrets import redact, redact_json, secret_values, strip_userinfo
 from .store import Store, default_cache_path
-from .store.duckdb_store import CachedResponse, FailureRow, ResponseRow
+from .store.duckdb_store import CachedResponse, FailureRow, ResponseRow, cached_keys
 from .types import Request, Response, Sample, SampleResult, Usage
 
 # Requests hashed and looked up per step after the first chunk: small enough that reading
@@ -69,6 +69,8 @@ class Engine:
         self.pending_responses: list[ResponseRow] = []
         self.pending_failures: list[FailureRow] = []
         self.pending_ledger: list[RequestEntry] = []
+        # keys this invocation paid for: found in the cache later, they are shared, not cached
+        self.paid_keys: set[str] = set()
         self._flush_event = anyio.Event()
         self._db_lock = anyio.Lock()
 
@@ -122,10 +124,9 @@ class Engine:
         try:
             with progress:
                 outcomes = await self.runner.run(client, call.jobs(), budget=self.budget, on_outcome=call.on_outcome)
+                generated = call.generated(outcomes)  # books shared and unsent requests: the bar's last counts
         finally:  # also when the data stream fails part-way: keep every answer received
             await self.flush()
-        generated = call.generated(outcomes)
-        await self.flush()
         return generated
 
 
@@ -190,6 +191,11 @@ class _Generation:
     def _from_cache(self, i: int, hit: CachedResponse) -> None:
         usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens)
         self.hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
+        if hit.key in self.engine.paid_keys:  # sent earlier in this invocation, stored since
+            self.sources[i] = "shared"
+            self.engine.pending_ledger.append(self._entry(i, "shared"))
+            self.progress.add("shared")
+            return
         self.sources[i] = "from_cache"
         # what the answer cost when it was paid (its cache row), not today's list price
         self.engine.pending_ledger.append(self._entry(
@@ -213,6 +219,7 @@ class _Generation:
             resp.text = redact(resp.text)  # a server that echoes the key into its answer
         cost = self.client.price.cost(usage)
         self.sources[i] = "sent"
+        engine.paid_keys.add(self.keys[i])
         engine.pending_ledger.append(self._entry(
             i, "sent", prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cached_prompt_tokens=usage.cached_prompt_tokens, cost_usd=cost, latency_ms=resp.latency_ms,
@@ -355,7 +362,11 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
 
     if cfg.dry_run or opening is None or runner is None:
         samples = list(samples)
-        return dry_run_summary(cfg, samples, [build(s) for s in samples], client, run_id, truncated, max_input)
+        requests = [build(s) for s in samples]
+        cache = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
+        planned = benchmark.planned_calls(samples, client.count) if hasattr(benchmark, "planned_calls") else {}
+        return dry_run_summary(cfg, samples, requests, client, judge, run_id, truncated, max_input,
+                               cached_keys(cache, [r.key() for r in requests]), planned)
 
     out = out_dir(cfg, run_id)  # checked before anything is sent
     with opening.result() as store:
@@ -402,8 +413,10 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
             raise failure
         loaded = samples if isinstance(samples, list) else kept
         previous = {e.sample_id: e for e in before.samples}
+        paid = {r.key: r.invocation for r in before.requests if r.source == "sent"}
         rows = [_result_row(run_id, r, merge_sample(previous.get(r.sample_id),
-                                                    SampleEntry(r.sample_id, r.task, status, invocation.invocation)))
+                                                    SampleEntry(r.sample_id, r.task, status, invocation.invocation),
+                                                    paid.get(r.key or "")))
                 for r, status in zip(results, _statuses(results, generated.sources))]
         rows += _unsent_rows(run_id, invocation.invocation, loaded, kept)
         store.put_results(rows)

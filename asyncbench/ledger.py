@@ -35,17 +35,22 @@ PURPOSES = ("eval", "judge", "prior")
 REQUEST_SOURCES = ("sent", "from_cache", "shared", "failed", "skipped_budget")
 NO_TASK = "-"  # a judge or prior request no task claimed
 
-# Failure kinds a flag fixes: the hint printed next to them.
-HINTS = {
-    "context too long": "prompts exceed the model's context: pass --max-input-tokens N (the context minus the "
-                        "output length) to cut them in the middle as LongBench does, then run the same command again",
-}
+# What fixes a sample that did not settle, where something does (besides running again).
+CONTEXT_HINT = ("prompts exceed the model's context: pass --max-input-tokens N (the context minus the output "
+                "length) to cut them in the middle as LongBench does, then run the same command again")
+BUDGET_HINT = "the run's --max-cost was reached (over all its invocations): run again with a larger --max-cost"
+BAD_ROW_HINT = "a malformed data row was skipped (--skip-bad-rows): fix it in the data file for a complete run"
 
 
-def hint_for(error: str | None) -> str | None:
-    """The flag that fixes a failure, where one does."""
-    text = (error or "").lower()
-    return next((h for marker, h in HINTS.items() if marker in text), None)
+def hint_for(status: str, error: str | None) -> str | None:
+    """The flag or fix for a sample that did not settle, where one is known."""
+    if status == "skipped_bad_row":
+        return BAD_ROW_HINT
+    if status == "skipped_budget":
+        return BUDGET_HINT
+    if "context too long" in (error or "").lower():
+        return CONTEXT_HINT
+    return None
 
 
 @dataclass
@@ -200,9 +205,15 @@ def partial_label(block: dict[str, Any]) -> str:
     return "" if block.get("settled", total) == total else f"partial {block['settled']}/{total}"
 
 
-def merge_sample(previous: SampleEntry | None, new: SampleEntry) -> SampleEntry:
-    """The run's status of a sample after another invocation: an answer this run already
-    produced, read back from the cache now, keeps the status and invocation it had."""
-    if previous is not None and new.status == "from_cache" and previous.status in ("answered", "shared", "from_cache"):
+def merge_sample(previous: SampleEntry | None, new: SampleEntry, paid_in: int | None = None) -> SampleEntry:
+    """The run's status of a sample after another invocation. An answer this run already
+    produced, read back from the cache now, keeps the status and invocation it had — or,
+    when an earlier invocation paid for it and then died before recording its samples
+    (`paid_in`), becomes "answered" in that invocation."""
+    if new.status != "from_cache":
+        return new
+    if previous is not None and previous.status in ("answered", "shared", "from_cache"):
         return previous
+    if paid_in is not None:
+        return SampleEntry(new.sample_id, new.task, "answered", paid_in)
     return new

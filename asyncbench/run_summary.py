@@ -42,18 +42,37 @@ def public_config(cfg: RunConfig, spec: ModelSpec) -> dict[str, Any]:
 
 
 def dry_run_summary(cfg: RunConfig, samples: list[Sample], requests: list[Request], client: ModelClient,
-                     run_id: str, truncated: dict[str, int], max_input: int | None) -> dict[str, Any]:
-    prompt_tokens = sum(client.count(r.text()) for r in requests)
-    output_tokens = sum(r.max_tokens for r in requests)
-    summary = {
+                    judge: ModelClient | None, run_id: str, truncated: dict[str, int], max_input: int | None,
+                    cached: set[str] | None, planned: dict[str, tuple[int, int, int]]) -> dict[str, Any]:
+    """What a run would send and cost, sending nothing: answers already in the cache are
+    free, judge and prior-knowledge calls are estimated by the benchmark (at most), and a
+    model without a price says "unpriced" instead of $0."""
+    hits = [r for r in requests if cached is not None and r.key() in cached]
+    to_send = [r for r in requests if cached is None or r.key() not in cached]
+    prompt_tokens = sum(client.count(r.text()) for r in to_send)
+    output_tokens = sum(r.max_tokens for r in to_send)
+    purposes: dict[str, dict[str, Any]] = {"eval": {"requests": len(to_send), "prompt_tokens": prompt_tokens,
+                                                    "max_output_tokens": output_tokens,
+                                                    "cost_usd": _estimate(client, prompt_tokens, output_tokens)}}
+    for purpose, (n, tokens_in, tokens_out) in planned.items():
+        target = judge if purpose == "judge" and judge is not None else client
+        purposes[purpose] = {"requests": n, "prompt_tokens": tokens_in, "max_output_tokens": tokens_out,
+                             "cost_usd": _estimate(target, tokens_in, tokens_out), "at_most": True}
+    costs = [p["cost_usd"] for p in purposes.values()]
+    total: float | str = "unpriced" if "unpriced" in costs else round(sum(float(c) for c in costs), 6)
+    return {
         "run_id": run_id, "benchmark": cfg.benchmark, "model": client.spec.label, "dry_run": True,
-        "n_samples": len(samples), "requests": len(requests),
+        "n_samples": len(samples), "requests": len(requests), "cached": len(hits), "to_send": len(to_send),
+        "cache_checked": cached is not None,
         "estimated_prompt_tokens": prompt_tokens, "estimated_max_output_tokens": output_tokens,
-        "estimated_cost_usd": round(client.price.estimate(prompt_tokens, output_tokens), 6),
+        "estimated_cost_usd": total, "by_purpose": purposes,
         "token_counting": "tiktoken" if client.counter else "approx ceil(chars/4)",
         "max_input_tokens": max_input, "n_truncated": len(truncated),
     }
-    return summary
+
+
+def _estimate(client: ModelClient, prompt_tokens: int, output_tokens: int) -> float | str:
+    return round(client.price.estimate(prompt_tokens, output_tokens), 6) if client.price.priced else "unpriced"
 
 
 def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, Any], samples: list[SampleEntry],
@@ -65,8 +84,8 @@ def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, 
     this = ledger["invocations"][-1]
     values = latencies.fresh or latencies.cached
     failures = [{"sample_id": e.sample_id, "task": e.task, "status": e.status, "error": e.error,
-                 **({"hint": h} if (h := hint_for(e.error)) else {})}
-                for e in samples if e.status in ("failed", "skipped_bad_row")]
+                 **({"hint": h} if (h := hint_for(e.status, e.error)) else {})}
+                for e in samples if e.status in ("failed", "skipped_bad_row", "skipped_budget")]
     return {
         "run_id": run_id,
         "benchmark": cfg.benchmark,

@@ -63,8 +63,8 @@ def overhead(tmp: Path) -> str:
     with sim_subprocess([]) as url:
         s, wall = run(tmp / "small.jsonl", url, "--concurrency", "64")
     return (f"| client overhead: {n} small requests, no latency, concurrency 64 | "
-            f"{s['requests_sent'] / s['wall_s']:,.0f} req/s end to end (run wall {s['wall_s']:.2f} s, process {wall:.2f} s) | "
-            f"completed {s['n_completed']}/{n} |")
+            f"{s['this_invocation']['requests'] / s['wall_s']:,.0f} req/s end to end (run wall {s['wall_s']:.2f} s, process {wall:.2f} s) | "
+            f"completed {s['samples']['settled']}/{n} |")
 
 
 def long_prompts(tmp: Path) -> str:
@@ -75,7 +75,7 @@ def long_prompts(tmp: Path) -> str:
     ideal = math.ceil(n / 64) * 0.2  # 16 waves of 64 concurrent 200 ms requests
     return (f"| {n} unique long prompts (2k-8k words, {chars / 1e6:.0f} MB), 200 ms latency, concurrency 64 | "
             f"run wall {s['wall_s']:.2f} s (ideal {ideal:.2f} s; process {wall:.2f} s incl. start-up) | "
-            f"completed {s['n_completed']}/{n} |")
+            f"completed {s['samples']['settled']}/{n} |")
 
 
 def limited(tmp: Path, client_knows: bool) -> str:
@@ -90,7 +90,7 @@ def limited(tmp: Path, client_knows: bool) -> str:
     return (f"| {n} requests, {tokens:,} tokens, sim 300 RPM + 400k TPM, {label} | "
             f"wall {s['wall_s']:.1f} s vs ideal {ideal:.1f} s ({s['wall_s'] / ideal:.3f}x); "
             f"429s {st['rate_limited']} ({100 * st['rate_limited'] / n:.1f}% of requests) | "
-            f"completed {s['n_completed']}/{n} |")
+            f"completed {s['samples']['settled']}/{n} |")
 
 
 def main() -> None:

@@ -46,17 +46,17 @@ def main() -> None:
         with sim_subprocess(faults) as url:
             faulty, faulty_wall, _ = run(data, url, conc)
         print(f"| {n:,} samples, C={conc}, no faults | run {clean['wall_s']:.1f} s (process {clean_wall:.1f} s) | "
-              f"completed {clean['n_completed']}/{n} |")
+              f"completed {clean['samples']['settled']}/{n} |")
         print(f"| {n:,} samples, C={conc}, 20% 5xx + 5% drops + 5% malformed | run {faulty['wall_s']:.1f} s "
               f"(process {faulty_wall:.1f} s), {faulty['wall_s'] / clean['wall_s']:.2f}x the fault-free run; "
-              f"retries {faulty['retries']} | completed {faulty['n_completed']}/{n}, failed {faulty['n_failed']} |",
+              f"retries {faulty['this_invocation']['retries']} | completed {faulty['samples']['settled']}/{n}, failed {faulty['samples']['failed']} |",
               flush=True)
         small = Path(d) / "twenty.jsonl"
         write_data(small, 20, (5, 20), 4)
         with sim_subprocess(["--error-rate", "1.0"]) as url:
             dead, dead_wall, line = run(small, url, 32)
         print(f"| 20 samples, endpoint answering 500 to everything, default settings | ended in {dead_wall:.1f} s, "
-              f"completed {dead['n_completed']}/20 | `{line[:100]}...` |")
+              f"completed {dead['samples']['settled']}/20 | `{line[:100]}...` |")
 
 
 if __name__ == "__main__":

@@ -99,11 +99,12 @@ def test_an_endpoint_that_fails_everything_ends_the_run_partial(tmp_path: Path) 
                                "openai-compat:m", "--base-url", url + "/v1", "--cache", str(tmp_path / "c.duckdb"),
                                "--out", str(tmp_path / "out"), "--no-progress"], env=env, capture_output=True,
                               text=True, timeout=60)
-    assert done.returncode != 0
-    line = done.stderr.strip().splitlines()[-1]
-    assert line.startswith("asyncbench: run ended partial: ") and url in line and "HTTP 50" in line, done.stderr
+    assert done.returncode == 3
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("asyncbench: run ended partial: "), done.stderr
+    assert url in lines[0] and "HTTP 50" in lines[0] and "partial 0/20" in lines[0]
     run = json.loads((tmp_path / "out" / "run.json").read_text())
-    assert run["n_completed"] == 0 and run["n_failed"] == 20 and run["aborted"]
+    assert run["samples"]["failed"] == 20 and run["aborted"] and not run["complete"]
 
 
 def _cache_with_rows(path: Path, n: int = 50) -> None:

@@ -156,8 +156,10 @@ def test_run_against_simulator_reports_both_levels(tmp_path):
     summary_path = tmp_path / "out"
     rc = cli(["run", "bamboo", "--model", "sim", "--data-dir", str(DATA), "--length", "both", "--skip-bad-rows",
               "--cache", str(tmp_path / "cache.duckdb"), "--out", str(summary_path), "--no-progress", "--json"])
-    assert rc == 0
     run = json.loads(next(summary_path.rglob("run.json")).read_text())
+    # the release's one malformed row is skipped and counted: the run is partial, exit 3
+    assert rc == 3 and run["partial"] == f"partial {run['samples']['total'] - 1}/{run['samples']['total']}"
+    assert run["samples"]["skipped_bad_row"] == 1 and run["failures"][0]["status"] == "skipped_bad_row"
     scores = run["scores"]
     assert set(scores["by_task"]) == {f"{d}_4k" for d in ("altqa", "paperqa", "meetingqa", "senhallu", "abshallu", "showssort",
                                                           "reportsumsort", "showspred", "meetingpred", "private_eval")} | {

@@ -38,18 +38,31 @@ def run_cli(tmp_path: Path, *args: str) -> dict:
     return summary
 
 
+def settled(s: dict) -> int:
+    return s["samples"]["answered"] + s["samples"]["from_cache"] + s["samples"]["shared"]
+
+
+def sent(s: dict) -> int:
+    """HTTP requests of the summary's invocation."""
+    return s["this_invocation"]["requests"]
+
+
 def test_rerun_is_served_from_cache(tmp_path, start_sim):
     sim = start_sim()
     data = write_jsonl(tmp_path / "d.jsonl", 60)
     first = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1")
-    assert first["n_completed"] == 60 and first["requests_sent"] == 60 and first["n_cached"] == 0
+    assert first["samples"]["answered"] == 60 and sent(first) == 60 and first["samples"]["from_cache"] == 0
     before = sim.stats()["requests"]
     second = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1")
     assert sim.stats()["requests"] == before  # nothing reached the server
-    assert second["requests_sent"] == 0 and second["n_cached"] == 60 and second["n_completed"] == 60
+    # the run's record keeps what produced it; the re-run is one more invocation, free
+    assert sent(second) == 0 and second["samples"] == first["samples"] and settled(second) == 60
     assert second["run_id"] == first["run_id"]
     assert second["scores"] == first["scores"]
-    assert second["cost_saved_by_cache_usd"] == pytest.approx(first["cost_usd"], rel=1e-6)
+    assert [i["requests"] for i in second["invocations"]] == [60, 0]
+    assert second["invocations"][0] == first["invocations"][0]  # history is never rewritten
+    assert second["cost_usd"] == first["cost_usd"] and second["this_invocation"]["cost_usd"] == 0
+    assert second["this_invocation"]["saved_by_cache_usd"] == pytest.approx(first["cost_usd"]["total"], rel=1e-6)
 
 
 def test_streamed_lookups_across_chunks_send_each_request_once(tmp_path, start_sim):
@@ -64,14 +77,17 @@ def test_streamed_lookups_across_chunks_send_each_request_once(tmp_path, start_s
     data.write_text("\n".join(lines) + "\n")
     args = ["--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1", "--concurrency", "1"]
     first = run_cli(tmp_path, f"jsonl:{data}", *args)
-    assert first["n_completed"] == 40 and first["requests_sent"] == 39 and sim.stats()["requests"] == 39
+    assert settled(first) == 40 and first["samples"]["shared"] == 1 and sent(first) == 39
+    assert sim.stats()["requests"] == 39
     rows = duckdb.connect(str(tmp_path / "cache.duckdb"), read_only=True).execute(
         "SELECT sample_id, prediction FROM results WHERE sample_id IN ('q0', 'dup-of-q0')").fetchall()
     assert len({pred for _, pred in rows}) == 1 and len(rows) == 2
     more = write_jsonl(tmp_path / "more.jsonl", 50)
     more.write_text(data.read_text() + "".join(more.read_text().splitlines(keepends=True)[40:]))
     second = run_cli(tmp_path, f"jsonl:{more}", *args)
-    assert second["requests_sent"] == 10 and second["n_cached"] == 40 and second["n_completed"] == 50
+    # an edited file is a new run: its 40 known answers come from the cache
+    assert second["run_id"] != first["run_id"]
+    assert sent(second) == 10 and second["samples"]["from_cache"] == 40 and second["samples"]["answered"] == 10
 
 
 def test_malformed_line_late_in_a_streamed_file_keeps_what_was_answered(tmp_path, start_sim):
@@ -109,7 +125,7 @@ def test_fully_cached_rerun_needs_no_server(tmp_path):
     finally:
         stop_sim_subprocess(proc)
     again = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", url + "/v1")
-    assert again["_exit"] == 0 and again["n_cached"] == 20 and again["scores"] == first["scores"]
+    assert again["_exit"] == 0 and sent(again) == 0 and settled(again) == 20 and again["scores"] == first["scores"]
     more = write_jsonl(tmp_path / "more.jsonl", 21)  # one answer missing: now the server is needed
     line = _one_clean_line(_cli("run", f"jsonl:{more}", "--model", "openai-compat:sim", "--base-url", url + "/v1",
                                 "--cache", str(tmp_path / "cache.duckdb"), "--out", str(tmp_path / "o2")))
@@ -135,21 +151,23 @@ def test_faults_are_retried_until_every_sample_completes(tmp_path, start_sim):
     s = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
                 "--concurrency", "16")
     stats = sim.stats()
-    assert s["n_completed"] == 300 and s["n_failed"] == 0
+    assert s["complete"] and s["samples"]["answered"] == 300
     assert stats["errors_5xx"] > 0 and stats["dropped"] > 0
-    assert s["retries"] >= stats["errors_5xx"] + stats["dropped"]
+    assert s["this_invocation"]["retries"] >= stats["errors_5xx"] + stats["dropped"]
 
 
 def test_context_length_error_is_fatal_and_not_retried(tmp_path, start_sim):
     sim = start_sim()
     data = write_jsonl(tmp_path / "d.jsonl", 20, marker_at=7)
     s = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1")
-    assert s["n_completed"] == 19 and s["n_failed"] == 1 and s["_exit"] == 1
+    assert s["samples"]["answered"] == 19 and s["samples"]["failed"] == 1 and s["_exit"] == 3
+    assert not s["complete"] and s["partial"] == "partial 19/20"
     assert s["failures"][0]["sample_id"] == "q7" and "context" in s["failures"][0]["error"]
+    assert "--max-input-tokens" in s["failures"][0]["hint"] and s["hints"] == [s["failures"][0]["hint"]]
     assert sim.stats()["context_length_errors"] == 1  # asked once, never retried
     # failures are recorded but never served as answers: a re-run asks again
     again = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1")
-    assert again["requests_sent"] == 1 and again["n_cached"] == 19
+    assert sent(again) == 1 and again["samples"]["answered"] == 19 and again["samples"]["failed"] == 1
 
 
 def test_unknown_limits_are_learned_and_retry_after_obeyed(tmp_path, start_sim):
@@ -157,11 +175,11 @@ def test_unknown_limits_are_learned_and_retry_after_obeyed(tmp_path, start_sim):
     data = write_jsonl(tmp_path / "d.jsonl", 80)
     s = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
                 "--concurrency", "32")
-    assert s["n_completed"] == 80 and s["n_failed"] == 0
+    assert s["complete"] and s["samples"]["answered"] == 80
     stats = sim.stats()
     assert stats["ok"] == 80
     # without limits the client bursts into 429s, then adapts from headers and Retry-After
-    assert s["rate_limited"] == stats["rate_limited"]
+    assert s["this_invocation"]["rate_limited"] == stats["rate_limited"]
 
 
 def test_known_limits_avoid_429s(tmp_path, start_sim):
@@ -169,7 +187,7 @@ def test_known_limits_avoid_429s(tmp_path, start_sim):
     data = write_jsonl(tmp_path / "d.jsonl", 80, words=200)
     s = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
                 "--rpm", "1200", "--tpm", "200000")
-    assert s["n_completed"] == 80
+    assert s["samples"]["answered"] == 80
     assert sim.stats()["rate_limited"] <= 1  # < 1% of 80 requests, rounding up
 
 
@@ -180,10 +198,18 @@ def test_budget_stops_issuing_requests(tmp_path, start_sim):
     prices.write_text(json.dumps({"models": {"sim": {"input": 1000.0, "output": 1000.0}}}))
     s = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
                 "--prices", str(prices), "--max-cost", "5", "--concurrency", "4")
-    assert 0 < s["n_completed"] < 100
-    assert s["n_skipped_budget"] == 100 - s["n_completed"]
-    assert s["cost_usd"] <= 5.0
-    assert sim.stats()["requests"] == s["n_completed"]
+    assert 0 < s["samples"]["answered"] < 100 and s["_exit"] == 3
+    assert s["samples"]["skipped_budget"] == 100 - s["samples"]["answered"]
+    assert s["cost_usd"]["total"] <= 5.0
+    assert sim.stats()["requests"] == s["samples"]["answered"]
+    # --max-cost is the run's: running the same command again twice spends nothing more
+    for _ in range(2):
+        again = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url",
+                        sim.base_url + "/v1", "--prices", str(prices), "--max-cost", "5", "--concurrency", "4")
+        assert again["this_invocation"]["cost_usd"] == 0 and again["cost_usd"] == s["cost_usd"]
+        assert again["samples"] == s["samples"] and again["_exit"] == 3
+    assert sim.stats()["requests"] == s["samples"]["answered"]
+    assert len(again["invocations"]) == 3
 
 
 def test_endpoint_pool_routes_around_a_dead_replica(tmp_path, start_sim):
@@ -193,7 +219,7 @@ def test_endpoint_pool_routes_around_a_dead_replica(tmp_path, start_sim):
     s = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--endpoint-id", "pool",
                 "--base-url", good_a.base_url + "/v1", "--base-url", good_b.base_url + "/v1",
                 "--base-url", dead + "/v1", "--concurrency", "8")
-    assert s["n_completed"] == 120
+    assert s["samples"]["answered"] == 120
     served = {e["url"]: e for e in s["endpoints"]}
     assert served[dead + "/v1"]["served"] == 0 and not served[dead + "/v1"]["healthy"]
     a, b = good_a.stats()["ok"], good_b.stats()["ok"]
@@ -233,7 +259,10 @@ def test_sigkill_mid_run_then_resume_requests_nothing_twice(tmp_path, start_sim)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "out" / "run.json").read_text())
-    assert summary["n_completed"] == 200 and summary["n_cached"] == stored
+    # the killed invocation paid for `stored` answers: they stay "answered" in it
+    assert summary["samples"]["answered"] == 200 and summary["complete"]
+    assert [i["sent"] for i in summary["invocations"]] == [stored, 200 - stored]
+    assert not summary["invocations"][0]["finished"] and summary["invocations"][1]["finished"]
     log = sim.stats(log=True)["log"]
     asked_again = set(log) & {hashlib.sha256(p.encode()).hexdigest() for p in prompts}
     assert len(log) == 200 - stored and len(asked_again) == 200 - stored  # only the missing ones

@@ -31,7 +31,7 @@ def test_fleet_file_uses_every_replica_and_the_smallest_context(tmp_path, start_
                 "--cache", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "o"), "--no-progress")
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((tmp_path / "o" / "run.json").read_text())
-    assert summary["n_completed"] == 12
+    assert summary["samples"]["answered"] == 12 and summary["complete"]
     # 2047 tokens is the small replica's limit: every prompt (~3000 words) was cut to fit it
     assert summary["truncation"]["max_input_tokens"] == 2047 and summary["truncation"]["n_truncated"] == 12
     served = {e["url"]: e["served"] for e in summary["endpoints"]}

@@ -20,8 +20,10 @@ class ScriptedJudge:
         self.calls: list[tuple[list[Request], str]] = []
         self.options = {"judge": "openai-compat:judge"}
 
-    def make_request(self, spec: str | None, prompt: str | None = None, messages: list | None = None, max_tokens: int = 128) -> Request:
-        return Request(provider="fake", model=spec or "evaluated", endpoint_id="fake", prompt=prompt, messages=messages, max_tokens=max_tokens)
+    def make_request(self, spec: str | None, prompt: str | None = None, messages: list | None = None, max_tokens: int = 128,
+                     task: str | None = None) -> Request:
+        return Request(provider="fake", model=spec or "evaluated", endpoint_id="fake", prompt=prompt, messages=messages,
+                       max_tokens=max_tokens, task=task)
 
     async def generate(self, requests: list[Request], purpose: str) -> list[Response | ProviderError]:
         self.calls.append((requests, purpose))

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.skipif(not (DATA / "minilongbench").is_dir(), reason=".
 def make_ctx(judge_reply: str, prior_reply) -> tuple[RunContext, list[str]]:
     purposes: list[str] = []
 
-    def make_request(spec=None, prompt=None, messages=None, max_tokens=128) -> Request:
-        return Request(provider="fake", model=spec or "model", endpoint_id="x", prompt=prompt, messages=messages, max_tokens=max_tokens)
+    def make_request(spec=None, prompt=None, messages=None, max_tokens=128, task=None) -> Request:
+        return Request(provider="fake", model=spec or "model", endpoint_id="x", prompt=prompt, messages=messages,
+                       max_tokens=max_tokens, task=task)
 
     async def generate(reqs, purpose):
         purposes.extend([purpose] * len(reqs))

@@ -20,7 +20,7 @@ def test_run_against_simulator_reports_scores_longscore_exclusions_and_judge_cos
                     cache=str(tmp_path / "cache.duckdb"), out=str(tmp_path / "out"), progress=False,
                     extra={"lengths": LENGTHS, "rows": 2})
     summary = anyio.run(execute, cfg)
-    assert summary["n_failed"] == 0
+    assert summary["samples"]["failed"] == 0 and summary["complete"]
     scores = summary["scores"]
     # per-task and overall scores per length
     assert set(scores["by_task_length"]["kv_retrieval"]) == set(LENGTHS)
@@ -31,11 +31,15 @@ def test_run_against_simulator_reports_scores_longscore_exclusions_and_judge_cos
     # prior-knowledge exclusions are reported
     prior = summary["prepare"]["prior_knowledge"]
     assert prior["checked"] == 2 * 2 * len(LENGTHS) and prior["excluded"] + prior["unverified"] <= prior["checked"]
+    assert summary["samples"]["excluded"] == prior["excluded"]  # left out by the rule: counted, not lost
     # the simulator also answers as a judge (JSON verdicts), so judged tasks are scored
     assert set(scores["by_task_length"]["single_doc_qa"]) == set(LENGTHS)
     assert set(scores["by_task_length"]["multi_doc_sum"]) == set(LENGTHS)
     assert not any(scores["unscored"].values())
     # judge (and prior) tokens and cost are kept apart from the evaluated model's
-    by_purpose = summary["by_purpose"]
-    assert by_purpose["judge"]["requests"] > 0 and by_purpose["judge"]["prompt_tokens"] > 0
-    assert by_purpose["prior"]["requests"] > 0 and by_purpose["eval"]["requests"] > 0
+    tokens, cost = summary["tokens"], summary["cost_usd"]
+    assert all(tokens[p]["prompt_tokens"] > 0 and cost[p] > 0 for p in ("eval", "judge", "prior"))
+    assert tokens["total"]["prompt_tokens"] == sum(tokens[p]["prompt_tokens"] for p in ("eval", "judge", "prior"))
+    # judge and prior calls are booked on the task they were made for
+    assert sum(t["cost_usd"]["judge"] for t in summary["by_task"].values()) == pytest.approx(cost["judge"], abs=1e-5)
+    assert summary["by_task"]["single_doc_qa"]["cost_usd"]["prior"] > 0

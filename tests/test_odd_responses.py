@@ -71,10 +71,11 @@ def test_an_odd_response_is_retried_not_a_crash(name: str, tmp_path: Path) -> No
     model, path = ("tgi:m", "") if name.startswith("tgi") else ("openai-compat:m", "/v1")
     with OddServer(ODD[name]) as server:
         summary = _run(model, f"http://127.0.0.1:{server.port}{path}", tmp_path)
-    assert summary["n_completed"] == 4 and summary["transient_errors"] == 4 and summary["retries"] == 4
+    this = summary["this_invocation"]
+    assert summary["samples"]["answered"] == 4 and this["transient_errors"] == 4 and this["retries"] == 4
 
 
 def test_a_non_numeric_token_header_is_retried(tmp_path: Path) -> None:
     with OddServer(None, header_tokens="abc") as server:
         summary = _run("tgi:m", f"http://127.0.0.1:{server.port}", tmp_path)
-    assert summary["n_completed"] == 4 and summary["retries"] == 4
+    assert summary["samples"]["answered"] == 4 and summary["this_invocation"]["retries"] == 4

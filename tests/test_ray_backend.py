@@ -74,13 +74,13 @@ def test_ray_matches_local_and_keeps_the_global_rpm(tmp_path, shared_data, start
     rpm = 1200  # 20 requests/s for the whole group, whatever the number of workers
     ray = _run(tmp_path, "ray", urls, "--limit", "3", "--backend", "ray", "--ray-address", ray_cluster,
                "--ray-workers", "2", "--rpm", str(rpm))
-    assert ray["backend"]["name"] == "ray" and ray["n_completed"] == local["n_completed"] == local["n_samples"]
+    assert ray["backend"]["name"] == "ray" and ray["samples"] == local["samples"] and ray["complete"]
     assert ray["scores"] == local["scores"]
     assert _answers(tmp_path / "ray.duckdb") == _answers(tmp_path / "local.duckdb")
     assert all(e["served"] > 0 for e in ray["endpoints"])  # both endpoints used
 
     stats = [s.stats(log=True) for s in sims]
-    assert sum(st["requests"] for st in stats) == ray["n_samples"] and sum(st["rate_limited"] for st in stats) == 0
+    assert sum(st["requests"] for st in stats) == ray["samples"]["total"] and sum(st["rate_limited"] for st in stats) == 0
     arrivals = sorted(t for st in stats for t in st["times"])
     # A bucket of one second's worth, refilled at rpm/60 per second: in any window of
     # w seconds the two simulators together may see at most rpm/60 * (w + 1) requests.
@@ -116,7 +116,7 @@ def test_killing_a_worker_mid_run_requests_nothing_twice(tmp_path, start_sim, ra
             proc.kill()
     assert proc.returncode == 0, err[-3000:]
     summary = json.loads((tmp_path / "kill" / "run.json").read_text())
-    assert summary["n_completed"] == summary["n_samples"] == n
+    assert summary["samples"]["answered"] == summary["samples"]["total"] == n
     assert summary["backend"]["workers_replaced"] >= 1
 
     con = duckdb.connect(str(tmp_path / "kill.duckdb"), read_only=True)

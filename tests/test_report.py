@@ -27,8 +27,9 @@ ARTIFACTS = REPO / "tests" / "artifacts"
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    """Two MiniLongBench runs on the simulator: full prompts, and prompts cut to 1500 tokens
-    (a different run whose short prompts are served from the first run's cache)."""
+    """Two MiniLongBench runs on the simulator (all 237 anchors, so each has its estimate):
+    full prompts, and prompts cut to 1500 tokens (a different run whose short prompts are
+    served from the first run's cache)."""
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is not beside the checkout")
     tmp = tmp_path_factory.mktemp("report")
@@ -36,7 +37,7 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]
     ids = []
     for name, extra in (("full", []), ("cut", ["--max-input-tokens", "1500"])):
         out = tmp / name
-        rc = cli(["run", "minilongbench", "--model", "sim", "--data-dir", str(SHARED_DATA), "--limit", "3",
+        rc = cli(["run", "minilongbench", "--model", "sim", "--data-dir", str(SHARED_DATA),
                   "--cache", str(cache), "--out", str(out), "--no-progress", *extra])
         assert rc == 0
         ids.append(json.loads((out / "run.json").read_text())["run_id"])
@@ -44,56 +45,72 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]
     return cache, ids
 
 
-def _rows(cache: Path, run_id: str) -> list[tuple]:
+def _query(cache: Path, sql: str, params: list) -> list[tuple]:
     import duckdb
 
     con = duckdb.connect(str(cache), read_only=True)
     try:
-        return con.execute("SELECT task, status, cached, cost_usd, latency_ms, prompt_tokens, completion_tokens "
-                           "FROM results WHERE run_id = ? AND purpose = 'eval'", [run_id]).fetchall()
+        return con.execute(sql, params).fetchall()
     finally:
         con.close()
 
 
+LEDGER_FIELDS = ("complete", "samples", "cost_usd", "tokens", "by_task", "invocations")
+
+
 def test_numbers_equal_the_store(two_runs: tuple[Path, list[str]]) -> None:
+    """Every figure of the report is the store's ledger summed, and equals run.json's."""
     cache, ids = two_runs
     runs = load_runs(cache, ids)
     report = build_report(runs)
     assert [r.run_id for r in runs] == ids
     for run, block in zip(runs, report.runs):
-        rows = _rows(cache, run.run_id)
-        assert sum(t.n for t in run.tasks) == len(rows) == run.summary["n_samples"]
+        samples = _query(cache, "SELECT task, status, latency_ms FROM results WHERE run_id = ? AND purpose = 'eval'",
+                         [run.run_id])
+        paid = _query(cache, "SELECT task, purpose, cost_usd, prompt_tokens, completion_tokens FROM ledger_requests "
+                             "WHERE run_id = ? AND source = 'sent'", [run.run_id])
+        assert sum(t.n for t in run.tasks) == len(samples) == run.summary["samples"]["total"]
         for t in run.tasks:
-            mine = [r for r in rows if r[0] == t.task]
-            spent = sum(r[3] for r in mine if r[1] == "ok" and not r[2])
-            saved = sum(r[3] for r in mine if r[1] == "ok" and r[2])
-            assert t.cost_usd == pytest.approx(spent, abs=1e-12)
-            assert t.cost_saved_usd == pytest.approx(saved, abs=1e-12)
-            assert t.prompt_tokens == sum(r[5] for r in mine)
-            assert t.completion_tokens == sum(r[6] for r in mine)
-            fresh = [r[4] for r in mine if not r[2]] or [r[4] for r in mine]
+            mine = [r for r in samples if r[0] == t.task]
+            assert t.n == len(mine) and sum(t.statuses.values()) == t.n
+            assert t.statuses["answered"] == sum(r[1] == "answered" for r in mine)
+            assert t.cost_usd["total"] == pytest.approx(sum(r[2] for r in paid if r[0] == t.task), abs=1e-6)
+            assert t.prompt_tokens == sum(r[3] for r in paid if r[0] == t.task)
+            assert t.completion_tokens == sum(r[4] for r in paid if r[0] == t.task)
+            fresh = [r[2] for r in mine if r[1] == "answered"] or [r[2] for r in mine]
             for q in (50, 95, 99):
                 assert getattr(t.latency, f"p{q}") == pytest.approx(round(float(np.percentile(fresh, q)), 2))
             assert t.score == run.summary["scores"]["by_task"][t.task]
-        # run totals: what the engine counted equals the sum of the per-sample rows
-        ev = run.summary["by_purpose"]["eval"]
-        assert sum(t.cost_usd for t in run.tasks) == pytest.approx(ev["cost_usd"], rel=1e-9)
-        assert sum(t.cost_saved_usd for t in run.tasks) == pytest.approx(ev["cost_saved_by_cache_usd"], rel=1e-9)
-        assert sum(t.n_cached for t in run.tasks) == run.summary["n_cached"]
-        for key in ("cost_usd", "cost_saved_by_cache_usd", "prompt_tokens", "completion_tokens", "requests_sent",
-                    "retries", "rate_limited", "wall_s", "throughput_rps", "n_failed"):
-            assert block[key] == run.summary[key]
+        # the report's run figures are run.json's, and its columns add up to its totals
+        for key in LEDGER_FIELDS:
+            assert block[key] == run.summary[key], key
+        assert sum(t.cost_usd["total"] for t in run.tasks) == pytest.approx(block["cost_usd"]["total"], abs=1e-5)
+        assert sum(block["cost_usd"][p] for p in ("eval", "judge", "prior")) == pytest.approx(
+            block["cost_usd"]["total"], abs=1e-5)
+        assert block["cost_usd"]["total"] == pytest.approx(sum(r[2] for r in paid), abs=1e-6)
         assert block["latency_ms"]["p95"] == run.summary["latency_ms"]["p95"]
         # the single endpoint's latency is the run's request latency
         (ep,) = block["endpoints"]
-        assert ep["served"] == run.summary["requests_sent"]
+        assert ep["served"] == run.summary["this_invocation"]["requests"]
         assert ep["latency"]["p50"] == run.summary["latency_ms"]["p50"]
     # the second run reused the first's answers for prompts already under the cut-off
-    assert report.runs[1]["n_cached"] > 0 and report.runs[1]["cost_saved_by_cache_usd"] > 0
-    board = report.leaderboards[0]
-    for row, run in zip(board.rows, runs):
+    assert report.runs[1]["samples"]["from_cache"] > 0 and report.runs[1]["this_invocation"]["saved_by_cache_usd"] > 0
+    estimated, anchors = report.leaderboards
+    for row, run in zip(anchors.rows, runs):
         assert row.cells["overall"] == run.summary["scores"]["overall"]
         assert row.cells["cat:Code"] == run.summary["scores"]["by_category"]["Code"]
+    for row, run in zip(estimated.rows, runs):  # the estimate, x100, with every method's overall
+        est = run.summary["scores"]["estimate"]
+        assert row.cells["overall"] == pytest.approx(100 * est["overall"])
+        assert row.cells["est:direct"] == pytest.approx(100 * est["direct"]["overall"])
+        assert row.cells["cat:Code"] == pytest.approx(100 * est["irt"]["by_category"]["Code"])
+
+
+def _section(md: str, title: str) -> list[str]:
+    lines = md.splitlines()
+    start = lines.index(f"## {title}")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return lines[start:end]
 
 
 def test_markdown_two_runs_with_published_rows(two_runs: tuple[Path, list[str]], tmp_path: Path) -> None:
@@ -102,15 +119,25 @@ def test_markdown_two_runs_with_published_rows(two_runs: tuple[Path, list[str]],
     assert cli(["report", *ids, "--cache", str(cache), "--out", str(out)]) == 0
     md = out.read_text()
     runs = load_runs(cache, ids)
-    header = next(line for line in md.splitlines() if line.startswith("| model |"))
-    assert "| overall |" in header and "Single-Doc QA" in header
+    # the estimate of the full benchmark sits with the papers' full-benchmark rows...
+    estimated = _section(md, "minilongbench: estimated full LongBench")
+    header = next(line for line in estimated if line.startswith("| model |"))
+    assert "| estimated overall (irt)* |" in header and "estimated overall (direct)" in header
     for run in runs:
-        line = next(line for line in md.splitlines() if line.startswith(f"| {run.label} | run |"))
+        line = next(line for line in estimated if line.startswith(f"| {run.label} | run |"))
+        assert f"| {100 * run.summary['scores']['estimate']['overall']:.2f} |" in line
+    assert any(line.startswith("| GPT-3.5-Turbo-16k | reference | 44.70 |") for line in estimated)
+    assert "Tables 2 and 3" in "\n".join(estimated)
+    # ...and the 237-anchor averages apart, with no published row beside them
+    anchors = _section(md, "minilongbench: 237-anchor averages (not full-LongBench scores)")
+    header = next(line for line in anchors if line.startswith("| model |"))
+    assert "| overall |" in header and "Single-Doc QA" in header
+    assert not any("| reference |" in line or "(paper)" in line for line in anchors)
+    for run in runs:
+        line = next(line for line in anchors if line.startswith(f"| {run.label} | run |"))
         assert f"| {run.summary['scores']['overall']:.2f} |" in line
-    assert "| GPT-3.5-Turbo-16k | reference | 44.70 | 44.00 | 44.50 |" in md
-    assert "Tables 2 and 3" in md
     # per-task table: runs side by side with the paper's per-dataset numbers
-    triviaqa = next(line for line in md.splitlines() if line.startswith("| triviaqa |"))
+    triviaqa = next(line for line in estimated if line.startswith("| triviaqa"))
     assert triviaqa.count("|") == 2 + 2 + 8 and "| 91.40 |" in triviaqa
 
 
@@ -119,14 +146,17 @@ def test_json_two_runs_with_published_rows(two_runs: tuple[Path, list[str]], cap
     capsys.readouterr()
     assert cli(["report", ids[1][:6], ids[0], "--cache", str(cache), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    (board,) = data["leaderboards"]
+    board, anchors = data["leaderboards"]
     assert [r["run_id"] for r in board["rows"] if r["kind"] == "run"] == [ids[1], ids[0]]
+    assert not [r for r in anchors["rows"] if r["kind"] == "reference"]
     refs = [r for r in board["rows"] if r["kind"] == "reference"]
     assert [r["label"] for r in refs] == [m["name"] for m in published()["longbench"]["models"]]
     glm = next(r for r in refs if r["label"] == "ChatGLM2-6B-32k")
     assert glm["cells"]["task:passage_retrieval_en"] == 77.0 and glm["cells"]["overall"] == 41.4
     assert [b["run_id"] for b in data["runs"]] == [ids[1], ids[0]]
     assert {t["task"] for t in data["runs"][0]["tasks"]} == set(load_runs(cache, [ids[1]])[0].summary["scores"]["by_task"])
+    for block in data["runs"]:  # the ledger's fields, as in run.json
+        assert set(LEDGER_FIELDS) <= set(block) and block["invocations"][0]["invocation"] == 1
 
 
 def test_user_errors(two_runs: tuple[Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -187,9 +217,11 @@ def test_html_report_in_headless_chromium(two_runs: tuple[Path, list[str]], tmp_
     with tempfile.TemporaryDirectory() as profile:
         dom = subprocess.run([browser, *flags, f"--user-data-dir={profile}", "--dump-dom", html.as_uri()],
                              capture_output=True, text=True, timeout=120).stdout
-    expected_tables = ["leaderboard-minilongbench", "tasks-minilongbench", "cost", "endpoints",
-                       *(f"tasks-run-{i}" for i in ids)]
-    expected_plots = ["plot-score-minilongbench", "plot-length-minilongbench", "plot-cost", "plot-latency"]
+    est, anchors = "minilongbench-estimated-full-longbench", "minilongbench-237-anchor-averages-not-full-longbench-scores"
+    expected_tables = [f"leaderboard-{est}", f"tasks-{est}", f"leaderboard-{anchors}", f"tasks-{anchors}", "cost",
+                       "invocations", "endpoints", *(f"tasks-run-{i}" for i in ids)]
+    expected_plots = [f"plot-score-{est}", f"plot-length-{est}", f"plot-score-{anchors}", f"plot-length-{anchors}",
+                      "plot-cost", "plot-latency"]
     for table_id in expected_tables:
         assert re.search(rf'<table id="{re.escape(table_id)}"', dom), table_id
     for plot_id in expected_plots:

@@ -16,7 +16,8 @@ def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shar
             "--max-input-tokens", "6000", "--no-progress"]
     assert cli_main(args) == 0
     first = json.loads((tmp_path / "o" / "run.json").read_text())
-    assert first["n_samples"] == 237 and first["n_completed"] == 237 and first["requests_sent"] == 237
+    assert first["samples"]["total"] == 237 and first["samples"]["answered"] == 237
+    assert first["this_invocation"]["requests"] == 237 and first["complete"]
     scores = first["scores"]
     assert len(scores["by_task"]) == 21 and set(scores["by_category"]) == CATEGORIES
     for key in ("overall", "overall_en", "overall_zh"):
@@ -31,11 +32,11 @@ def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shar
     assert est["available"] and est["method"] == "irt" and 0 < est["overall"] < 1
     assert abs(est["direct"]["overall"] - est["irt"]["overall"]) < 0.1
     assert 0.9 < est["token_cost"]["saved_fraction"] < 1
-    assert est["token_cost"]["anchor_prompt_tokens"] == first["prompt_tokens"]
+    assert est["token_cost"]["anchor_prompt_tokens"] == first["tokens"]["eval"]["prompt_tokens"]
 
     before = sim.stats()["requests"]
     assert cli_main(args) == 0
     second = json.loads((tmp_path / "o" / "run.json").read_text())
     assert sim.stats()["requests"] == before
-    assert second["requests_sent"] == 0 and second["n_cached"] == 237
+    assert second["this_invocation"]["requests"] == 0 and second["samples"] == first["samples"]
     assert second["scores"]["by_task"] == scores["by_task"]

@@ -34,10 +34,20 @@ def main(args: argparse.Namespace) -> int:
         if args.action == "stats":
             print(json.dumps(store.stats(), indent=2))
         elif args.action == "runs":
-            for r in store.runs():
+            from ..ledger import account, partial_label
+
+            for r in store.runs():  # figures from the run's ledger, as run.json and report
                 summary = json.loads(r["summary_json"] or "{}")
+                rows = store.ledger(r["run_id"])
+                led = account(rows.samples, rows.requests, rows.invocations)
+                partial = partial_label(led["samples"])
+                state = "running" if not summary else partial or "complete"
                 overall = (summary.get("scores") or {}).get("overall")
-                print(f"{r['run_id']}  {r['status']:<9} {r['benchmark']:<16} {r['model']:<32} overall={overall}")
+                value = f"{overall:.2f}" if isinstance(overall, (int, float)) else "-" if overall is None else str(overall)
+                shown = f"({value}) {partial}" if partial and overall is not None else value
+                print(f"{r['run_id']}  {state:<18} {r['benchmark']:<16} {r['model']:<28} "
+                      f"samples={led['samples']['total']} invocations={len(led['invocations'])} "
+                      f"cost=${led['cost_usd']['total']:.4f} overall={shown}")
         elif args.action == "clear":
             if not args.yes:
                 raise UserError("cache clear deletes stored responses; add --yes to confirm")

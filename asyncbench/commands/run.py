@@ -48,7 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="local (default): this process; ray: requests and scoring on Ray workers")
     p.add_argument("--ray-address", help="Ray cluster: auto | HOST:PORT | ray://HOST:10001 (default: start a local one)")
     p.add_argument("--ray-workers", type=int, default=2, help="generation workers with --backend ray (default 2)")
-    p.add_argument("--no-progress", action="store_false", dest="progress", default=None)
+    p.add_argument("--no-progress", action="store_false", dest="progress", default=None,
+                   help="no progress bar (default: shown on a terminal only)")
+    p.add_argument("--progress", action="store_true", dest="progress",
+                   help="show the progress bar also when stderr is not a terminal (CI logs)")
     p.add_argument("--json", action="store_true", help="print run.json instead of the summary table")
     _add_benchmark_options(p)
 
@@ -173,10 +176,9 @@ def main(args: argparse.Namespace) -> int:
         print()
     else:
         print_summary(summary)
-    if summary.get("aborted"):
-        print(f"asyncbench: run ended partial: {summary['aborted']}", file=sys.stderr)
     if cfg.dry_run or summary["complete"]:
         return 0
-    print(f"asyncbench: run {summary['run_id']} is {summary['partial']}; run the same command again to retry "
-          "what is not settled", file=sys.stderr)
+    why = f"run ended partial: {summary['aborted']}" if summary.get("aborted") else f"run {summary['run_id']} ended"
+    print(f"asyncbench: {why} ({summary['partial']}); run the same command again to retry what failed",
+          file=sys.stderr)
     return EXIT_PARTIAL

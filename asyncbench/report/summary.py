@@ -106,7 +106,8 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         console.print(f"truncation: {trunc['n_truncated']} prompts cut in the middle to {trunc['max_input_tokens']} "
                       f"tokens ({trunc['source']}), {trunc['tokens_removed']:,} tokens removed")
     for f in summary.get("failures") or []:
-        console.print(f"[red]{f['status'].replace('_', ' ')}[/] {f['sample_id']}: {f['error']}")
+        if f["status"] != "skipped_budget":  # those are counted above; the hint says what to do
+            console.print(f"[red]{f['status'].replace('_', ' ')}[/] {f['sample_id']}: {f['error']}")
     for hint in summary.get("hints") or []:
         console.print(f"[bold]hint[/]: {hint}")
     if partial:

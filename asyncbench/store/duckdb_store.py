@@ -334,6 +334,24 @@ class Store:
         self.close()
 
 
+def cached_keys(path: Path, keys: list[str]) -> set[str] | None:
+    """Which keys an existing cache answers, read-only (the dry run creates no file);
+    None when there is no cache or another process holds it."""
+    import duckdb
+
+    if not path.is_file():
+        return None
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error:
+        return None
+    try:
+        rows = con.execute("SELECT key FROM responses WHERE key IN (SELECT unnest($1))", [keys]).fetchall()
+    finally:
+        con.close()
+    return {r[0] for r in rows}
+
+
 def _corrupt(path: Path, exc: Exception) -> UserError:
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return UserError(f"cache file {path} cannot be read ({first}); copy what is readable into a new file with "

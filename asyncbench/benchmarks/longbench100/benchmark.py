@@ -116,6 +116,24 @@ class LongBench100:
             raise UserError("no 100-LongBench sample could be built: " + "; ".join(f"{t} {l}: {r}" for t, c in unbuildable.items() for l, r in c.items()))
         return Loaded(samples, {"unbuildable": unbuildable})
 
+    # -- dry run ------------------------------------------------------------------------
+    def planned_calls(self, samples: list[Sample], count: Any) -> dict[str, tuple[int, int, int]]:
+        """The judge and prior-knowledge calls a run of `samples` makes at most, for the dry
+        run: purpose -> (requests, prompt tokens, max output tokens), `count` counting
+        tokens. Judge prompts hold the prediction: its length is taken as its maximum."""
+        qa = [s for s in samples if s.metric == "qa"]
+        questions = list(dict.fromkeys((s.meta["question"], tuple(s.answers), s.max_tokens) for s in qa))
+        prior = (len(questions), sum(count(NO_CONTEXT_QA.format(input=q)) for q, _, _ in questions),
+                 sum(mt for _, _, mt in questions))
+        pad = "x " * 2
+        judged = [count(judge.qa_prompt(q, list(a), pad)) + mt for q, a, mt in questions]  # prior answers
+        judged += [count(judge.qa_prompt(s.meta["question"], s.answers, pad)) + s.max_tokens for s in qa]
+        summaries = [s for s in samples if s.metric == "summary"]
+        judged += [count(judge.fluency_prompt(pad)) + s.max_tokens for s in summaries]
+        judged += [count(judge.precision_prompt(s.answers[0] if s.answers else "", pad)) + s.max_tokens
+                   for s in summaries]
+        return {"prior": prior, "judge": (len(judged), sum(judged), len(judged) * judge.JUDGE_MAX_TOKENS)}
+
     # -- prepare: prior-knowledge filter ---------------------------------------------------
     async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
         qa = [s for s in samples if s.metric == "qa"]
