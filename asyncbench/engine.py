@@ -375,7 +375,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         invocation = InvocationEntry(len(before.invocations) + 1, t_start)
         store.put_invocation(run_id, invocation)
         # --max-cost is the run's budget across its invocations: what earlier ones paid counts
-        budget = Budget(cfg.max_cost, spent=sum(r.cost_usd for r in before.requests))
+        budget = Budget(cfg.max_cost, spent=sum(g.cost_usd for g in before.requests))
         engine = Engine(store, run_id, invocation.invocation, cfg.progress, budget, runner)
 
         async def ctx_generate(reqs: list[Request], purpose: str) -> list[Response | ProviderError]:
@@ -412,8 +412,9 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         if failure is not None:
             raise failure
         loaded = samples if isinstance(samples, list) else kept
-        previous = {e.sample_id: e for e in before.samples}
-        paid = {r.key: r.invocation for r in before.requests if r.source == "sent"}
+        # earlier invocations' statuses and payments: an answer this run produced stays its own
+        previous = {e.sample_id: e for e in store.sample_entries(run_id)} if before.invocations else {}
+        paid = store.paid_keys(run_id) if before.invocations else {}
         rows = [_result_row(run_id, r, merge_sample(previous.get(r.sample_id),
                                                     SampleEntry(r.sample_id, r.task, status, invocation.invocation),
                                                     paid.get(r.key or "")))
@@ -426,12 +427,12 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
         invocation.finished = True
         ledger = store.ledger(run_id)
-        invocation.complete = all(e.status in SETTLED for e in ledger.samples)
+        invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
         store.put_invocation(run_id, invocation)
         ledger.invocations[-1] = invocation
         scores = benchmark.aggregate(results, prep_report)
-        summary = run_summary(cfg, run_id, spec, account(ledger.samples, ledger.requests, ledger.invocations),
-                              ledger.samples, engine.latencies, runner, scores, prep_report, truncated, max_input,
+        summary = run_summary(cfg, run_id, spec, account(ledger), store.sample_entries(run_id, unsettled_only=True),
+                              engine.latencies, runner, scores, prep_report, truncated, max_input,
                               max_input_source, prices, client, unpriced)
         summary = dict(redact_json(summary))
         store.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)

@@ -15,7 +15,7 @@ when a re-run reads that same answer back from the cache).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -96,33 +96,87 @@ class InvocationEntry:
 
 
 @dataclass
-class Tokens:
+class RequestGroup:
+    """Request rows summed by (invocation, task, purpose, source): what `account` reads.
+    The store computes these with one GROUP BY over a run's rows; `group` does the same
+    for rows in memory."""
+
+    invocation: int
+    task: str
+    purpose: str
+    source: str
+    n: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
+    cost_usd: float = 0.0
+    saved_usd: float = 0.0
 
-    def add(self, r: RequestEntry) -> None:
-        self.prompt_tokens += r.prompt_tokens
-        self.completion_tokens += r.completion_tokens
-        self.cached_prompt_tokens += r.cached_prompt_tokens
+
+@dataclass
+class StatusCount:
+    task: str
+    status: str
+    n: int
+
+
+@dataclass
+class Ledger:
+    """A run's ledger as `account` reads it: sample statuses counted per task, request rows
+    summed per group, and the invocations, oldest first."""
+
+    statuses: list[StatusCount]
+    requests: list[RequestGroup]
+    invocations: list[InvocationEntry]
+
+
+def group(requests: Iterable[RequestEntry]) -> list[RequestGroup]:
+    """Request rows summed as the store's GROUP BY sums them."""
+    out: dict[tuple[int, str, str, str], RequestGroup] = {}
+    for r in requests:
+        key = (r.invocation, r.task, r.purpose, r.source)
+        g = out.get(key)
+        if g is None:
+            g = out[key] = RequestGroup(*key)
+        g.n += 1
+        g.prompt_tokens += r.prompt_tokens
+        g.completion_tokens += r.completion_tokens
+        g.cached_prompt_tokens += r.cached_prompt_tokens
+        g.cost_usd += r.cost_usd
+        g.saved_usd += r.saved_usd
+    return list(out.values())
+
+
+def count(samples: Iterable[SampleEntry]) -> list[StatusCount]:
+    """Sample rows counted as the store counts them."""
+    out: dict[tuple[str, str], int] = defaultdict(int)
+    for e in samples:
+        out[(e.task, e.status)] += 1
+    return [StatusCount(t, s, n) for (t, s), n in out.items()]
+
+
+TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "cached_prompt_tokens")
 
 
 @dataclass
 class _Money:
     """Tokens and dollars of paid requests, by purpose, with the total."""
 
-    tokens: dict[str, Tokens] = field(default_factory=lambda: {p: Tokens() for p in PURPOSES})
+    tokens: dict[str, dict[str, int]] = field(default_factory=lambda: {p: dict.fromkeys(TOKEN_KINDS, 0)
+                                                                       for p in PURPOSES})
     usd: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PURPOSES, 0.0))
-    requests: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PURPOSES, 0))
+    sent: int = 0
     saved_usd: float = 0.0
 
-    def add(self, r: RequestEntry) -> None:
-        if r.source == "sent":
-            self.tokens.setdefault(r.purpose, Tokens()).add(r)
-            self.usd[r.purpose] = self.usd.get(r.purpose, 0.0) + r.cost_usd
-            self.requests[r.purpose] = self.requests.get(r.purpose, 0) + 1
-        elif r.source == "from_cache":
-            self.saved_usd += r.saved_usd
+    def add(self, g: RequestGroup) -> None:
+        if g.source == "sent":
+            tokens = self.tokens.setdefault(g.purpose, dict.fromkeys(TOKEN_KINDS, 0))
+            for kind in TOKEN_KINDS:
+                tokens[kind] += getattr(g, kind)
+            self.usd[g.purpose] = self.usd.get(g.purpose, 0.0) + g.cost_usd
+            self.sent += g.n
+        elif g.source == "from_cache":
+            self.saved_usd += g.saved_usd
 
     def cost(self) -> dict[str, float]:
         out = {p: round(v, 6) for p, v in self.usd.items()}
@@ -130,31 +184,22 @@ class _Money:
         return out
 
     def token_block(self) -> dict[str, dict[str, int]]:
-        out = {p: asdict(t) for p, t in self.tokens.items()}
-        out["total"] = {k: sum(t[k] for t in out.values()) for k in asdict(Tokens())}
+        out = {p: dict(t) for p, t in self.tokens.items()}
+        out["total"] = {k: sum(t[k] for t in self.tokens.values()) for k in TOKEN_KINDS}
         return out
 
 
-@dataclass
-class Ledger:
-    """A run's rows, as the store holds them."""
-
-    samples: list[SampleEntry]
-    requests: list[RequestEntry]
-    invocations: list[InvocationEntry]
-
-
-def status_counts(statuses: Iterable[str]) -> dict[str, int]:
-    counts = dict.fromkeys(SAMPLE_STATUSES, 0)
-    for s in statuses:
-        counts[s] += 1
-    counts["total"] = sum(counts.values())
-    return counts
+def status_counts(counts: Iterable[StatusCount]) -> dict[str, int]:
+    out = dict.fromkeys(SAMPLE_STATUSES, 0)
+    for c in counts:
+        out[c.status] += c.n
+    out["total"] = sum(out.values())
+    out["settled"] = sum(out[s] for s in SETTLED)
+    return out
 
 
-def account(samples: Sequence[SampleEntry], requests: Sequence[RequestEntry],
-            invocations: Sequence[InvocationEntry]) -> dict[str, Any]:
-    """Every count, token and dollar of a run, from its ledger rows.
+def account(ledger: Ledger) -> dict[str, Any]:
+    """Every count, token and dollar of a run, from its ledger.
 
     `cost_usd`/`tokens` and `by_task` are what the run cost to produce (every invocation);
     `invocations` lists each one's own figures, oldest first, and the last is this one.
@@ -163,35 +208,33 @@ def account(samples: Sequence[SampleEntry], requests: Sequence[RequestEntry],
     run_money = _Money()
     by_inv: dict[int, _Money] = defaultdict(_Money)
     by_task_money: dict[str, _Money] = defaultdict(_Money)
-    for r in requests:
-        run_money.add(r)
-        by_inv[r.invocation].add(r)
-        by_task_money[r.task].add(r)
-    by_task_status: dict[str, list[str]] = defaultdict(list)
-    for s in samples:
-        by_task_status[s.task].append(s.status)
+    for g in ledger.requests:
+        run_money.add(g)
+        by_inv[g.invocation].add(g)
+        by_task_money[g.task].add(g)
+    by_task_status: dict[str, list[StatusCount]] = defaultdict(list)
+    for c in ledger.statuses:
+        by_task_status[c.task].append(c)
     tasks: dict[str, dict[str, Any]] = {}
-    for task in list(by_task_status) + [t for t in by_task_money if t not in by_task_status]:
+    for task in sorted(by_task_status) + sorted(t for t in by_task_money if t not in by_task_status):
         counts = status_counts(by_task_status.get(task, []))
-        settled = sum(counts[s] for s in SETTLED)
         money = by_task_money.get(task, _Money())
-        tasks[task] = {"n": counts["total"], **{s: counts[s] for s in SAMPLE_STATUSES}, "settled": settled,
-                       "complete": settled == counts["total"], "cost_usd": money.cost(),
+        tasks[task] = {"n": counts["total"], **{s: counts[s] for s in SAMPLE_STATUSES}, "settled": counts["settled"],
+                       "complete": counts["settled"] == counts["total"], "cost_usd": money.cost(),
                        "tokens": money.token_block()["total"]}
-    counts = status_counts(s.status for s in samples)
-    settled = sum(counts[s] for s in SETTLED)
+    counts = status_counts(ledger.statuses)
     inv_rows = []
-    for inv in invocations:
+    for inv in ledger.invocations:
         money = by_inv.get(inv.invocation, _Money())
-        inv_rows.append({**asdict(inv), "cost_usd": money.cost()["total"],
-                         "cost_by_purpose": {p: v for p, v in money.cost().items() if p != "total"},
-                         "sent": sum(money.requests.values()),
-                         "prompt_tokens": money.token_block()["total"]["prompt_tokens"],
-                         "completion_tokens": money.token_block()["total"]["completion_tokens"],
+        cost, tokens = money.cost(), money.token_block()["total"]
+        inv_rows.append({**asdict(inv), "cost_usd": cost["total"],
+                         "cost_by_purpose": {p: v for p, v in cost.items() if p != "total"},
+                         "sent": money.sent, "prompt_tokens": tokens["prompt_tokens"],
+                         "completion_tokens": tokens["completion_tokens"],
                          "saved_by_cache_usd": round(money.saved_usd, 6)})
     return {
-        "complete": settled == counts["total"],
-        "samples": {**counts, "settled": settled},
+        "complete": counts["settled"] == counts["total"],
+        "samples": counts,
         "by_task": tasks,
         "cost_usd": run_money.cost(),
         "tokens": run_money.token_block(),

@@ -75,7 +75,7 @@ def _estimate(client: ModelClient, prompt_tokens: int, output_tokens: int) -> fl
     return round(client.price.estimate(prompt_tokens, output_tokens), 6) if client.price.priced else "unpriced"
 
 
-def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, Any], samples: list[SampleEntry],
+def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, Any], unsettled: list[SampleEntry],
                 latencies: Latencies, runner: Runner, scores: Scores, prep_report: dict[str, Any],
                 truncated: dict[str, int], max_input: int | None, max_input_source: str, prices: PriceTable,
                 client: ModelClient, unpriced: list[str]) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, 
     values = latencies.fresh or latencies.cached
     failures = [{"sample_id": e.sample_id, "task": e.task, "status": e.status, "error": e.error,
                  **({"hint": h} if (h := hint_for(e.status, e.error)) else {})}
-                for e in samples if e.status in ("failed", "skipped_bad_row", "skipped_budget")]
+                for e in unsettled]
     return {
         "run_id": run_id,
         "benchmark": cfg.benchmark,

@@ -63,6 +63,11 @@ def test_rerun_is_served_from_cache(tmp_path, start_sim):
     assert second["invocations"][0] == first["invocations"][0]  # history is never rewritten
     assert second["cost_usd"] == first["cost_usd"] and second["this_invocation"]["cost_usd"] == 0
     assert second["this_invocation"]["saved_by_cache_usd"] == pytest.approx(first["cost_usd"]["total"], rel=1e-6)
+    from asyncbench.report.data import load_runs
+    from asyncbench.report.model import build_report
+
+    (block,) = build_report(load_runs(tmp_path / "cache.duckdb", [first["run_id"]])).runs
+    assert block["cost_usd"] == first["cost_usd"] and len(block["invocations"]) == 2  # what it cost to produce
 
 
 def test_streamed_lookups_across_chunks_send_each_request_once(tmp_path, start_sim):

@@ -25,9 +25,12 @@ from asyncbench.ledger import (
     SAMPLE_STATUSES,
     SETTLED,
     InvocationEntry,
+    Ledger,
     RequestEntry,
     SampleEntry,
     account,
+    count,
+    group,
     merge_sample,
 )
 from asyncbench.report.tables import fmt_usd
@@ -47,6 +50,8 @@ def cli(tmp: Path, *args: str, check_json: bool = True) -> tuple[subprocess.Comp
                           timeout=600, cwd=tmp)
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     run = json.loads((tmp / "out" / "run.json").read_text()) if check_json else {}
+    if run:
+        summary_agrees(done.stdout, run)
     return done, run
 
 
@@ -81,6 +86,17 @@ def adds_up(run: dict[str, Any]) -> None:
         assert sum(t["tokens"][kind] for t in tasks) == tokens["total"][kind]
     assert sum(i["cost_usd"] for i in run["invocations"]) == pytest.approx(cost["total"], abs=1e-5)
     assert run["this_invocation"] == run["invocations"][-1]
+
+
+def summary_agrees(stdout: str, run: dict[str, Any]) -> None:
+    """The terminal summary prints the run.json figures: samples by status, cost by purpose."""
+    n = run["samples"]
+    text = " ".join(stdout.split())  # rich may wrap long lines
+    assert f"samples {n['total']}: " + ", ".join(f"{s.replace('_', ' ')} {n[s]}" for s in SAMPLE_STATUSES) in text
+    assert f"cost ${run['cost_usd']['total']:.4f}" in text
+    assert f"spent ${run['this_invocation']['cost_usd']:.4f}" in text
+    if not run["complete"]:
+        assert run["partial"] in text
 
 
 def progress_agrees(stderr: str, run: dict[str, Any]) -> None:
@@ -249,7 +265,7 @@ def test_account_is_a_function_of_the_rows() -> None:
                 RequestEntry(2, "eval", "t1", "from_cache", "k1", "a", 100, 10, 0, 0.0, 0.5),
                 RequestEntry(2, "eval", "t2", "failed", "k3", "c", attempts=3)]
     invs = [InvocationEntry(1, 0.0, 1.0, 3, 0, 0, 0, False, True), InvocationEntry(2, 5.0, 0.5, 3, 2, 0, 2, False, True)]
-    led = account(samples, requests, invs)
+    led = account(Ledger(count(samples), group(requests), invs))
     assert led["samples"]["total"] == 4 and led["samples"]["settled"] == 3 and not led["complete"]
     assert led["cost_usd"] == {"eval": 0.5, "judge": 0.25, "prior": 0.0, "total": 0.75}
     assert led["by_task"]["t1"]["cost_usd"]["total"] == 0.75 and led["by_task"]["t2"]["cost_usd"]["total"] == 0
@@ -292,9 +308,9 @@ def test_a_v1_cache_is_migrated_with_its_runs_history(tmp_path: Path) -> None:
                     "'{}')", [sid, "k" + sid, status, cached, cost])
     con.close()
     with Store(path) as store:
+        assert [s.status for s in store.sample_entries("r1")] == ["answered", "from_cache", "failed"]
         led = store.ledger("r1")
-        assert [s.status for s in led.samples] == ["answered", "from_cache", "failed"]
-        assert [r.source for r in led.requests] == ["sent", "from_cache", "failed"]
+        assert sorted((g.source, g.n) for g in led.requests) == [("failed", 1), ("from_cache", 1), ("sent", 1)]
         assert len(led.invocations) == 1 and led.invocations[0].requests == 3 and not led.invocations[0].complete
     (run,) = load_runs(path, ["r1"])
     assert run.ledger["cost_usd"]["total"] == 0.5 and run.partial == "partial 2/3"

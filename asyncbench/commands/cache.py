@@ -38,8 +38,7 @@ def main(args: argparse.Namespace) -> int:
 
             for r in store.runs():  # figures from the run's ledger, as run.json and report
                 summary = json.loads(r["summary_json"] or "{}")
-                rows = store.ledger(r["run_id"])
-                led = account(rows.samples, rows.requests, rows.invocations)
+                led = account(store.ledger(r["run_id"]))
                 partial = partial_label(led["samples"])
                 state = "running" if not summary else partial or "complete"
                 overall = (summary.get("scores") or {}).get("overall")

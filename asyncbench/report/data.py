@@ -141,8 +141,7 @@ def _endpoint_stats(store: Store, summary: dict[str, Any], rows: list[dict[str, 
 def _load_one(store: Store, run: dict[str, Any]) -> RunReport:
     summary = json.loads(run["summary_json"]) if run["summary_json"] else {}
     rows = [r for r in store.results(run["run_id"]) if r["purpose"] == "eval"]
-    stored = store.ledger(run["run_id"])
-    ledger = account(stored.samples, stored.requests, stored.invocations)
+    ledger = account(store.ledger(run["run_id"]))
     by_task_score = (summary.get("scores") or {}).get("by_task") or {}
     grouped: dict[str, list[dict[str, Any]]] = {}
     for r in rows:

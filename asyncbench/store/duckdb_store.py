@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from ..errors import UserError
-from ..ledger import InvocationEntry, Ledger, RequestEntry, SampleEntry
+from ..ledger import InvocationEntry, Ledger, RequestEntry, RequestGroup, SampleEntry, StatusCount
 
 SCHEMA_VERSION = 2
 
@@ -236,17 +236,33 @@ class Store:
                          [run_id, *(getattr(inv, c) for c in INVOCATION_COLUMNS)])
 
     def ledger(self, run_id: str) -> Ledger:
-        """A run's ledger rows: samples (eval), requests and invocations, oldest first."""
-        samples = [SampleEntry(*r) for r in self.con.execute(
-            "SELECT sample_id, task, status, coalesce(invocation, 1), error FROM results "
-            "WHERE run_id = ? AND purpose = 'eval' ORDER BY sample_id", [run_id]).fetchall()]
-        requests = [RequestEntry(*r) for r in self.con.execute(
-            f"SELECT {', '.join(LEDGER_COLUMNS)} FROM ledger_requests WHERE run_id = ? ORDER BY invocation",
+        """A run's ledger as `ledger.account` reads it: sample statuses counted per task and
+        request rows summed per (invocation, task, purpose, source) — GROUP BY queries over
+        its rows — and its invocations, oldest first."""
+        statuses = [StatusCount(*r) for r in self.con.execute(
+            "SELECT task, status, count(*) FROM results WHERE run_id = ? AND purpose = 'eval' GROUP BY ALL",
             [run_id]).fetchall()]
+        requests = [RequestGroup(*r) for r in self.con.execute(
+            "SELECT invocation, task, purpose, source, count(*), sum(prompt_tokens), sum(completion_tokens), "
+            "sum(cached_prompt_tokens), sum(cost_usd), sum(saved_usd) FROM ledger_requests WHERE run_id = ? "
+            "GROUP BY ALL ORDER BY ALL", [run_id]).fetchall()]
         invocations = [InvocationEntry(*r) for r in self.con.execute(
             f"SELECT {', '.join(INVOCATION_COLUMNS)} FROM invocations WHERE run_id = ? ORDER BY invocation",
             [run_id]).fetchall()]
-        return Ledger(samples, requests, invocations)
+        return Ledger(statuses, requests, invocations)
+
+    def sample_entries(self, run_id: str, unsettled_only: bool = False) -> list[SampleEntry]:
+        """A run's sample rows (eval), by sample id; `unsettled_only`: those that did not settle."""
+        where = " AND status NOT IN ('answered', 'from_cache', 'shared', 'excluded')" if unsettled_only else ""
+        return [SampleEntry(*r) for r in self.con.execute(
+            "SELECT sample_id, task, status, coalesce(invocation, 1), error FROM results "
+            f"WHERE run_id = ? AND purpose = 'eval'{where} ORDER BY sample_id", [run_id]).fetchall()]
+
+    def paid_keys(self, run_id: str) -> dict[str, int]:
+        """Request keys a run paid for, with the invocation that paid."""
+        rows = self.con.execute("SELECT key, min(invocation) FROM ledger_requests WHERE run_id = ? AND source = 'sent' "
+                                "GROUP BY key", [run_id]).fetchall()
+        return {k: int(i) for k, i in rows}
 
     def put_results(self, rows: list[dict[str, Any]]) -> None:
         """Upsert per-sample results of a run (one transaction)."""
