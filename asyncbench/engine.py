@@ -23,13 +23,14 @@ import anyio
 
 from .benchmarks import parse_benchmark
 from .benchmarks.base import Benchmark, LoadOptions, RunContext, notes_of
+from .budget import model2maxlen_path
 from .client import ModelClient, check_reachable, make_client
 from .config import RunConfig
 from .errors import ProviderError, UserError
 from .ledger import NO_TASK, SETTLED, InvocationEntry, RequestEntry, SampleEntry, account, merge_sample
 from .pricing import SHAPE, PriceTable
 from .progress import RunProgress
-from .resolve import SimProcesses, max_input_tokens, resolve_model, truncation_tokenizer
+from .resolve import SimProcesses, prompt_budget, resolve_model, truncation_tokenizer
 from .run_summary import Latencies, dry_run_summary, out_dir, public_config, run_summary, write_out
 from .runners import Runner, make_runner
 from .scheduler import Budget, Job, Outcome
@@ -296,7 +297,8 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
         if not cfg.dry_run:
             runner = make_runner(cfg)
         try:
-            return await _execute(cfg, benchmark, samples, client, judge, prices, unpriced, t_start, opening, runner)
+            return await _execute(cfg, benchmark, samples, client, judge, prices, unpriced, t_start, opening, runner,
+                                  data_dir)
         finally:
             await client.provider.aclose()
             if judge is not None and judge is not client:
@@ -335,15 +337,20 @@ def _open_in_background(path: Path) -> Future[Store]:
 
 async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] | Iterator[Sample], client: ModelClient,
                    judge: ModelClient | None, prices: PriceTable, unpriced: list[str], t_start: float,
-                   opening: Future[Store] | None, runner: Runner | None) -> dict[str, Any]:
+                   opening: Future[Store] | None, runner: Runner | None, data_dir: Path | None) -> dict[str, Any]:
     spec = client.spec
     if isinstance(samples, list):
         data_id = samples_digest(samples)
     else:  # streamed: the benchmark hashes its file's bytes (content, not path)
         data_id = benchmark.fingerprint() if hasattr(benchmark, "fingerprint") else ""
     run_id = cfg.run_id(spec.endpoint_id, data_id)
-    max_input, max_input_source = await max_input_tokens(cfg, spec, client.provider)
-    tokenizer = truncation_tokenizer(cfg, spec) if max_input else None
+    official = getattr(benchmark, "MODEL2MAXLEN", None)  # the benchmark's model2maxlen.json, if it has one
+    prompt_limit = await prompt_budget(cfg, spec, client.provider,
+                                       model2maxlen_path(data_dir, official) if official else None)
+    tokenizer, tokenizer_name, stand_in = truncation_tokenizer(cfg, spec)
+    limits: dict[str, Any] = {"budget": prompt_limit.describe(), "tokenizer": tokenizer_name,
+                              "tokenizer_stand_in": stand_in}
+    as_chat: set[str] = set()  # tasks pred.py sends without a template, sent as chat here (chat-only APIs)
 
     from .prompts import build_request_prompt
 
@@ -352,20 +359,24 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
     def build(s: Sample) -> Request:
         if s.messages is not None:
             return client.request(messages=s.messages, max_tokens=s.max_tokens, temperature=cfg.temperature,
-                                  repeat=cfg.repeat, chat=True)
-        text, removed = (build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=max_input)
-                         if tokenizer else (s.prompt or "", 0))
+                                  repeat=cfg.repeat, chat=True, stop=s.stop)
+        templated = not client.provider.sends_raw(s.chat)
+        if templated and not s.chat:
+            as_chat.add(s.task)
+        cut = prompt_limit.for_sample(s.max_tokens, templated)
+        text, removed = build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=cut) if cut else (s.prompt or "", 0)
         if removed:
             truncated[s.id] = removed
         return client.request(prompt=text, max_tokens=s.max_tokens, temperature=cfg.temperature,
-                              repeat=cfg.repeat, chat=s.chat)
+                              repeat=cfg.repeat, chat=s.chat, stop=s.stop)
 
     if cfg.dry_run or opening is None or runner is None:
         samples = list(samples)
         requests = [build(s) for s in samples]
+        limits["no_template_sent_as_chat"] = sorted(as_chat)
         cache = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
         planned = benchmark.planned_calls(samples, client.count) if hasattr(benchmark, "planned_calls") else {}
-        return dry_run_summary(cfg, samples, requests, client, judge, run_id, truncated, max_input,
+        return dry_run_summary(cfg, samples, requests, client, judge, run_id, truncated, limits,
                                cached_keys(cache, [r.key() for r in requests]), planned)
 
     out = out_dir(cfg, run_id)  # checked before anything is sent
@@ -431,9 +442,10 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         store.put_invocation(run_id, invocation)
         ledger.invocations[-1] = invocation
         scores = benchmark.aggregate(results, prep_report)
+        limits["no_template_sent_as_chat"] = sorted(as_chat)
         summary = run_summary(cfg, run_id, spec, account(ledger), store.sample_entries(run_id, unsettled_only=True),
-                              engine.latencies, runner, scores, prep_report, truncated, max_input,
-                              max_input_source, prices, client, unpriced)
+                              engine.latencies, runner, scores, prep_report, truncated, limits, prices, client,
+                              unpriced)
         summary = dict(redact_json(summary))
         store.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)
     write_out(out, summary)

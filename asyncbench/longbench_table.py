@@ -69,6 +69,9 @@ ZH_DATASETS: frozenset[str] = frozenset(d.name for d in DATASETS if d.language =
 CODE_DATASETS: frozenset[str] = frozenset(d.name for d in DATASETS if d.language == "code")
 FIRST_LINE_DATASETS: frozenset[str] = frozenset(d.name for d in DATASETS if d.first_line)
 NO_CHAT_TEMPLATE: frozenset[str] = frozenset(d.name for d in DATASETS if not d.chat)
+# pred.py generates samsum with "\n" as an end token after at least one new token ("prevent
+# illegal output on samsum (model endlessly repeat '\nDialogue')"): a stop sequence here.
+STOP: dict[str, tuple[str, ...]] = {"samsum": ("\n",), "samsum_e": ("\n",)}
 LONGBENCH_E_DATASETS: tuple[str, ...] = tuple(d.name for d in DATASETS if d.in_e)
 
 

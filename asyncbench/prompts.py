@@ -30,12 +30,6 @@ CONFIG_URL = "https://raw.githubusercontent.com/THUDM/LongBench/main/LongBench/c
 PROMPT_FILE = "dataset2prompt.json"
 MAXLEN_FILE = "dataset2maxlen.json"
 
-# Tokens kept free for the answer when deriving an input budget from a context window:
-# LongBench's longest generation (512 tokens, summaries) plus room for chat-template and
-# role tokens the provider adds around our text.
-OUTPUT_RESERVE_TOKENS = 1024
-
-
 @dataclass(frozen=True)
 class LongBenchConfig:
     """The official per-dataset prompt template and max new tokens."""
@@ -117,14 +111,13 @@ def fill_prompt(template: str, row: Mapping[str, Any], *, where: str = "") -> st
 
 
 def truncate_middle(text: str, tokenizer: Tokenizer, max_tokens: int) -> tuple[str, int]:
-    """Cut the middle of `text` so it has at most `max_tokens` tokens.
+    """Cut the middle of `text` so it keeps `max_tokens` of its tokens, exactly as
+    LongBench's pred.py: `half = int(max_tokens/2)`, text = decode(ids[:half]) +
+    decode(ids[-half:]). Returns (text, number of tokens removed).
 
-    Returns (text, number of tokens removed). Matches LongBench's pred.py: `half =
-    int(max_tokens/2)`, text = decode(ids[:half]) + decode(ids[-half:]). Decoding a cut
-    that falls inside a multi-byte character, or re-merging BPE tokens across the seam, can
-    make the result re-encode to more tokens than kept; only then do we keep one token
-    less per side until it fits (the overflow is a few tokens), so an API's hard limit
-    holds while the cut stays as close to the official one as possible.
+    Nothing more is shaved: the joined text can re-encode to a few more tokens than kept
+    (a seam inside a multi-byte character, BPE merges across it), as it does in the
+    official script; the budget's margin (budget.py) is what leaves room for that.
     """
     if max_tokens < 2:
         raise ValueError(f"max_tokens must be at least 2, got {max_tokens}")
@@ -132,11 +125,7 @@ def truncate_middle(text: str, tokenizer: Tokenizer, max_tokens: int) -> tuple[s
     if len(ids) <= max_tokens:
         return text, 0
     half = int(max_tokens / 2)
-    while True:
-        out = tokenizer.decode(ids[:half]) + tokenizer.decode(ids[-half:])
-        if tokenizer.count(out) <= max_tokens or half <= 1:
-            return out, len(ids) - 2 * half
-        half -= 1
+    return tokenizer.decode(ids[:half]) + tokenizer.decode(ids[-half:]), len(ids) - 2 * half
 
 
 def build_request_prompt(sample: Sample, *, tokenizer: Tokenizer, max_input_tokens: int | None) -> tuple[str, int]:
@@ -169,13 +158,12 @@ def _normalise(model_name: str) -> str:
 _BOUNDARY = re.compile(r"[-@_:]")
 
 
-def max_input_tokens_for(model_name: str) -> int | None:
-    """Prompt-token budget for a model from the shipped table, or None if unknown.
+def context_window_for(model_name: str) -> tuple[int, int | None] | None:
+    """(context window, documented max input tokens or None) of a model from the shipped
+    table, or None if unknown.
 
     The longest table key that is the model name, or a prefix of it ending at `-`, `@`, `_`
-    or `:`, wins (so `gpt-4o-mini-2024-07-18` is `gpt-4o-mini`, never `gpt-4`). The
-    budget is the documented input limit where a provider states one, capped at the
-    context window minus OUTPUT_RESERVE_TOKENS.
+    or `:`, wins (so `gpt-4o-mini-2024-07-18` is `gpt-4o-mini`, never `gpt-4`).
     """
     name = _normalise(model_name)
     table = _model_table()
@@ -187,7 +175,5 @@ def max_input_tokens_for(model_name: str) -> int | None:
     if best is None:
         return None
     entry = table[best]
-    budget = int(entry["context_window"]) - OUTPUT_RESERVE_TOKENS
-    if entry.get("max_input_tokens"):
-        budget = min(budget, int(entry["max_input_tokens"]))
-    return budget
+    documented = entry.get("max_input_tokens")
+    return int(entry["context_window"]), int(documented) if documented else None

@@ -6,8 +6,10 @@ the truncation tokenizer.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
+from .budget import PromptBudget
 from .config import RunConfig
 from .errors import UserError
 from .providers import ModelSpec, ProviderBase, parse_model_spec
@@ -45,26 +47,39 @@ def resolve_model(model: str, base_urls: list[str], cfg: RunConfig, stack: SimPr
 
 
 
-async def max_input_tokens(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase) -> tuple[int | None, str]:
-    """The prompt budget: --max-input-tokens, else what the server reports, else the
-    shipped model-context table."""
+async def prompt_budget(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
+                        official: Path | None) -> PromptBudget:
+    """The prompt budget (budget.py): --max-input-tokens, else the official
+    `model2maxlen.json` entry (`official`, the benchmark's copy), else context - 500; the
+    context itself from the server (TGI /info) or the shipped table caps every sample."""
+    from .budget import from_context, official_maxlen
+    from .prompts import context_window_for
+
+    server_input, server_total, server_source = await provider.context_limits(spec.base_urls)
+    known = context_window_for(spec.model)
+    total = server_total or (known[0] if known else None)
     if cfg.max_input_tokens:
-        return cfg.max_input_tokens, "--max-input-tokens"
-    limit, source = await provider.max_input_tokens(spec.base_urls)
-    if limit is not None:
-        return limit, source
-    from .prompts import max_input_tokens_for
+        return PromptBudget(cfg.max_input_tokens, server_total, "--max-input-tokens")
+    if official is not None and (value := official_maxlen(official, spec.model)) is not None:
+        return PromptBudget(value, server_total, f"{official.name} (official)")
+    if server_total or server_input:
+        if server_total:
+            return from_context(server_total, server_source, server_input)
+        return PromptBudget(server_input, None, server_source)
+    if known:
+        context, documented = known
+        return from_context(context, "model-context table", documented)
+    return PromptBudget(None, total, "none")
 
-    found = max_input_tokens_for(spec.model)
-    return (found, "model-context table") if found else (None, "none")
 
-
-def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec) -> Tokenizer:
-    """The target model's tokenizer when known; cl100k_base as a documented stand-in."""
+def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec) -> tuple[Tokenizer, str, bool]:
+    """(tokenizer, its name, whether it is a stand-in): --tokenizer when given, tiktoken
+    for OpenAI models, else cl100k_base as a stand-in that run.json and the summary name
+    (pass --tokenizer hf:REPO for the model's own)."""
     if cfg.tokenizer:
         try:
-            return get_tokenizer(cfg.tokenizer)
+            return get_tokenizer(cfg.tokenizer), cfg.tokenizer, False
         except Exception as exc:
             raise UserError(f"cannot load tokenizer {cfg.tokenizer!r}: {exc}") from None
     enc = tiktoken_encoding_for(spec.model)
-    return get_tokenizer(enc or "cl100k_base")
+    return get_tokenizer(enc or "cl100k_base"), enc or "cl100k_base", enc is None

@@ -42,7 +42,7 @@ def public_config(cfg: RunConfig, spec: ModelSpec) -> dict[str, Any]:
 
 
 def dry_run_summary(cfg: RunConfig, samples: list[Sample], requests: list[Request], client: ModelClient,
-                    judge: ModelClient | None, run_id: str, truncated: dict[str, int], max_input: int | None,
+                    judge: ModelClient | None, run_id: str, truncated: dict[str, int], limits: dict[str, Any],
                     cached: set[str] | None, planned: dict[str, tuple[int, int, int]]) -> dict[str, Any]:
     """What a run would send and cost, sending nothing: answers already in the cache are
     free, judge and prior-knowledge calls are estimated by the benchmark (at most), and a
@@ -67,7 +67,7 @@ def dry_run_summary(cfg: RunConfig, samples: list[Sample], requests: list[Reques
         "estimated_prompt_tokens": prompt_tokens, "estimated_max_output_tokens": output_tokens,
         "estimated_cost_usd": total, "by_purpose": purposes,
         "token_counting": "tiktoken" if client.counter else "approx ceil(chars/4)",
-        "max_input_tokens": max_input, "n_truncated": len(truncated),
+        "truncation": {**limits, "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())},
     }
 
 
@@ -77,7 +77,7 @@ def _estimate(client: ModelClient, prompt_tokens: int, output_tokens: int) -> fl
 
 def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, Any], unsettled: list[SampleEntry],
                 latencies: Latencies, runner: Runner, scores: Scores, prep_report: dict[str, Any],
-                truncated: dict[str, int], max_input: int | None, max_input_source: str, prices: PriceTable,
+                truncated: dict[str, int], limits: dict[str, Any], prices: PriceTable,
                 client: ModelClient, unpriced: list[str]) -> dict[str, Any]:
     """run.json: the ledger's figures (ledger.account: samples by status, cost and tokens
     by purpose, by task, every invocation), then how this invocation went, then scores."""
@@ -100,8 +100,9 @@ def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, 
         "prices_version": prices.version,
         "latency_ms": {**percentiles(values), "source": "requests" if latencies.fresh else "cache"},
         "throughput_rps": round(this["requests"] / this["wall_s"], 2) if this["wall_s"] > 0 else None,
-        "truncation": {"max_input_tokens": max_input, "source": max_input_source,
-                       "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())},
+        # the budget's input limit at the top level too: what report labels and tests read
+        "truncation": {"max_input_tokens": limits["budget"]["max_input_tokens"], "source": limits["budget"]["source"],
+                       **limits, "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())},
         "endpoints": runner.endpoint_health(client),
         "backend": runner.describe(),
         "aborted": runner.aborted,

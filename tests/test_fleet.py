@@ -32,8 +32,11 @@ def test_fleet_file_uses_every_replica_and_the_smallest_context(tmp_path, start_
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((tmp_path / "o" / "run.json").read_text())
     assert summary["samples"]["answered"] == 12 and summary["complete"]
-    # 2047 tokens is the small replica's limit: every prompt (~3000 words) was cut to fit it
-    assert summary["truncation"]["max_input_tokens"] == 2047 and summary["truncation"]["n_truncated"] == 12
+    # the small replica's context (2048) decides: context - 500 as the official rule, and
+    # every prompt (~3000 words) was cut to fit it with room for the answer
+    trunc = summary["truncation"]
+    assert trunc["max_input_tokens"] == 2048 - 500 and trunc["budget"]["max_total_tokens"] == 2048
+    assert trunc["n_truncated"] == 12
     served = {e["url"]: e["served"] for e in summary["endpoints"]}
     assert len(served) == 4 and served["http://127.0.0.1:9"] == 0
     assert all(served[s.base_url] > 0 for s in (*big, small))

@@ -1,4 +1,5 @@
-"""Token-level middle truncation (LongBench pred.py) and the shipped model-context table."""
+"""Token-level middle truncation (LongBench pred.py), the prompt budget (model2maxlen.json,
+context - 500, room for the answer) and the shipped model-context table."""
 
 from __future__ import annotations
 
@@ -9,15 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from asyncbench.prompts import (
-    OUTPUT_RESERVE_TOKENS,
-    build_request_prompt,
-    max_input_tokens_for,
-    truncate_middle,
-)
+from asyncbench.budget import CHAT_TEMPLATE_TOKENS, OFFICIAL_MARGIN, PromptBudget, from_context, official_maxlen
+from asyncbench.prompts import build_request_prompt, context_window_for, truncate_middle
 from asyncbench.tokenizers import get_tokenizer
 from asyncbench.types import Sample
 
+# The official cut re-encodes to at most a few tokens more than it kept (a seam inside a
+# character or across a BPE merge); pred.py sends it as it is, and so do we.
+SEAM = 4
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SAMPLES = DATA / "minilongbench" / "samples"
 needs_data = pytest.mark.skipif(not SAMPLES.is_dir(), reason="../shared/data not available")
@@ -45,7 +45,7 @@ def test_longest_samples_fit_and_keep_both_ends(cl100k, limit):
         out, removed = truncate_middle(text, cl100k, limit)
         half = limit // 2
         assert len(ids) > limit
-        assert cl100k.count(out) <= limit
+        assert cl100k.count(out) <= limit + SEAM
         assert removed == len(ids) - 2 * half
         assert out == cl100k.decode(ids[:half]) + cl100k.decode(ids[-half:])
         # the instructions at the start and the question at the end survive
@@ -58,8 +58,10 @@ def test_chinese_samples_fit(cl100k):
     for text in _longest(3, ("dureader", "vcsum", "multifieldqa_zh", "lsht")):
         for limit in (1001, 2000, 3333):
             out, removed = truncate_middle(text, cl100k, limit)
-            assert cl100k.count(out) <= limit
-            assert removed >= cl100k.count(text) - limit
+            ids = cl100k.encode(text)
+            assert out == cl100k.decode(ids[: limit // 2]) + cl100k.decode(ids[-(limit // 2):])  # byte for byte
+            assert cl100k.count(out) <= limit + SEAM
+            assert removed == len(ids) - 2 * (limit // 2)
             assert out[-20:] == text[-20:]
 
 
@@ -96,14 +98,15 @@ class ByteTokenizer:
         return len(self.encode(text))
 
 
-def test_overflow_from_split_characters_is_shaved():
+def test_split_characters_are_cut_as_the_official_script_cuts_them():
+    """No shaving: decode(ids[:5]) + decode(ids[-5:]) even where both halves split a
+    character and the result re-encodes longer (pred.py does the same)."""
     tok = ByteTokenizer()
     text = "长" * 100  # 300 bytes
-    out, removed = truncate_middle(text, tok, 10)  # official cut: 5 bytes + 5 bytes, both split a character
-    assert tok.count(tok.decode(list(text.encode())[:5]) + tok.decode(list(text.encode())[-5:])) > 10
-    assert tok.count(out) <= 10
-    # one byte less per side until it fits: 3 bytes each, whole characters again
-    assert (out, removed) == ("长长", 294)
+    ids = list(text.encode())
+    out, removed = truncate_middle(text, tok, 10)
+    assert (out, removed) == (tok.decode(ids[:5]) + tok.decode(ids[-5:]), 290)
+    assert tok.count(out) > 10
 
 
 def test_build_request_prompt(cl100k):
@@ -119,20 +122,20 @@ def test_build_request_prompt(cl100k):
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
-        ("gpt-4o-mini-2024-07-18", 128000 - OUTPUT_RESERVE_TOKENS),
-        ("openai:gpt-4o", 128000 - OUTPUT_RESERVE_TOKENS),
-        ("gpt-4-0613", 8192 - OUTPUT_RESERVE_TOKENS),
-        ("gpt-5", 272000),  # documented input limit below context - reserve
-        ("anthropic:claude-3-5-sonnet-20241022", 200000 - OUTPUT_RESERVE_TOKENS),
-        ("meta-llama/Meta-Llama-3.1-8B-Instruct", 131072 - OUTPUT_RESERVE_TOKENS),
-        ("meta-llama/Llama-2-7b-chat-hf", 4096 - OUTPUT_RESERVE_TOKENS),
-        ("Qwen/Qwen2.5-7B-Instruct", 32768 - OUTPUT_RESERVE_TOKENS),
+        ("gpt-4o-mini-2024-07-18", (128000, None)),
+        ("openai:gpt-4o", (128000, None)),
+        ("gpt-4-0613", (8192, None)),
+        ("gpt-5", (400000, 272000)),  # a documented input limit below the context
+        ("anthropic:claude-3-5-sonnet-20241022", (200000, None)),
+        ("meta-llama/Meta-Llama-3.1-8B-Instruct", (131072, None)),
+        ("meta-llama/Llama-2-7b-chat-hf", (4096, None)),
+        ("Qwen/Qwen2.5-7B-Instruct", (32768, None)),
         ("my-private-model", None),
         ("gpt-4o1", None),  # a prefix must end at a separator
     ],
 )
-def test_max_input_tokens_for(name, expected):
-    assert max_input_tokens_for(name) == expected
+def test_context_window_for(name, expected):
+    assert context_window_for(name) == expected
 
 
 def test_model_table_is_well_formed():
@@ -140,7 +143,26 @@ def test_model_table_is_well_formed():
     assert doc["checked"] and doc["models"]
     for name, entry in doc["models"].items():
         assert name == name.lower()
-        assert isinstance(entry["context_window"], int) and entry["context_window"] > OUTPUT_RESERVE_TOKENS
+        assert isinstance(entry["context_window"], int) and entry["context_window"] > 2 * OFFICIAL_MARGIN
         assert entry["source"].startswith("https://")
         if "max_input_tokens" in entry:
             assert entry["max_input_tokens"] <= entry["context_window"]
+
+
+@needs_data
+def test_official_model2maxlen_is_read_as_data():
+    path = DATA / "longbench" / "model2maxlen.json"
+    assert official_maxlen(path, "llama2-7b-chat-4k") == 3500
+    assert official_maxlen(path, "THUDM/chatglm2-6b") == 31500  # organisation prefix dropped
+    assert official_maxlen(path, "vicuna-v1.5-7b-16k") == 15500
+    assert official_maxlen(path, "gpt-4o") is None
+
+
+def test_budget_leaves_room_for_the_answer_and_the_template():
+    budget = from_context(4096, "tgi /info", server_input=4095)
+    assert budget.input == 4096 - OFFICIAL_MARGIN  # the official margin: context - 500
+    assert budget.for_sample(128, templated=False) == 3596
+    assert budget.for_sample(512, templated=False) == 4096 - 512  # a long answer needs more room
+    assert budget.for_sample(512, templated=True) == 4096 - 512 - CHAT_TEMPLATE_TOKENS
+    assert PromptBudget(3500, None, "model2maxlen.json").for_sample(512, templated=True) == 3500
+    assert PromptBudget(None, None, "none").for_sample(128, templated=True) is None

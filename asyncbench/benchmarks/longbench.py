@@ -41,6 +41,7 @@ from ..longbench_table import (
     LONGBENCH_E_DATASETS,
     NAMES,
     NO_CHAT_TEMPLATE,
+    STOP,
     ZH_DATASETS,
 )
 from ..prompts import LongBenchConfig, fill_prompt, load_config
@@ -191,6 +192,7 @@ def sample_from_row(row: dict[str, Any], *, dataset: str, sample_id: str, config
         answers=_answers(row["answers"], where),
         max_tokens=config.max_new_tokens(dataset),
         chat=dataset not in NO_CHAT_TEMPLATE,
+        stop=list(STOP.get(dataset, ())),
         meta={
             "dataset": dataset,
             "language": row.get("language") or language_of(dataset),
@@ -274,6 +276,7 @@ def load_minilongbench(opts: LoadOptions) -> list[Sample]:
                         answers=answers,
                         max_tokens=config.max_new_tokens(dataset),
                         chat=dataset not in NO_CHAT_TEMPLATE,
+                        stop=list(STOP.get(dataset, ())),
                         meta=meta,
                     )
                 )
@@ -344,6 +347,8 @@ class _LongBenchFamily:
     by_length: bool = False
     OPTIONS: ClassVar[tuple[CliOption, ...]] = ()
     SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "overall_en", "overall_zh", "by_category", "by_task")
+    # where the official model2maxlen.json (prompt budgets per model) is: budget.py
+    MODEL2MAXLEN: ClassVar[str] = "longbench"
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         raise NotImplementedError

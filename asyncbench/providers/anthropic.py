@@ -42,9 +42,16 @@ class AnthropicProvider(ProviderBase):
         system = [m["content"] for m in messages if m["role"] == "system"]
         # The 2.x SDK no longer lists `temperature` as an argument; the messages API still
         # takes it, so greedy decoding goes in the body.
+        params = dict(request.params)
+        # The messages API refuses whitespace-only stop sequences ("\n" for samsum): those
+        # are applied to the answer here instead, after its first non-blank character.
+        stops = params.pop("stop", None) or []
+        cut_at = [s for s in stops if not s.strip()]
+        if kept := [s for s in stops if s.strip()]:
+            params["stop_sequences"] = kept
         body = {"model": self.model, "max_tokens": request.max_tokens,
                 "messages": [m for m in messages if m["role"] != "system"],
-                "extra_body": {"temperature": request.temperature, **request.params}}
+                "extra_body": {"temperature": request.temperature, **params}}
         if system:
             body["system"] = "\n".join(system)
         t0 = time.perf_counter()
@@ -72,6 +79,10 @@ class AnthropicProvider(ProviderBase):
                           cached_prompt_tokens=int(u.get("cache_read_input_tokens") or 0))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ProviderError("transient", f"unexpected response shape: {exc}") from None
+        for stop in cut_at:
+            start = len(text) - len(text.lstrip())
+            if (at := text.find(stop, start + 1)) != -1:
+                text = text[:at]
         return Response(text=text, usage=usage, latency_ms=(time.perf_counter() - t0) * 1000,
                         finish_reason=data.get("stop_reason"), endpoint=base_url, ratelimit=info)
 

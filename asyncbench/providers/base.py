@@ -78,10 +78,11 @@ class ProviderBase:
     async def aclose(self) -> None:
         """Close pooled connections."""
 
-    async def max_input_tokens(self, base_urls: list[str]) -> tuple[int | None, str]:
-        """The prompt budget the server itself reports, and where it came from; (None,
-        "") when the server does not say (the model-context table is used then)."""
-        return None, ""
+    async def context_limits(self, base_urls: list[str]) -> tuple[int | None, int | None, str]:
+        """(max input tokens, max total tokens, where they came from) as the server itself
+        reports them; (None, None, "") when it does not say (the model-context table is
+        used then)."""
+        return None, None, ""
 
 
 def host_of(url: str) -> str:

@@ -19,6 +19,11 @@ class OpenAICompatProvider(ProviderBase):
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = HTTPClient(headers)
 
+    def sends_raw(self, chat: bool) -> bool:
+        """Prompts LongBench's pred.py sends without a chat template go to /v1/completions
+        as raw text (vLLM, TGI and llama.cpp all serve it), the rest as one chat message."""
+        return self.api == "completion" or not chat
+
     async def send(self, request: Request, base_url: str, timeout: float) -> Response:
         completion = self.api == "completion" or request.messages is None
         url = f"{base_url}/completions" if completion else f"{base_url}/chat/completions"

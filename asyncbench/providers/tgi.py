@@ -34,7 +34,7 @@ class TGIProvider(ProviderBase):
         the server applies the model's own chat template."""
         return self.api == "completion" or not chat
 
-    async def max_input_tokens(self, base_urls: list[str]) -> tuple[int | None, str]:
+    async def context_limits(self, base_urls: list[str]) -> tuple[int | None, int | None, str]:
         """Ask every replica's /info: the prompt must fit the smallest of them (a fleet
         can mix launch settings), and all must serve the same model, or the cache would
         file one model's answers under another's name. Replicas that are down are left
@@ -57,10 +57,12 @@ class TGIProvider(ProviderBase):
         if len(models) > 1:
             raise UserError(f"the TGI endpoints serve different models ({', '.join(sorted(models))}); "
                             "give one model's replicas per run")
-        limits = [int(i["max_input_tokens"]) for i in infos.values() if i.get("max_input_tokens")]
-        if not limits:
-            return None, ""
-        return min(limits), f"tgi /info ({len(base_urls)} endpoint{'s' if len(base_urls) > 1 else ''})"
+        inputs = [int(i["max_input_tokens"]) for i in infos.values() if i.get("max_input_tokens")]
+        totals = [int(i["max_total_tokens"]) for i in infos.values() if i.get("max_total_tokens")]
+        if not inputs and not totals:
+            return None, None, ""
+        return (min(inputs) if inputs else None, min(totals) if totals else None,
+                f"tgi /info ({len(base_urls)} endpoint{'s' if len(base_urls) > 1 else ''})")
 
     async def info(self, base_url: str) -> dict[str, Any]:
         """The server's /info, with `max_input_tokens` normalised across TGI versions."""

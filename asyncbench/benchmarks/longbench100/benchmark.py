@@ -52,6 +52,7 @@ class LongBench100:
 
     name = "100-longbench"
     SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "longscore", "by_task")
+    MODEL2MAXLEN: ClassVar[str] = "longbench100"  # the release's per-model prompt budgets (budget.py)
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--lengths", "100-LongBench: target lengths, e.g. 2k,4k,8k", kind="list"),
         CliOption("--base-lengths", "100-LongBench: base-ability lengths for LongScore (default 2k,4k,6k)",

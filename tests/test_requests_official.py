@@ -1,0 +1,84 @@
+"""What reaches the model is what LongBench's pred.py sends (issue 14): the official cut at
+the budget of model2maxlen.json, raw prompts without a chat template for the six few-shot
+and code datasets, samsum's newline stop — checked on the wire against a server that
+records every request body."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from local_server import LocalServer
+
+from asyncbench.benchmarks.base import LoadOptions
+from asyncbench.benchmarks.longbench import MiniLongBench
+from asyncbench.longbench_table import NO_CHAT_TEMPLATE
+from asyncbench.prompts import truncate_middle
+from asyncbench.tokenizers import get_tokenizer
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+pytestmark = pytest.mark.skipif(not (DATA / "minilongbench").is_dir(), reason="../shared/data is not beside the checkout")
+
+
+class Capture(LocalServer):
+    """An OpenAI-compatible server that answers "ok" and keeps every request body."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bodies: list[tuple[str, dict[str, Any]]] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.bodies.append((request.path, body))
+        usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
+        if request.path.endswith("/chat/completions"):
+            choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": "ok"},
+                                      "finish_reason": "stop"}
+        else:
+            choice = {"index": 0, "text": "ok", "finish_reason": "stop"}
+        return web.json_response({"id": "x", "object": "x", "model": body["model"], "choices": [choice],
+                                  "usage": usage})
+
+
+def test_minilongbench_requests_are_pred_py_s(tmp_path: Path) -> None:
+    with Capture() as server:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        done = subprocess.run(
+            [sys.executable, "-m", "asyncbench.cli", "run", "minilongbench", "--model", "openai-compat:llama2-7b-chat-4k",
+             "--base-url", f"http://127.0.0.1:{server.port}/v1", "--tokenizer", "cl100k_base", "--data-dir", str(DATA),
+             "--cache", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "o"), "--no-progress"],
+            env=dict(env, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert run["truncation"]["budget"] == {"max_input_tokens": 3500, "max_total_tokens": None,
+                                           "source": "model2maxlen.json (official)"}
+    assert run["truncation"]["tokenizer"] == "cl100k_base" and not run["truncation"]["tokenizer_stand_in"]
+
+    tok = get_tokenizer("cl100k_base")
+    samples = MiniLongBench(data_dir=DATA).load(LoadOptions(data_dir=DATA))
+    expected = []
+    for s in samples:
+        text = truncate_middle(s.prompt or "", tok, 3500)[0]  # the official cut, no shaving
+        if s.task in NO_CHAT_TEMPLATE:
+            expected.append(("/v1/completions", text, ["\n"] if s.task == "samsum" else None))
+        else:
+            expected.append(("/v1/chat/completions", text, None))
+    sent = []
+    for path, body in server.bodies:
+        if path.endswith("/chat/completions"):
+            (message,) = body["messages"]  # one user message, nothing around it
+            assert message["role"] == "user"
+            sent.append((path, message["content"], body.get("stop")))
+        else:
+            sent.append((path, body["prompt"], body.get("stop")))
+    assert len(sent) == len(samples) == 237
+    assert sorted(sent) == sorted(expected)
+    assert sum(1 for p, _, _ in sent if p == "/v1/completions") == sum(s.task in NO_CHAT_TEMPLATE for s in samples)
+    assert run["truncation"]["no_template_sent_as_chat"] == []
