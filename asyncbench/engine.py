@@ -347,7 +347,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
     official = getattr(benchmark, "MODEL2MAXLEN", None)  # the benchmark's model2maxlen.json, if it has one
     prompt_limit = await prompt_budget(cfg, spec, client.provider,
                                        model2maxlen_path(data_dir, official) if official else None)
-    tokenizer, tokenizer_name, stand_in = truncation_tokenizer(cfg, spec)
+    tokenizer, tokenizer_name, stand_in = await truncation_tokenizer(cfg, spec, client.provider)
     limits: dict[str, Any] = {"budget": prompt_limit.describe(), "tokenizer": tokenizer_name,
                               "tokenizer_stand_in": stand_in}
     as_chat: set[str] = set()  # tasks pred.py sends without a template, sent as chat here (chat-only APIs)

@@ -121,6 +121,13 @@ def truncate_middle(text: str, tokenizer: Tokenizer, max_tokens: int) -> tuple[s
     """
     if max_tokens < 2:
         raise ValueError(f"max_tokens must be at least 2, got {max_tokens}")
+    spans = getattr(tokenizer, "spans", None)
+    if spans is not None:  # a server's tokenizer: cut the text at its tokens' character offsets
+        offsets: list[tuple[int, int]] = spans(text)
+        if len(offsets) <= max_tokens:
+            return text, 0
+        half = int(max_tokens / 2)
+        return text[: offsets[half - 1][1]] + text[offsets[-half][0]:], len(offsets) - 2 * half
     ids = tokenizer.encode(text)
     if len(ids) <= max_tokens:
         return text, 0

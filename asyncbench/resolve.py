@@ -72,14 +72,20 @@ async def prompt_budget(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
     return PromptBudget(None, total, "none")
 
 
-def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec) -> tuple[Tokenizer, str, bool]:
+async def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec,
+                               provider: ProviderBase) -> tuple[Tokenizer, str, bool]:
     """(tokenizer, its name, whether it is a stand-in): --tokenizer when given, tiktoken
-    for OpenAI models, else cl100k_base as a stand-in that run.json and the summary name
-    (pass --tokenizer hf:REPO for the model's own)."""
+    for OpenAI models, the server's own (TGI `/tokenize`), else cl100k_base as a stand-in
+    that run.json and the summary name (pass --tokenizer hf:REPO for the model's own)."""
     if cfg.tokenizer:
         try:
             return get_tokenizer(cfg.tokenizer), cfg.tokenizer, False
         except Exception as exc:
             raise UserError(f"cannot load tokenizer {cfg.tokenizer!r}: {exc}") from None
     enc = tiktoken_encoding_for(spec.model)
-    return get_tokenizer(enc or "cl100k_base"), enc or "cl100k_base", enc is None
+    if enc:
+        return get_tokenizer(enc), enc, False
+    server = await provider.server_tokenizer(spec.base_urls)
+    if server is not None:
+        return server, str(server.name), False
+    return get_tokenizer("cl100k_base"), "cl100k_base", True

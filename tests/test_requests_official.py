@@ -82,3 +82,28 @@ def test_minilongbench_requests_are_pred_py_s(tmp_path: Path) -> None:
     assert sorted(sent) == sorted(expected)
     assert sum(1 for p, _, _ in sent if p == "/v1/completions") == sum(s.task in NO_CHAT_TEMPLATE for s in samples)
     assert run["truncation"]["no_template_sent_as_chat"] == []
+
+
+def test_tgi_with_4096_total_tokens_completes_every_minilongbench_sample(tmp_path: Path) -> None:
+    """TGI rejects inputs + max_new_tokens > max_total_tokens (422): every prompt is cut
+    with the server's own tokenizer (/tokenize) to leave room for its answer."""
+    from asyncbench.sim.testing import sim_subprocess
+
+    with sim_subprocess(["--max-context-tokens", "4096"]) as url:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        done = subprocess.run(
+            [sys.executable, "-m", "asyncbench.cli", "run", "minilongbench", "--model", "tgi:m", "--base-url", url,
+             "--data-dir", str(DATA), "--cache", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "o"),
+             "--no-progress"],
+            env=dict(env, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        import httpx
+
+        stats = httpx.get(f"{url}/stats").json()
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert run["complete"] and run["samples"]["failed"] == 0 and run["samples"]["answered"] == 237
+    assert stats["context_length_errors"] == 0 and stats["requests"] == 237
+    trunc = run["truncation"]
+    assert trunc["tokenizer"] == "tgi /tokenize" and not trunc["tokenizer_stand_in"]
+    assert trunc["budget"] == {"max_input_tokens": 4096 - 500, "max_total_tokens": 4096, "source": "tgi /info (1 endpoint)"}
+    assert trunc["n_truncated"] > 100

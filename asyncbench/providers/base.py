@@ -8,7 +8,7 @@ Model specs are `provider:model` — `openai:gpt-4o-mini`, `anthropic:claude-son
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
 
 from ..errors import ProviderError
@@ -77,6 +77,11 @@ class ProviderBase:
 
     async def aclose(self) -> None:
         """Close pooled connections."""
+
+    async def server_tokenizer(self, base_urls: list[str]) -> Any:
+        """The model's own tokenizer as its server offers it (a `Tokenizer` with `spans`),
+        or None when the server has no tokenize endpoint."""
+        return None
 
     async def context_limits(self, base_urls: list[str]) -> tuple[int | None, int | None, str]:
         """(max input tokens, max total tokens, where they came from) as the server itself

@@ -25,6 +25,10 @@ class HTTPClient:
         self._headers = headers or {}
         self._session: aiohttp.ClientSession | None = None
 
+    @property
+    def headers(self) -> dict[str, str]:
+        return dict(self._headers)
+
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(

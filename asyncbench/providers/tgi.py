@@ -22,6 +22,39 @@ from .http import HTTPClient
 from .openai_wire import parse_body, request_body
 
 
+class ServerTokenizer:
+    """A TGI server's tokenizer through `POST /tokenize`: each token with its character
+    span in the text, so a prompt is cut exactly where the model's tokens fall. Calls are
+    synchronous (prompts are built before they are queued)."""
+
+    name = "tgi /tokenize"
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        import httpx
+
+        self.url = url
+        self.client = httpx.Client(headers=headers, timeout=60)
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        import httpx
+
+        try:
+            resp = self.client.post(self.url, json={"inputs": text})
+            resp.raise_for_status()
+            return [(int(t["start"]), int(t["stop"])) for t in resp.json()]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            raise ProviderError("fatal", f"{self.url}: {exc}") from None
+
+    def encode(self, text: str) -> list[int]:
+        return list(range(len(self.spans(text))))
+
+    def decode(self, ids: list[int]) -> str:
+        raise NotImplementedError("a server tokenizer cuts by spans")
+
+    def count(self, text: str) -> int:
+        return len(self.spans(text))
+
+
 class TGIProvider(ProviderBase):
     name = "tgi"
 
@@ -63,6 +96,16 @@ class TGIProvider(ProviderBase):
             return None, None, ""
         return (min(inputs) if inputs else None, min(totals) if totals else None,
                 f"tgi /info ({len(base_urls)} endpoint{'s' if len(base_urls) > 1 else ''})")
+
+    async def server_tokenizer(self, base_urls: list[str]) -> Any:
+        """TGI's `POST /tokenize` (the model's own tokenizer, special tokens included, as
+        pred.py's `tokenizer(prompt)`), when the first replica serves it."""
+        tok = ServerTokenizer(f"{base_urls[0]}/tokenize", self.http.headers)
+        try:
+            await anyio.to_thread.run_sync(tok.spans, "a")
+        except ProviderError:
+            return None
+        return tok
 
     async def info(self, base_url: str) -> dict[str, Any]:
         """The server's /info, with `max_input_tokens` normalised across TGI versions."""

@@ -135,6 +135,8 @@ class SimServer:
         fmt = ROUTES.get(request.path)
         if fmt is not None and request.method == "POST":
             return await self._generate(request, fmt)
+        if request.method == "POST" and request.path == "/tokenize":
+            return await self._tokenize(request)
         simple = self._simple.get((request.method, request.path))
         if simple is not None:
             return simple(request)
@@ -168,6 +170,19 @@ class SimServer:
                 "docker_label": None,
             }
         )
+
+    async def _tokenize(self, request: web.BaseRequest) -> web.Response:
+        """TGI's `POST /tokenize`: the tokens of `inputs` with their character spans — the
+        simulator's tokens are the 4-character pieces its context check counts."""
+        try:
+            body = json.loads(await request.read())
+            text = body["inputs"]
+            if not isinstance(text, str):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            return _json({"error": "Input validation error: `inputs` must be a string", "error_type": "validation"}, 422)
+        return _json([{"id": i, "text": text[j: j + 4], "special": False, "start": j, "stop": min(j + 4, len(text))}
+                      for i, j in enumerate(range(0, len(text), 4))])
 
     def _models(self, request: web.BaseRequest) -> web.Response:
         model = {"id": self.config.model_id, "object": "model", "created": 0, "owned_by": "asyncbench"}
