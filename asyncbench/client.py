@@ -6,6 +6,8 @@ Runners send a client's requests; the engine never reaches into a provider itsel
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 
 from .config import RunConfig
@@ -42,7 +44,8 @@ class ModelClient:
 
     def request(self, *, prompt: str | None = None, messages: list[dict[str, str]] | None = None,
                 max_tokens: int, temperature: float = 0.0, repeat: int = 0, chat: bool = True,
-                task: str | None = None, stop: list[str] | None = None) -> Request:
+                task: str | None = None, stop: list[str] | None = None,
+                params: dict[str, Any] | None = None) -> Request:
         """A Request in the shape this provider takes: one plain user message for chat APIs,
         raw text for completion endpoints and for TGI's non-chat prompts."""
         if messages is None:
@@ -53,7 +56,7 @@ class ModelClient:
                 prompt, messages = None, [{"role": "user", "content": text}]
         return Request(provider=self.spec.provider, model=self.spec.model, endpoint_id=self.spec.endpoint_id,
                        prompt=prompt, messages=messages, max_tokens=max_tokens, temperature=temperature,
-                       repeat=repeat, task=task, params={"stop": list(stop)} if stop else {})
+                       repeat=repeat, task=task, params={**(params or {}), **({"stop": list(stop)} if stop else {})})
 
 
 def make_client(spec: ModelSpec, cfg: RunConfig, prices: PriceTable, rpm: float | None,

@@ -347,6 +347,10 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
     official = getattr(benchmark, "MODEL2MAXLEN", None)  # the benchmark's model2maxlen.json, if it has one
     prompt_limit = await prompt_budget(cfg, spec, client.provider,
                                        model2maxlen_path(data_dir, official) if official else None)
+    if prompt_limit.input is None and prompt_limit.total is None and getattr(benchmark, "LONG_CONTEXT", False):
+        raise UserError(f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
+                        "the model-context table, and the server does not report it); pass --max-input-tokens N "
+                        "(its context minus 500)")
     tokenizer, tokenizer_name, stand_in = await truncation_tokenizer(cfg, spec, client.provider)
     limits: dict[str, Any] = {"budget": prompt_limit.describe(), "tokenizer": tokenizer_name,
                               "tokenizer_stand_in": stand_in}
@@ -364,7 +368,10 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         if templated and not s.chat:
             as_chat.add(s.task)
         cut = prompt_limit.for_sample(s.max_tokens, templated)
-        text, removed = build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=cut) if cut else (s.prompt or "", 0)
+        prompt = s.prompt or ""
+        # a token is at least a byte: a prompt with fewer bytes than the cut needs no tokenizing
+        fits = cut is None or len(prompt) * 4 + 8 <= cut or len(prompt.encode("utf-8", "surrogatepass")) + 8 <= cut
+        text, removed = (prompt, 0) if fits else build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=cut)
         if removed:
             truncated[s.id] = removed
         return client.request(prompt=text, max_tokens=s.max_tokens, temperature=cfg.temperature,
@@ -396,9 +403,11 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
 
         def ctx_make_request(spec_or_none: str | None = None, prompt: str | None = None,
                              messages: list[dict[str, str]] | None = None, max_tokens: int = 128,
-                             task: str | None = None) -> Request:
+                             task: str | None = None, temperature: float = 0.0,
+                             params: dict[str, Any] | None = None, repeat: int = 0) -> Request:
             target = judge if spec_or_none and judge is not None else client
-            return target.request(prompt=prompt, messages=messages, max_tokens=max_tokens, task=task)
+            return target.request(prompt=prompt, messages=messages, max_tokens=max_tokens, task=task,
+                                  temperature=temperature, params=params, repeat=repeat)
 
         ctx = RunContext(model_spec=spec.label, generate=ctx_generate, make_request=ctx_make_request,
                          options={"judge": cfg.judge, **cfg.extra},

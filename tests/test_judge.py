@@ -1,32 +1,48 @@
-"""Judge verdict parsing and the bounded re-ask, with a scripted fake RunContext."""
+"""The 100-LongBench judge as the release calls and reads it (utils/metrics.py,
+eval_trec.py): its prompts, one call per reference with the best kept, the reply's last
+JSON object, failures scoring 0, summaries tried twice — with a scripted RunContext."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from asyncbench.benchmarks.longbench100.release import judge_prompts_from_source, load_release
 from asyncbench.errors import ProviderError
-from asyncbench.metrics.judge import DEFAULT_REASKS, FLUENCY, PRECISION, QA, judge_qa, judge_summary, parse_verdict
+from asyncbench.metrics.judge import (
+    JUDGE_SYSTEM,
+    parse_qa,
+    parse_summary_verdict,
+    qa_scores,
+    summary_scores,
+)
 from asyncbench.types import Request, Response, Usage
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+needs_data = pytest.mark.skipif(not (DATA / "longbench100").is_dir(), reason="../shared/data not available")
 
 
 class ScriptedJudge:
-    """A RunContext stand-in whose judge replies come from a function of the thread."""
+    """A RunContext stand-in whose judge replies come from a function of the request."""
 
     def __init__(self, reply: Any) -> None:
         self.reply = reply
-        self.calls: list[tuple[list[Request], str]] = []
+        self.requests: list[Request] = []
         self.options = {"judge": "openai-compat:judge"}
 
-    def make_request(self, spec: str | None, prompt: str | None = None, messages: list | None = None, max_tokens: int = 128,
-                     task: str | None = None) -> Request:
+    def make_request(self, spec: str | None, prompt: str | None = None, messages: list | None = None,
+                     max_tokens: int = 128, task: str | None = None, temperature: float = 0.0,
+                     params: dict | None = None, repeat: int = 0) -> Request:
         return Request(provider="fake", model=spec or "evaluated", endpoint_id="fake", prompt=prompt, messages=messages,
-                       max_tokens=max_tokens, task=task)
+                       max_tokens=max_tokens, task=task, temperature=temperature, params=params or {}, repeat=repeat)
 
     async def generate(self, requests: list[Request], purpose: str) -> list[Response | ProviderError]:
-        self.calls.append((requests, purpose))
+        assert purpose == "judge"
+        self.requests += requests
         out: list[Response | ProviderError] = []
         for r in requests:
             text = self.reply(r)
@@ -34,102 +50,95 @@ class ScriptedJudge:
         return out
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
+QA_T = "Q: {question}\nCorrect answers: {correct_answers}\nAnswer: {parsed_output}\n"
+FLU_T = 'fluency of "{text}"'
+PRE_T = 'precision of "{summary}" against "{expert_summary}"'
 
 
-@pytest.mark.parametrize(
-    "text, expected",
-    [
-        ('Reasoning... fine.\n{"fluency": 2, "correctness": 3}', {"fluency": 2, "correctness": 3}),
-        ('```json\n{"Fluency": "1", "correctness": 2.0}\n```', {"fluency": 1, "correctness": 2}),
-        ("Format {'fluency': 0, 'correctness': 0} ... final {'fluency': 2, 'correctness': 1,}", {"fluency": 2, "correctness": 1}),
-    ],
-)
-def test_parse_valid_verdicts(text: str, expected: dict[str, int]) -> None:
-    assert parse_verdict(text, QA) == expected
+def user(r: Request) -> str:
+    assert r.messages is not None
+    return r.messages[-1]["content"]
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "",
-        "The answer is good. fluency 2, correctness 3",  # no JSON
-        '{"fluency": 2}',  # missing field
-        '{"fluency": 3, "correctness": 1}',  # out of range
-        '{"fluency": 2, "correctness": -1}',
-        '{"fluency": 1.5, "correctness": 1}',  # not integral
-        '{"fluency": true, "correctness": 1}',
-        '{"fluency": 2, "correctness": ',  # truncated
-    ],
-)
-def test_parse_rejects_bad_verdicts(text: str) -> None:
-    assert parse_verdict(text, QA) is None
+@pytest.mark.parametrize(("text", "score"), [
+    ('Reasoning... {"fluency": 2, "correctness": 3}', 1.0),
+    ('first {"fluency": 0, "correctness": 0} then {"fluency": 2, "correctness": 2}', 4 / 6),  # the last object
+    ("no verdict at all", 0.0),
+    ('{"fluency": 2}', 0.0),  # a field missing: the release crashes; here 0
+    ('{"fluency": "2", "correctness": 3}', 0.0),
+    ('{"fluency": 2, "correctness": ', 0.0),
+])
+def test_parse_qa_as_the_release(text: str, score: float) -> None:
+    assert parse_qa(text) == pytest.approx(score)
 
 
-def test_precision_cannot_exceed_sentences() -> None:
-    assert parse_verdict('{"precision": 3, "sentence_count": 4}', PRECISION) == {"precision": 3, "sentence_count": 4}
-    assert parse_verdict('{"precision": 5, "sentence_count": 4}', PRECISION) is None
-    assert parse_verdict('{"fluency": 2}', FLUENCY) is None
+def test_parse_summary_falls_back_to_a_fenced_block() -> None:
+    assert parse_summary_verdict('x {"precision": 2, "sentence_count": 3}') == {"precision": 2, "sentence_count": 3}
+    assert parse_summary_verdict('```json\n{"fluency": 1, "x": {"y": 1}}\n```') == {"fluency": 1, "x": {"y": 1}}
+    assert parse_summary_verdict("nothing") is None
 
 
-def test_qa_score_is_product_over_six() -> None:
-    ctx = ScriptedJudge(lambda r: 'ok {"fluency": 2, "correctness": 2}')
-    scores = run(judge_qa(ctx, [("Q?", ["A"], "A")]))
-    assert scores == [pytest.approx(4 / 6)]
-    assert all(purpose == "judge" for _, purpose in ctx.calls)
-    assert ctx.calls[0][0][0].model == "openai-compat:judge"
-
-
-def test_malformed_verdict_is_reasked_then_counted_failed_not_zero() -> None:
-    ctx = ScriptedJudge(lambda r: "I think it is quite good.")
-    scores = run(judge_qa(ctx, [("Q?", ["A"], "A")]))
-    assert scores == [None]
-    assert len(ctx.calls) == 1 + DEFAULT_REASKS
-    # every re-ask is a longer thread (so a cache cannot replay the bad reply) ending in the re-ask turn
-    threads = [reqs[0].messages for reqs, _ in ctx.calls]
-    assert [len(t) for t in threads] == [1, 3, 5]
-    assert '"fluency"' in threads[-1][-1]["content"] and threads[-1][-2]["role"] == "assistant"
-
-
-def test_reask_recovers() -> None:
+def test_qa_one_call_per_reference_best_kept_and_sampling_as_the_release() -> None:
     def reply(r: Request) -> str:
-        return '{"fluency": 9, "correctness": 9}' if len(r.messages) == 1 else '{"fluency": 1, "correctness": 3}'
+        return '{"fluency": 2, "correctness": 3}' if "Correct answers: Paris\n" in user(r) else \
+            '{"fluency": 2, "correctness": 1}'
 
     ctx = ScriptedJudge(reply)
-    assert run(judge_qa(ctx, [("Q?", ["A"], "A")])) == [pytest.approx(0.5)]
-    assert len(ctx.calls) == 2
+    scores = asyncio.run(qa_scores(ctx, QA_T, [("Capital?", ["Lyon", "Paris"], "Paris"), ("Q2?", ["x"], "y")],
+                                   tasks=["single_doc_qa", "multi_doc_qa"]))
+    assert scores == [pytest.approx(1.0), pytest.approx(2 / 6)]
+    assert [user(r) for r in ctx.requests] == [QA_T.format(question="Capital?", correct_answers=a, parsed_output="Paris")
+                                               for a in ("Lyon", "Paris")] + [
+        QA_T.format(question="Q2?", correct_answers="x", parsed_output="y")]
+    r = ctx.requests[0]
+    assert r.messages is not None and r.messages[0] == {"role": "system", "content": JUDGE_SYSTEM}
+    assert r.temperature == 0.1 and r.params == {"top_p": 0.9} and r.max_tokens == 1024
+    assert [q.task for q in ctx.requests] == ["single_doc_qa", "single_doc_qa", "multi_doc_qa"]
 
 
-def test_provider_errors_are_retried_within_bound() -> None:
-    ctx = ScriptedJudge(lambda r: ProviderError("transient", "boom"))
-    assert run(judge_qa(ctx, [("Q?", ["A"], "A"), ("Q2?", ["B"], "B")])) == [None, None]
-    assert len(ctx.calls) == 1 + DEFAULT_REASKS and all(len(reqs) == 2 for reqs, _ in ctx.calls)
+def test_a_failed_judgement_scores_zero() -> None:
+    ctx = ScriptedJudge(lambda r: ProviderError("fatal", "down"))
+    assert asyncio.run(qa_scores(ctx, QA_T, [("Q?", ["A"], "A")])) == [0.0]
+    assert asyncio.run(summary_scores(ctx, FLU_T, PRE_T, [(["ref"], "A summary.")])) == [0.0]
 
 
-def test_only_failed_items_are_reasked() -> None:
+def test_summary_fluency_times_precision_with_one_retry() -> None:
     def reply(r: Request) -> str:
-        return '{"fluency": 2, "correctness": 3}' if "Q1" in r.messages[0]["content"] else "no idea"
+        if user(r).startswith("fluency"):
+            return "unreadable" if r.repeat == 0 else '{"fluency": 1}'  # parses on the second try
+        return '{"precision": 2, "sentence_count": 4}'
 
     ctx = ScriptedJudge(reply)
-    assert run(judge_qa(ctx, [("Q1", ["A"], "A"), ("Q2", ["B"], "B")])) == [1.0, None]
-    assert [len(reqs) for reqs, _ in ctx.calls] == [2, 1, 1]
+    scores = asyncio.run(summary_scores(ctx, FLU_T, PRE_T, [(["expert"], "  One. Two.  ")]))
+    assert scores == [pytest.approx(0.5)]
+    fluency = [r for r in ctx.requests if user(r).startswith("fluency")]
+    assert [r.repeat for r in fluency] == [0, 1] and user(fluency[0]) == 'fluency of "One. Two."'  # stripped
+    (precision,) = [r for r in ctx.requests if user(r).startswith("precision")]
+    assert user(precision) == 'precision of "One. Two." against "expert"'
 
 
-def test_summary_score_fluency_times_precision() -> None:
-    def reply(r: Request) -> str:
-        content = r.messages[0]["content"]
-        if "fluency of the text" in content:
-            return '{"fluency": 1}'
-        return 'Sentence 1 supported, 2 not, 3 supported, 4 not.\n{"precision": 3, "sentence_count": 4}'
-
-    ctx = ScriptedJudge(reply)
-    assert run(judge_summary(ctx, [("expert", "model summary")])) == [0.75]
-    assert len(ctx.calls) == 1 and len(ctx.calls[0][0]) == 2  # fluency + precision in one batch
+def test_summary_gives_up_after_two_tries_and_skips_precision() -> None:
+    ctx = ScriptedJudge(lambda r: "never a verdict")
+    assert asyncio.run(summary_scores(ctx, FLU_T, PRE_T, [(["expert"], "S.")])) == [0.0]
+    assert len(ctx.requests) == 2 and all(user(r).startswith("fluency") for r in ctx.requests)
 
 
-def test_summary_fails_when_either_verdict_is_missing() -> None:
-    def reply(r: Request) -> str:
-        return '{"fluency": 1}' if "fluency of the text" in r.messages[0]["content"] else '{"precision": 7, "sentence_count": 2}'
+def test_zero_sentences_scores_zero() -> None:
+    ctx = ScriptedJudge(lambda r: '{"fluency": 1}' if user(r).startswith("fluency") else
+                        '{"precision": 0, "sentence_count": 0}')
+    assert asyncio.run(summary_scores(ctx, FLU_T, PRE_T, [(["e"], "s")])) == [0.0]
 
-    assert run(judge_summary(ScriptedJudge(reply), [("expert", "summary")])) == [None]
+
+@needs_data
+def test_the_release_s_judge_prompts_are_read_as_data() -> None:
+    release = load_release(DATA)
+    shipped = json.loads((DATA / "longbench100" / "judge_prompts.json").read_text())
+    assert release.judge == shipped
+    assert "{correct_answers}" in release.judge["judge_prompt"] and "{expert_summary}" in release.judge["precision_prompt"]
+
+
+def test_judge_prompts_are_taken_from_metrics_py_without_running_it() -> None:
+    source = 'import os\njudge_prompt = """J {question}"""\nfluency_prompt="F {text}"\n' \
+             'precision_prompt = "P {summary}"\nos.system("never run")\n'
+    assert judge_prompts_from_source(source) == {"judge_prompt": "J {question}", "fluency_prompt": "F {text}",
+                                                 "precision_prompt": "P {summary}"}

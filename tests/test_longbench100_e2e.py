@@ -32,6 +32,8 @@ def test_run_against_simulator_reports_scores_longscore_exclusions_and_judge_cos
     prior = summary["prepare"]["prior_knowledge"]
     assert prior["checked"] == 2 * 2 * len(LENGTHS) and prior["excluded"] + prior["unverified"] <= prior["checked"]
     assert summary["samples"]["excluded"] == prior["excluded"]  # left out by the rule: counted, not lost
+    # lengths measured in cl100k_base, recorded as a stand-in for the release's Llama-2 tokenizer
+    assert summary["prepare"]["lengths"] == {"tokenizer": "cl100k_base", "stand_in_for_llama_2": True}
     # the simulator also answers as a judge (JSON verdicts), so judged tasks are scored
     assert set(scores["by_task_length"]["single_doc_qa"]) == set(LENGTHS)
     assert set(scores["by_task_length"]["multi_doc_sum"]) == set(LENGTHS)

@@ -48,5 +48,5 @@ def parse_benchmark(spec: str, extra: Mapping[str, Any] | None = None,
     if name == "100-longbench":
         from .longbench100.benchmark import LongBench100
 
-        return LongBench100(extra), selected
+        return LongBench100(extra, data_dir=data_dir), selected
     raise UserError(f"unknown benchmark {spec!r}: use one of {', '.join(NAMES)}, or jsonl:PATH for your own data")

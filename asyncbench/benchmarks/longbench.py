@@ -349,6 +349,7 @@ class _LongBenchFamily:
     SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "overall_en", "overall_zh", "by_category", "by_task")
     # where the official model2maxlen.json (prompt budgets per model) is: budget.py
     MODEL2MAXLEN: ClassVar[str] = "longbench"
+    LONG_CONTEXT: ClassVar[bool] = True  # a run needs the model's context (budget.py)
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         raise NotImplementedError

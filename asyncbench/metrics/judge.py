@@ -1,14 +1,19 @@
-"""LLM-as-judge for 100-LongBench: rubric prompts, verdict extraction, bounded re-asks.
+"""LLM-as-judge for 100-LongBench, as the release's scorer calls and reads it
+(uservan/100-LongBench `utils/metrics.py`, `utils/model_utils.py`, `eval_trec.py`).
 
-The rubric is the paper's (A.2) and its official scorer's: a QA answer gets fluency 0-2
-times correctness 0-3 against the reference answers, normalised by 6; a summary gets
-fluency 0/1 times precision = supported sentences / sentences, judged against the
-reference summary. The prompt wording is ours.
-
-A judge reply is only trusted when it ends with a JSON verdict whose fields are all
-present, integral and in range. Anything else is re-asked (as a follow-up turn, so the
-cached bad reply is not simply replayed) a bounded number of times; a verdict that never
-arrives is a failed judgement, reported as None and never as a zero score.
+- The prompts are the release's (`judge_prompts.json`, read as data by the benchmark and
+  passed in here); each call is a system message "You are a helpful assistant" and the
+  prompt, at temperature 0.1 and top_p 0.9, up to 1,024 new tokens (the release's
+  OpenAIModel defaults for its gpt-4o-mini judge).
+- QA: one call per reference answer; the reply's last `{...}` read as JSON gives
+  fluency x correctness / 6; the sample scores the best reference. A reply without both
+  fields, or no reply, scores 0 (the release's `s = 0`).
+- Summaries: per reference, a fluency call on the summary and a precision call against
+  the reference, each tried at most twice while its reply does not parse (the second try
+  is a fresh answer: repeat index 1); score = fluency x precision / sentence_count (0
+  when there are no sentences); either missing scores 0; the best reference counts.
+- The release crashes on a reply whose JSON lacks a field or holds a non-number; here
+  that reply scores 0, as an unreadable one does.
 """
 
 from __future__ import annotations
@@ -16,212 +21,127 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ProviderError
 from ..types import Response
 
-DEFAULT_REASKS = 2
-JUDGE_MAX_TOKENS = 1024
 PURPOSE = "judge"
+JUDGE_MAX_TOKENS = 1024
+JUDGE_TEMPERATURE = 0.1
+JUDGE_TOP_P = 0.9
+JUDGE_SYSTEM = "You are a helpful assistant"
+SUMMARY_TRIES = 2
+PROMPT_NAMES = ("judge_prompt", "fluency_prompt", "precision_prompt")  # the release's judge_prompts.json
+
+_OBJECT = re.compile(r"\{.*?\}", re.DOTALL)
+_FENCED = re.compile(r"(?:```json)(.+)(?:```)", re.DOTALL)
 
 
-@dataclass(frozen=True)
-class Rubric:
-    """The verdict a judge must return: field -> (low, high); high None means unbounded."""
-
-    name: str
-    fields: dict[str, tuple[int, int | None]]
-
-    def shape(self) -> str:
-        """The verdict's form with placeholders, never a parseable example: a judge that
-        merely echoes the instructions must not produce a valid (made-up) verdict."""
-        return "{" + ", ".join(f'"{k}": {k[0].upper()}' for k in self.fields) + "}"
-
-    def ranges(self) -> str:
-        return "; ".join(f"{k}: integer {lo}-{hi}" if hi is not None else f"{k}: integer >= {lo}" for k, (lo, hi) in self.fields.items())
+def judge_messages(prompt: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": prompt}]
 
 
-QA = Rubric("qa", {"fluency": (0, 2), "correctness": (0, 3)})
-FLUENCY = Rubric("fluency", {"fluency": (0, 1)})
-PRECISION = Rubric("precision", {"precision": (0, None), "sentence_count": (0, None)})
-
-_QA_PROMPT = """You are an impartial grader. A model answered a question about a document you are not shown. Grade its answer against the reference answers, which would earn full marks.
-
-Fluency:
-- 0: incoherent or garbled.
-- 1: coherent and grammatical, but repetitive.
-- 2: coherent, grammatical and not repetitive.
-
-Correctness:
-- 0: does not agree with any reference answer.
-- 1: agrees with part of a reference answer (e.g. the question asks for a date and a person and only the date is right).
-- 2: fully agrees with a reference answer but also adds clearly unrelated information. Extra details that are relevant to the question do not count as unrelated.
-- 3: fully agrees with a reference answer and contains only information relevant to the question. A longer answer is fine as long as all of it is relevant (reference "the North Pole", answer "They are travelling to the North Pole" earns 3).
-
-Reason briefly, step by step, then end your reply with the scores as JSON in the form {{"fluency": F, "correctness": C}}, with F and C replaced by your integer scores.
-
-Question: {question}
-Reference answers: {answers}
-Answer to grade: {prediction}
-"""
-
-_FLUENCY_PROMPT = """You are an impartial grader. Judge only the fluency of the text below.
-
-- 0: incoherent, repetitive (even when reworded), incomplete (e.g. just "Summary:") or gibberish. A coherent text that repeats itself still gets 0.
-- 1: coherent, fluent, grammatical and not repetitive. A text whose last sentence is cut off still gets 1 if the rest qualifies.
-
-Reason briefly, then end your reply with the score as JSON in the form {{"fluency": F}}, with F replaced by your integer score.
-
-Text: "{text}"
-"""
-
-_PRECISION_PROMPT = """You are an impartial grader. Compare a model's summary with an expert summary of the same document.
-
-Split the model's summary into sentences. A sentence is supported when its main facts agree with the expert summary; missing minor details (exact dates, names of people, laws or earlier cases) do not make it unsupported. A sentence whose main facts are absent from, or contradicted by, the expert summary is unsupported.
-
-Reason sentence by sentence, then end your reply with JSON in the form {{"precision": P, "sentence_count": N}}, with P replaced by the number of supported sentences and N by the total number of sentences.
-
-Expert summary: "{reference}"
-
-Model summary: "{summary}"
-"""
-
-_REASK = (
-    "I could not read a valid verdict in your reply. Reply with only one JSON object of the form "
-    "{shape} ({ranges}) and nothing else."
-)
-
-
-def qa_prompt(question: str, answers: Sequence[str], prediction: str) -> str:
-    return _QA_PROMPT.format(question=question, answers=json.dumps(list(answers), ensure_ascii=False), prediction=prediction)
-
-
-def fluency_prompt(text: str) -> str:
-    return _FLUENCY_PROMPT.format(text=text.strip())
-
-
-def precision_prompt(reference: str, summary: str) -> str:
-    return _PRECISION_PROMPT.format(reference=reference, summary=summary.strip())
-
-
-_OBJECT = re.compile(r"\{[^{}]*\}", re.DOTALL)
-
-
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
-        return int(value)
-    return None
-
-
-def _load_object(blob: str) -> dict[str, Any] | None:
+def parse_qa(text: str) -> float:
+    """fluency x correctness / 6 from the reply's last JSON object; 0 without one."""
+    matches = _OBJECT.findall(text or "")
+    if not matches:
+        return 0.0
     try:
-        obj = json.loads(blob)
-    except json.JSONDecodeError:
-        import json5  # lenient fallback: single quotes, trailing commas, bare keys
+        verdict = json.loads(matches[-1])
+        return _number(verdict["fluency"]) * _number(verdict["correctness"]) / 6
+    except (ValueError, KeyError, TypeError):
+        return 0.0
 
+
+def parse_summary_verdict(text: str) -> dict[str, Any] | None:
+    """The release's parse_sum_json: the last `{...}`, else a ```json fenced block."""
+    matches = _OBJECT.findall(text or "")
+    if not matches:
+        return None
+    try:
+        out = json.loads(matches[-1])
+    except ValueError:
+        fenced = _FENCED.findall(text)
+        if not fenced:
+            return None
         try:
-            obj = json5.loads(blob)
+            out = json.loads(fenced[-1])
         except ValueError:
             return None
-    return obj if isinstance(obj, dict) else None
+    return out if isinstance(out, dict) else None
 
 
-def parse_verdict(text: str | None, rubric: Rubric) -> dict[str, int] | None:
-    """The judge's verdict, or None when it is missing, malformed or out of range.
-
-    The last JSON object naming all the rubric's fields wins: judges reason first and
-    conclude last, and may quote the example format along the way.
-    """
-    if not text:
-        return None
-    for blob in reversed(_OBJECT.findall(text)):
-        obj = _load_object(blob)
-        if obj is None:
-            continue
-        lowered = {str(k).strip().lower(): v for k, v in obj.items()}
-        if not all(k in lowered for k in rubric.fields):
-            continue
-        verdict: dict[str, int] = {}
-        for key, (lo, hi) in rubric.fields.items():
-            value = _as_int(lowered[key])
-            if value is None or value < lo or (hi is not None and value > hi):
-                return None
-            verdict[key] = value
-        if rubric is PRECISION and verdict["precision"] > verdict["sentence_count"]:
-            return None
-        return verdict
-    return None
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"not a number: {value!r}")
+    return float(value)
 
 
-async def ask(ctx: Any, items: Sequence[tuple[str, Rubric]], *, reasks: int = DEFAULT_REASKS,
-              tasks: Sequence[str] | None = None) -> list[dict[str, int] | None]:
-    """Send each (prompt, rubric) to the judge (`ctx.options["judge"]`); return its verdicts.
-
-    All prompts go out together through `ctx.generate`, so the engine's scheduler, limits
-    and cache apply and the tokens are booked under purpose "judge". A reply without a
-    valid verdict is followed up with a re-ask turn, at most `reasks` times; a failed call
-    is retried within the same bound. What is still missing after that is None.
-    `tasks[i]`, when given, is the task item i is judged for: the ledger books its cost there.
-    """
+async def _replies(ctx: Any, prompts: Sequence[str], tasks: Sequence[str | None], repeat: int = 0) -> list[str | None]:
+    """One judge call per prompt through the engine (scheduler, cache, ledger under
+    purpose "judge"); None where the call failed."""
+    if not prompts:
+        return []
     spec = ctx.options.get("judge")
-    threads: list[list[dict[str, str]]] = [[{"role": "user", "content": p}] for p, _ in items]
-    verdicts: list[dict[str, int] | None] = [None] * len(items)
-    pending = list(range(len(items)))
-    for _attempt in range(reasks + 1):
+    requests = [ctx.make_request(spec, messages=judge_messages(p), max_tokens=JUDGE_MAX_TOKENS, task=t,
+                                 temperature=JUDGE_TEMPERATURE, params={"top_p": JUDGE_TOP_P}, repeat=repeat)
+                for p, t in zip(prompts, tasks)]
+    answers = await ctx.generate(requests, PURPOSE)
+    return [a.text if isinstance(a, Response) else None for a in answers]
+
+
+async def qa_scores(ctx: Any, template: str, items: Sequence[tuple[str, Sequence[str], str]],
+                    tasks: Sequence[str | None] | None = None) -> list[float]:
+    """Scores in [0, 1] for (question, reference answers, answer) triples: the best
+    reference's fluency x correctness / 6 (eval_trec.py's max over ground truths)."""
+    tasks = list(tasks) if tasks else [None] * len(items)
+    calls = [(i, template.format(question=q, correct_answers=ref, parsed_output=pred))
+             for i, (q, refs, pred) in enumerate(items) for ref in refs]
+    replies = await _replies(ctx, [p for _, p in calls], [tasks[i] for i, _ in calls])
+    scores = [0.0] * len(items)
+    for (i, _), reply in zip(calls, replies):
+        scores[i] = max(scores[i], parse_qa(reply or ""))
+    return scores
+
+
+async def _tried(ctx: Any, prompts: list[str], tasks: list[str | None]) -> list[dict[str, Any] | None]:
+    """Each prompt asked until its reply parses, at most SUMMARY_TRIES times."""
+    verdicts: list[dict[str, Any] | None] = [None] * len(prompts)
+    pending = list(range(len(prompts)))
+    for attempt in range(SUMMARY_TRIES):
         if not pending:
             break
-        requests = [ctx.make_request(spec, messages=threads[i], max_tokens=JUDGE_MAX_TOKENS,
-                                     task=tasks[i] if tasks else None) for i in pending]
-        replies = await ctx.generate(requests, PURPOSE)
-        still: list[int] = []
+        replies = await _replies(ctx, [prompts[i] for i in pending], [tasks[i] for i in pending], repeat=attempt)
         for i, reply in zip(pending, replies):
-            if isinstance(reply, ProviderError) or not isinstance(reply, Response):
-                still.append(i)  # same thread again: a failed call is not cached
-                continue
-            rubric = items[i][1]
-            verdict = parse_verdict(reply.text, rubric)
-            if verdict is not None:
-                verdicts[i] = verdict
-                continue
-            reask = _REASK.format(shape=rubric.shape(), ranges=rubric.ranges())
-            threads[i] = threads[i] + [{"role": "assistant", "content": reply.text or ""}, {"role": "user", "content": reask}]
-            still.append(i)
-        pending = still
+            verdicts[i] = parse_summary_verdict(reply) if reply is not None else None
+        pending = [i for i in pending if verdicts[i] is None]
     return verdicts
 
 
-async def judge_qa(ctx: Any, items: Sequence[tuple[str, Sequence[str], str]], *, reasks: int = DEFAULT_REASKS,
-                   tasks: Sequence[str] | None = None) -> list[float | None]:
-    """Scores in [0, 1] for (question, reference answers, prediction) triples:
-    fluency x correctness / 6, or None where the judge never gave a valid verdict."""
-    verdicts = await ask(ctx, [(qa_prompt(q, a, p), QA) for q, a, p in items], reasks=reasks, tasks=tasks)
-    return [None if v is None else v["fluency"] * v["correctness"] / 6 for v in verdicts]
-
-
-async def judge_summary(ctx: Any, items: Sequence[tuple[str, str]], *, reasks: int = DEFAULT_REASKS,
-                        tasks: Sequence[str] | None = None) -> list[float | None]:
-    """Scores in [0, 1] for (reference summary, summary) pairs: fluency x supported/sentences.
-
-    Fluency and precision are separate judge calls, as in the official scorer (sent in one
-    batch); either failing makes the judgement fail. A summary judged to have no
-    sentences scores 0.
-    """
-    asks = [(fluency_prompt(s), FLUENCY) for _, s in items] + [(precision_prompt(r, s), PRECISION) for r, s in items]
-    verdicts = await ask(ctx, asks, reasks=reasks, tasks=list(tasks) * 2 if tasks else None)
-    fluency, precision = verdicts[: len(items)], verdicts[len(items) :]
-    scores: list[float | None] = []
-    for f, p in zip(fluency, precision):
+async def summary_scores(ctx: Any, fluency_template: str, precision_template: str,
+                         items: Sequence[tuple[Sequence[str], str]],
+                         tasks: Sequence[str | None] | None = None) -> list[float]:
+    """Scores in [0, 1] for (reference summaries, summary) pairs: the best reference's
+    fluency x supported sentences / sentences."""
+    tasks = list(tasks) if tasks else [None] * len(items)
+    pairs = [(i, ref, pred.strip()) for i, (refs, pred) in enumerate(items) for ref in refs]
+    fluency = await _tried(ctx, [fluency_template.format(text=pred) for _, _, pred in pairs],
+                           [tasks[i] for i, _, _ in pairs])
+    # as the release: no precision call for a summary whose fluency never parsed
+    asked = [k for k, f in enumerate(fluency) if f is not None]
+    got = await _tried(ctx, [precision_template.format(expert_summary=pairs[k][1], summary=pairs[k][2]) for k in asked],
+                       [tasks[pairs[k][0]] for k in asked])
+    precision: list[dict[str, Any] | None] = [None] * len(pairs)
+    for k, p in zip(asked, got):
+        precision[k] = p
+    scores = [0.0] * len(items)
+    for (i, _, _), f, p in zip(pairs, fluency, precision):
         if f is None or p is None:
-            scores.append(None)
-        else:
-            share = p["precision"] / p["sentence_count"] if p["sentence_count"] else 0.0
-            scores.append(f["fluency"] * share)
+            continue
+        try:
+            count = _number(p["sentence_count"])
+            share = _number(p["precision"]) / count if count > 0 else 0.0
+            scores[i] = max(scores[i], _number(f["fluency"]) * share)
+        except (KeyError, TypeError):
+            continue
     return scores

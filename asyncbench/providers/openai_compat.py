@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from ..errors import ProviderError
 from ..types import Request, Response
 from .base import ProviderBase
 from .http import HTTPClient
@@ -23,6 +24,23 @@ class OpenAICompatProvider(ProviderBase):
         """Prompts LongBench's pred.py sends without a chat template go to /v1/completions
         as raw text (vLLM, TGI and llama.cpp all serve it), the rest as one chat message."""
         return self.api == "completion" or not chat
+
+    async def context_limits(self, base_urls: list[str]) -> tuple[int | None, int | None, str]:
+        """vLLM's `/v1/models` reports each model's `max_model_len` (the context); the
+        smallest over the replicas that answer. Servers that do not say give nothing."""
+        totals = []
+        for url in base_urls:
+            try:
+                data = await self.http.get_json(f"{url}/models")
+            except ProviderError:
+                continue
+            models = [m for m in data.get("data") or [] if isinstance(m, dict)]
+            mine = [m for m in models if m.get("id") == self.model] or models[:1]
+            if mine and isinstance(mine[0].get("max_model_len"), int):
+                totals.append(int(mine[0]["max_model_len"]))
+        if not totals:
+            return None, None, ""
+        return None, min(totals), f"/v1/models max_model_len ({len(totals)} endpoint{'s' if len(totals) > 1 else ''})"
 
     async def send(self, request: Request, base_url: str, timeout: float) -> Response:
         completion = self.api == "completion" or request.messages is None

@@ -102,9 +102,18 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         + f"; tokens in {_purposes({p: t['prompt_tokens'] for p, t in tokens.items()}, lambda v: f'{v:,}')}"
         f", out {_purposes({p: t['completion_tokens'] for p, t in tokens.items()}, lambda v: f'{v:,}')}")
     trunc = summary.get("truncation") or {}
-    if trunc.get("max_input_tokens"):
-        console.print(f"truncation: {trunc['n_truncated']} prompts cut in the middle to {trunc['max_input_tokens']} "
-                      f"tokens ({trunc['source']}), {trunc['tokens_removed']:,} tokens removed")
+    budget = trunc.get("budget") or {}
+    if trunc.get("max_input_tokens") or budget.get("max_total_tokens"):
+        total = f", context {budget['max_total_tokens']}" if budget.get("max_total_tokens") else ""
+        tokenizer = trunc.get("tokenizer", "")
+        if trunc.get("tokenizer_stand_in"):
+            tokenizer += " as a stand-in for the model's own: pass --tokenizer hf:REPO for it"
+        console.print(f"truncation: {trunc['n_truncated']} prompts cut in the middle (budget "
+                      f"{trunc.get('max_input_tokens')}{total}, from {trunc['source']}; tokenizer {tokenizer}), "
+                      f"{trunc['tokens_removed']:,} tokens removed")
+    if trunc.get("no_template_sent_as_chat"):
+        console.print(f"sent as one chat message though pred.py uses no chat template (the API has no completion "
+                      f"endpoint): {', '.join(trunc['no_template_sent_as_chat'])}")
     for f in summary.get("failures") or []:
         if f["status"] != "skipped_budget":  # those are counted above; the hint says what to do
             console.print(f"[red]{f['status'].replace('_', ' ')}[/] {f['sample_id']}: {f['error']}")

@@ -8,10 +8,11 @@ the random choices are seeded from the prompt, so a retried request gets the sam
 Rules, first match wins (they read the prompt's instructions, which LongBench and BAMBOO
 put at its start and end):
 
-- a grading request that asks for a JSON verdict "in the form {...}" / "of the form {...}"
-  (LLM-as-judge): a verdict with those keys — fluency 1; correctness 3 when a reference
-  answer appears in the graded answer, else 0; precision a random share of the summary's
-  sentences; other keys 0 or 1 — so the simulator can stand in for a judge end to end;
+- a grading request in the form of the 100-LongBench release's judge prompts ("impartial
+  judge", "output your score in the following json format: {...}"): a verdict with those
+  keys — fluency 1; correctness 3 when the reference answer appears in the graded answer,
+  else 0; precision a random share of the summary's sentences; other keys 0 or 1 — so the
+  simulator can stand in for a judge end to end;
 - passage retrieval ("Paragraph N" / "段落N" answer format): one of the offered labels;
 - passage counting ("how many ... paragraphs"): a number between 1 and the paragraphs shown;
 - reordering ("[] > []"): a random permutation of the identifiers;
@@ -180,7 +181,8 @@ def _lead(prompt: str, head: str, tail: str, rng: random.Random) -> str | None:
     return text
 
 
-_JUDGE_FORM = re.compile(r"(?:in|of) the form (\{[^{}]{1,200}\})")
+# the release's judge prompts end "...output your score in the following json format: {...}."
+_JUDGE_FORM = re.compile(r"in the following json format: (\{[^{}]{1,200}\})")
 _JUDGE_KEY = re.compile(r'"(\w+)"\s*:')
 
 
@@ -193,24 +195,21 @@ def _line_after(prompt: str, label: str) -> str:
 
 
 def _judge(prompt: str, head: str, tail: str, rng: random.Random) -> str | None:
-    form = _JUDGE_FORM.search(tail)
-    if form is None or "grade" not in prompt.lower():
+    forms = _JUDGE_FORM.findall(prompt)
+    if not forms or "impartial judge" not in head.lower():
         return None
     import json
 
     verdict: dict[str, int] = {}
-    for key in _JUDGE_KEY.findall(form.group(1)):
+    for key in _JUDGE_KEY.findall(forms[-1]):
         if key == "fluency":
             verdict[key] = 1
-        elif key == "correctness":
-            graded = _line_after(prompt, "Answer to grade:").lower()
-            try:
-                refs = json.loads(_line_after(prompt, "Reference answers:") or "[]")
-            except ValueError:
-                refs = []
-            verdict[key] = 3 if any(str(r).lower() in graded for r in refs if str(r).strip()) else 0
+        elif key == "correctness":  # the release's QA judge: one reference per call
+            graded = _line_after(prompt, "Answer:").lower()
+            ref = _line_after(prompt, "Correct answers:").lower()
+            verdict[key] = 3 if ref.strip() and ref in graded else 0
         elif key == "sentence_count":
-            summary = _line_after(prompt, "Model summary:")
+            summary = _line_after(prompt, "Provided summary:")
             verdict[key] = max(1, len(re.findall(r"[.!?。](?:\s|$)", summary)))
         else:
             verdict[key] = rng.randint(0, 1)

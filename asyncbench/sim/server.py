@@ -185,7 +185,9 @@ class SimServer:
                       for i, j in enumerate(range(0, len(text), 4))])
 
     def _models(self, request: web.BaseRequest) -> web.Response:
-        model = {"id": self.config.model_id, "object": "model", "created": 0, "owned_by": "asyncbench"}
+        # as vLLM: the context length of the served model
+        model = {"id": self.config.model_id, "object": "model", "created": 0, "owned_by": "asyncbench",
+                 "max_model_len": self.config.max_context_tokens}
         return _json({"object": "list", "data": [model]})
 
     def _get_stats(self, request: web.BaseRequest) -> web.Response:

@@ -3,12 +3,15 @@
 - load: builds every (task, length) cell with the generator (rows per cell: extra["rows"],
   default 100 as in the paper, capped by --limit); cells no source can fill are reported,
   not silently dropped.
-- prepare: asks each QA question with no passages (purpose "prior"); samples whose
-  no-context answer the judge scores at or above the threshold (official default 0.5 of
-  the full mark) are excluded, unless the answer says "unanswerable".
-- score: the official post-processing (first line of the output) and metrics: last UUID
-  for KV retrieval, first integer for counting stars / passage retrieval / passage count,
-  the LLM judge for QA and summaries (None where the judge never gave a valid verdict).
+- prompts and output budgets: the release's tables, read as data (release.py).
+- prepare: asks each QA question with no passages and the release's `qa_old` prompt
+  (purpose "prior"); a sample whose no-context answer (first line) does not say
+  "unanswerable" and that the judge scores at or above the threshold (official default
+  0.5) against its best reference is excluded (eval_trec.py).
+- score: the official post-processing (first line of the output; an empty one scores 0)
+  and metrics: last UUID for KV retrieval, first integer for counting stars / passage
+  retrieval / passage count, the release's LLM judge for QA and summaries (metrics/judge.py:
+  best reference, a failed judgement scores 0).
 - aggregate: scores x100 per task and length, the per-length mean over tasks, and
   LongScore over the base lengths (default 2k, 4k, 6k).
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 from ...errors import UserError
@@ -28,8 +32,9 @@ from ...metrics import registry as metrics
 from ...types import Response, Sample, SampleResult
 from ..base import CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
 from .generator import Generator, Unbuildable
+from .release import PRIOR_PROMPT, load_release
 from .sources import NEEDED_EXTRA, load_sources
-from .tasks import NO_CONTEXT_QA, TASKS
+from .tasks import TASKS
 
 DEFAULT_LENGTHS = ("2k", "4k", "6k", "8k", "16k", "32k", "64k", "128k")
 DEFAULT_ROWS = 100
@@ -53,6 +58,7 @@ class LongBench100:
     name = "100-longbench"
     SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "longscore", "by_task")
     MODEL2MAXLEN: ClassVar[str] = "longbench100"  # the release's per-model prompt budgets (budget.py)
+    LONG_CONTEXT: ClassVar[bool] = True  # a run needs the model's context (budget.py)
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--lengths", "100-LongBench: target lengths, e.g. 2k,4k,8k", kind="list"),
         CliOption("--base-lengths", "100-LongBench: base-ability lengths for LongScore (default 2k,4k,6k)",
@@ -63,9 +69,10 @@ class LongBench100:
                   "context (default 0.5)", kind="float"),
     )
 
-    def __init__(self, extra: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, extra: Mapping[str, Any] | None = None, data_dir: Path | None = None) -> None:
         """Configured once from the run's options; the stages never change it."""
         extra = extra or {}
+        self.data_dir = data_dir
         self.lengths: list[str] = _labels(extra.get("lengths"), DEFAULT_LENGTHS)
         self.base_lengths: list[str] = _labels(extra.get("base_lengths"), DEFAULT_BASE)
         self.prior_threshold = float(extra.get("prior_threshold", PRIOR_THRESHOLD))
@@ -89,6 +96,7 @@ class LongBench100:
             tokenizer = get_tokenizer(spec)
         except KeyError:
             raise UserError(f"no tokenizer known for {spec!r}; pass --tokenizer cl100k_base, o200k_base, an OpenAI model or hf:<repo>") from None
+        release = load_release(opts.data_dir)
         wanted = {n for t in tasks for n in TASKS[t].real + TASKS[t].noise} | NEEDED_EXTRA
         gen = Generator(load_sources(opts.data_dir, wanted), tokenizer, int(extra.get("seed", 42)))
         samples: list[Sample] = []
@@ -106,34 +114,39 @@ class LongBench100:
                         Sample(
                             id=f"{task}/{length}/{b.row}",
                             task=task,
-                            prompt=spec_t.template.format(context=b.context, input=b.input, instruction=b.instruction),
+                            prompt=release.prompt(task).format(context=b.context, input=b.input,
+                                                               instruction=b.instruction),
                             answers=b.answers,
-                            max_tokens=spec_t.max_tokens,
+                            max_tokens=release.max_new_tokens(task),
                             metric=spec_t.metric,
                             meta={"length": length, "target_tokens": b.target, "context_tokens": b.context_tokens, "question": b.input},
                         )
                     )
         if not samples:
             raise UserError("no 100-LongBench sample could be built: " + "; ".join(f"{t} {l}: {r}" for t, c in unbuildable.items() for l, r in c.items()))
-        return Loaded(samples, {"unbuildable": unbuildable})
+        # The release measures lengths in Llama-2-7b-hf tokens; any other tokenizer is a stand-in.
+        stand_in = not (spec.startswith("hf:") and "llama-2" in spec.lower())
+        return Loaded(samples, {"unbuildable": unbuildable,
+                                "lengths": {"tokenizer": spec, "stand_in_for_llama_2": stand_in}})
 
     # -- dry run ------------------------------------------------------------------------
     def planned_calls(self, samples: list[Sample], count: Any) -> dict[str, tuple[int, int, int]]:
         """The judge and prior-knowledge calls a run of `samples` makes at most, for the dry
         run: purpose -> (requests, prompt tokens, max output tokens), `count` counting
-        tokens. Judge prompts hold the prediction: its length is taken as its maximum."""
+        tokens. Judge prompts hold the prediction: its output budget stands for it."""
+        release = load_release(self.data_dir)
         qa = [s for s in samples if s.metric == "qa"]
         questions = list(dict.fromkeys((s.meta["question"], tuple(s.answers), s.max_tokens) for s in qa))
-        prior = (len(questions), sum(count(NO_CONTEXT_QA.format(input=q)) for q, _, _ in questions),
+        prior_prompt = release.prompt(PRIOR_PROMPT)
+        prior = (len(questions), sum(count(prior_prompt.format(input=q)) for q, _, _ in questions),
                  sum(mt for _, _, mt in questions))
-        pad = "x " * 2
-        judged = [count(judge.qa_prompt(q, list(a), pad)) + mt for q, a, mt in questions]  # prior answers
-        judged += [count(judge.qa_prompt(s.meta["question"], s.answers, pad)) + s.max_tokens for s in qa]
-        summaries = [s for s in samples if s.metric == "summary"]
-        judged += [count(judge.fluency_prompt(pad)) + s.max_tokens for s in summaries]
-        judged += [count(judge.precision_prompt(s.answers[0] if s.answers else "", pad)) + s.max_tokens
-                   for s in summaries]
-        return {"prior": prior, "judge": (len(judged), sum(judged), len(judged) * judge.JUDGE_MAX_TOKENS)}
+        qa_judge, fluency, precision = (count(release.judge[n]) for n in judge.PROMPT_NAMES)
+        calls = [qa_judge + count(q) + count(" ".join(a)) + mt for q, a, mt in questions]  # prior answers
+        calls += [qa_judge + count(s.meta["question"]) + count(" ".join(s.answers)) + s.max_tokens for s in qa]
+        for s in (s for s in samples if s.metric == "summary"):
+            per_ref = [fluency + s.max_tokens, precision + count(s.answers[0] if s.answers else "") + s.max_tokens]
+            calls += per_ref * judge.SUMMARY_TRIES * max(1, len(s.answers))
+        return {"prior": prior, "judge": (len(calls), sum(calls), len(calls) * judge.JUDGE_MAX_TOKENS)}
 
     # -- prepare: prior-knowledge filter ---------------------------------------------------
     async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
@@ -145,7 +158,9 @@ class LongBench100:
         for s in qa:
             task_of.setdefault((s.meta["question"], tuple(s.answers), s.max_tokens), s.task)
         questions = list(task_of)
-        requests = [ctx.make_request(None, prompt=NO_CONTEXT_QA.format(input=q), max_tokens=mt, task=task_of[(q, a, mt)])
+        release = load_release(self.data_dir)
+        prior_prompt = release.prompt(PRIOR_PROMPT)
+        requests = [ctx.make_request(None, prompt=prior_prompt.format(input=q), max_tokens=mt, task=task_of[(q, a, mt)])
                     for q, a, mt in questions]
         replies = await ctx.generate(requests, "prior") if requests else []
         verdict: dict[tuple[str, tuple[str, ...]], str] = {}  # "known" | "unknown" | "unverified"
@@ -153,18 +168,18 @@ class LongBench100:
         judge_tasks: list[str] = []
         for (q, answers, mt), reply in zip(questions, replies):
             if not isinstance(reply, Response):
-                verdict[(q, answers)] = "unverified"
+                verdict[(q, answers)] = "unverified"  # no no-context answer: the sample is kept
                 continue
             line = first_line(reply.text or "")
-            if not line.strip() or "unanswerable" in line.lower():
+            if "unanswerable" in line.lower():
                 verdict[(q, answers)] = "unknown"
             else:
                 to_judge.append((q, answers, line))
                 judge_tasks.append(task_of[(q, answers, mt)])
-        scores = (await judge.judge_qa(ctx, [(q, list(a), line) for q, a, line in to_judge], tasks=judge_tasks)
-                  if to_judge else [])
+        scores = (await judge.qa_scores(ctx, release.judge["judge_prompt"], [(q, list(a), line) for q, a, line in to_judge],
+                                        judge_tasks) if to_judge else [])
         for (q, answers, _), score in zip(to_judge, scores):
-            verdict[(q, answers)] = "unverified" if score is None else "known" if score >= self.prior_threshold else "unknown"
+            verdict[(q, answers)] = "known" if score >= self.prior_threshold else "unknown"
         kept: list[Sample] = []
         excluded: defaultdict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
         unverified = 0
@@ -182,7 +197,9 @@ class LongBench100:
             "excluded_by_task": {t: dict(c) for t, c in excluded.items()},
             "unverified": unverified,
         }
-        return kept, {"prior_knowledge": prior_report, "unbuildable": notes_of(samples).get("unbuildable", {})}
+        notes = notes_of(samples)
+        return kept, {"prior_knowledge": prior_report, "unbuildable": notes.get("unbuildable", {}),
+                      "lengths": notes.get("lengths", {})}
 
     # -- score ----------------------------------------------------------------------------
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
@@ -203,13 +220,16 @@ class LongBench100:
                 qa_tasks.append(s.task)
             else:
                 sum_idx.append(i)
-                sum_items.append((s.answers[0], line))
+                sum_items.append((s.answers, line))
                 sum_tasks.append(s.task)
-        if qa_items:
-            for i, v in zip(qa_idx, await judge.judge_qa(ctx, qa_items, tasks=qa_tasks)):
+        release = load_release(self.data_dir) if qa_items or sum_items else None
+        if qa_items and release is not None:
+            for i, v in zip(qa_idx, await judge.qa_scores(ctx, release.judge["judge_prompt"], qa_items, qa_tasks)):
                 scores[i] = v
-        if sum_items:
-            for i, v in zip(sum_idx, await judge.judge_summary(ctx, sum_items, tasks=sum_tasks)):
+        if sum_items and release is not None:
+            found = await judge.summary_scores(ctx, release.judge["fluency_prompt"], release.judge["precision_prompt"],
+                                               sum_items, sum_tasks)
+            for i, v in zip(sum_idx, found):
                 scores[i] = v
         return scores
 
