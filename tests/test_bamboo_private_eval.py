@@ -75,3 +75,33 @@ def test_empty_completions_never_pass():
     assert all(p is not None for p in programs)
     outcomes = anyio.run(check_many, programs, Limits(timeout_s=30.0), 2, PYTHON)
     assert sum(o.passed for o in outcomes) == 0
+
+
+ERA_APIS = ("NumpyEval/12", "NumpyEval/17", "PandasEval/54", "PandasEval/74")  # tostring, in1d, append, np.float
+
+
+def test_the_release_environment_runs_what_todays_libraries_cannot():
+    """PrivateEval's default interpreter is a pinned numpy 1.23.5 / pandas 1.5.3 environment
+    built on first use (issue 14): solutions that call APIs removed since pass there, at
+    the release's 3 s limit, and fail in today's libraries."""
+    from asyncbench.benchmarks.bamboo import sandbox_interpreter
+    from asyncbench.sandbox_env import RELEASE_TIMEOUT_S
+
+    python, which = sandbox_interpreter({})
+    assert which.startswith("release environment") and "numpy==1.23.5" in which
+    versions = subprocess.run([python, "-c", "import numpy, pandas; print(numpy.__version__, pandas.__version__)"],
+                              capture_output=True, text=True, check=True).stdout.split()
+    assert versions == ["1.23.5", "1.5.3"]
+    assert sandbox_interpreter({})[0] == python  # built once
+    res = load_private_eval(DATA)
+    rows = {r["task_id"]: r for r in _rows("4k")}
+    programs = [M.private_eval_program(res.problem(t), rows[t]["canonical_solution"][0], res.keywords) for t in ERA_APIS]
+    release = anyio.run(check_many, programs, Limits(timeout_s=RELEASE_TIMEOUT_S), 2, python)
+    assert [o.passed for o in release] == [True] * len(ERA_APIS), [o.status for o in release]
+    own, which = sandbox_interpreter({"sandbox_own_python": True})
+    assert own == sys.executable and "own" in which
+    import numpy
+
+    if int(numpy.__version__.split(".")[0]) >= 2:  # today's numpy: these cannot pass
+        today = anyio.run(check_many, programs, Limits(timeout_s=30.0), 2, own)
+        assert not any(o.passed for o in today)

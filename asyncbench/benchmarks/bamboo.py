@@ -48,8 +48,8 @@ RELEASE_FILES: tuple[str, ...] = tuple(f"{d}_4k" for d in M.DATASETS) + (
 MAX_NEW_TOKENS = 32  # run_for_transformers.py
 PROBLEMS_FILE = "real_all_eval_v3.jsonl.gz"
 KEYWORDS_FILE = "private_eval_keywords.json"
-# Interpreter for PrivateEval programs: one with the libraries the problems were written
-# for (numpy < 1.24, pandas < 2; see benchmarks/bamboo_private_eval.md). Default: ours.
+# Interpreter for PrivateEval programs when set (like --sandbox-python); by default the
+# release-era environment of sandbox_env.py (see benchmarks/bamboo_private_eval.md).
 SANDBOX_PYTHON_ENV = "ASYNCBENCH_SANDBOX_PYTHON"
 
 
@@ -253,6 +253,10 @@ class BambooBenchmark:
         CliOption("--skip-bad-rows", "skip unreadable data rows (counted in the report)", kind="flag"),
         CliOption("--allow-unsafe-sandbox", "BAMBOO private_eval: run model-written code even without bwrap or "
                   "root (unisolated)", kind="flag"),
+        CliOption("--sandbox-python", "BAMBOO private_eval: the interpreter to run programs with (default: a pinned "
+                  "numpy 1.23.5 / pandas 1.5.3 environment built on first use)"),
+        CliOption("--sandbox-own-python", "BAMBOO private_eval: run programs with asyncbench's own interpreter and "
+                  "libraries (not the problems' era; recorded in run.json)", kind="flag"),
     )
 
     """`bamboo[:dataset[@4k|16k],...]`; options `length` (4k | 16k | both, default both),
@@ -318,9 +322,10 @@ class BambooBenchmark:
             from ..sandbox import require_isolation
 
             options = ctx.options if ctx is not None else {}
-            python = options.get("sandbox_python") or os.environ.get(SANDBOX_PYTHON_ENV) or sys.executable
+            python, which = sandbox_interpreter(options)
             iso = require_isolation(python, bool(options.get("allow_unsafe_sandbox")))
-            report["sandbox"] = {"isolation": iso.mode, "describe": iso.describe()}
+            report["sandbox"] = {"isolation": iso.mode, "describe": iso.describe(), "interpreter": which,
+                                 "timeout_s": _timeout(options, which)}
         return samples, report
 
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
@@ -388,12 +393,37 @@ def summarise_results(task: str, rows: list[SampleResult], private: PrivateEvalR
     return M.summarise(name, judgements, answers)
 
 
+def sandbox_interpreter(options: dict[str, Any]) -> tuple[str, str]:
+    """(python, what it is): --sandbox-python, else ASYNCBENCH_SANDBOX_PYTHON, else with
+    --sandbox-own-python asyncbench's own, else the release-era environment (built on
+    first use, sandbox_env.py)."""
+    from ..sandbox_env import PACKAGES, release_python
+
+    if options.get("sandbox_python"):
+        return str(options["sandbox_python"]), f"--sandbox-python {options['sandbox_python']}"
+    if os.environ.get(SANDBOX_PYTHON_ENV):
+        return os.environ[SANDBOX_PYTHON_ENV], f"{SANDBOX_PYTHON_ENV}={os.environ[SANDBOX_PYTHON_ENV]}"
+    if options.get("sandbox_own_python"):
+        return sys.executable, "asyncbench's own interpreter (--sandbox-own-python)"
+    return release_python(), f"release environment ({', '.join(PACKAGES)})"
+
+
+def _timeout(options: dict[str, Any], which: str) -> float:
+    """--sandbox-timeout-s, else the release's 3 s in its environment, else our 10 s
+    (today's pandas imports take longer)."""
+    from ..sandbox import Limits
+    from ..sandbox_env import RELEASE_TIMEOUT_S
+
+    if options.get("sandbox_timeout_s"):
+        return float(options["sandbox_timeout_s"])
+    return RELEASE_TIMEOUT_S if which.startswith("release") else Limits.timeout_s
+
+
 async def run_programs(programs: list[Program], options: dict[str, Any]) -> list[Any]:
     """Check PrivateEval completions (sandbox + trusted checker) with bounded workers."""
     from ..sandbox import Limits, check_many
 
     workers = int(options.get("sandbox_workers") or os.cpu_count() or 2)
-    limits = Limits(timeout_s=float(options.get("sandbox_timeout_s") or Limits.timeout_s))
-    python = options.get("sandbox_python") or os.environ.get(SANDBOX_PYTHON_ENV) or None
-    return await check_many(programs, limits, workers=workers, python=python,
+    python, which = sandbox_interpreter(options)
+    return await check_many(programs, Limits(timeout_s=_timeout(options, which)), workers=workers, python=python,
                             allow_unsafe=bool(options.get("allow_unsafe_sandbox")))

@@ -25,7 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "default $ASYNCBENCH_DATA_DIR, else the public release")
     parser.add_argument("--workers", type=int, default=None, help="parallel PrivateEval programs (default: all cores)")
     parser.add_argument("--timeout", type=float, default=None, dest="timeout_s",
-                        help="seconds per PrivateEval program, start-up and imports included (default 10)")
+                        help="seconds per PrivateEval program, start-up and imports included (default: the "
+                             "release's 3 in its environment, else 10)")
+    parser.add_argument("--sandbox-python", help="interpreter for PrivateEval programs (default: a pinned "
+                        "numpy 1.23.5 / pandas 1.5.3 environment built on first use)")
+    parser.add_argument("--sandbox-own-python", action="store_true",
+                        help="run PrivateEval programs with asyncbench's own interpreter and libraries")
     parser.add_argument("--allow-unsafe-sandbox", action="store_true",
                         help="run PrivateEval completions even without bwrap or root (unisolated)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -166,6 +171,10 @@ def main(args: argparse.Namespace) -> int:
         options["sandbox_timeout_s"] = args.timeout_s
     if args.allow_unsafe_sandbox:
         options["allow_unsafe_sandbox"] = True
+    if args.sandbox_python:
+        options["sandbox_python"] = args.sandbox_python
+    if args.sandbox_own_python:
+        options["sandbox_own_python"] = True
     needs_data = any(r["dataset"].startswith("private_eval_") for r in records)
     data_dir = resolve_data_dir(args.data_dir) if needs_data else None
     report = anyio.run(score_records, records, data_dir, options)
