@@ -107,3 +107,26 @@ def test_tgi_with_4096_total_tokens_completes_every_minilongbench_sample(tmp_pat
     assert trunc["tokenizer"] == "tgi /tokenize" and not trunc["tokenizer_stand_in"]
     assert trunc["budget"] == {"max_input_tokens": 4096 - 500, "max_total_tokens": 4096, "source": "tgi /info (1 endpoint)"}
     assert trunc["n_truncated"] > 100
+
+
+def test_vllm_like_server_reports_its_context_and_tokenizer(tmp_path: Path) -> None:
+    """An OpenAI-compatible server with vLLM's /v1/models `max_model_len` and /tokenize +
+    /detokenize: the context and the model's own tokens decide every cut."""
+    from asyncbench.sim.testing import sim_subprocess
+
+    with sim_subprocess(["--max-context-tokens", "4096"]) as url:
+        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        done = subprocess.run(
+            [sys.executable, "-m", "asyncbench.cli", "run", "minilongbench", "--model", "openai-compat:m",
+             "--base-url", url + "/v1", "--data-dir", str(DATA), "--cache", str(tmp_path / "c.duckdb"),
+             "--out", str(tmp_path / "o"), "--no-progress"],
+            env=dict(env, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        import httpx
+
+        stats = httpx.get(f"{url}/stats").json()
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert run["complete"] and stats["context_length_errors"] == 0
+    trunc = run["truncation"]
+    assert trunc["tokenizer"] == "vllm /tokenize" and not trunc["tokenizer_stand_in"]
+    assert trunc["budget"]["max_total_tokens"] == 4096 and trunc["budget"]["source"].startswith("/v1/models")

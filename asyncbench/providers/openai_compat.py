@@ -4,12 +4,50 @@ llama.cpp, the simulator) over plain HTTP with aiohttp — no SDK retries, low o
 from __future__ import annotations
 
 import time
+from typing import Any
+
+import anyio
 
 from ..errors import ProviderError
 from ..types import Request, Response
 from .base import ProviderBase
 from .http import HTTPClient
 from .openai_wire import parse_body, request_body
+
+
+class VLLMTokenizer:
+    """A vLLM server's tokenizer: ids from `POST /tokenize`, text from `POST /detokenize`,
+    so the official cut (decode of each half) is made with the model's own tokens."""
+
+    name = "vllm /tokenize"
+
+    def __init__(self, root: str, model: str, headers: dict[str, str]) -> None:
+        import httpx
+
+        self.root, self.model = root, model
+        self.client = httpx.Client(headers=headers, timeout=60)
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        try:
+            resp = self.client.post(f"{self.root}{path}", json={"model": self.model, **body})
+            resp.raise_for_status()
+            data = resp.json()
+            if not isinstance(data, dict):
+                raise ValueError("expected a JSON object")
+            return data
+        except (httpx.HTTPError, ValueError) as exc:
+            raise ProviderError("fatal", f"{self.root}{path}: {exc}") from None
+
+    def encode(self, text: str) -> list[int]:
+        return [int(t) for t in self._post("/tokenize", {"prompt": text, "add_special_tokens": True})["tokens"]]
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._post("/detokenize", {"tokens": ids})["prompt"])
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
 
 
 class OpenAICompatProvider(ProviderBase):
@@ -24,6 +62,17 @@ class OpenAICompatProvider(ProviderBase):
         """Prompts LongBench's pred.py sends without a chat template go to /v1/completions
         as raw text (vLLM, TGI and llama.cpp all serve it), the rest as one chat message."""
         return self.api == "completion" or not chat
+
+    async def server_tokenizer(self, base_urls: list[str]) -> Any:
+        """vLLM's `POST /tokenize` and `/detokenize` (the model's own tokenizer), when the
+        first replica serves them (they sit beside /v1, at the server's root)."""
+        root = base_urls[0].rstrip("/").removesuffix("/v1")
+        tok = VLLMTokenizer(root, self.model, self.http.headers)
+        try:
+            await anyio.to_thread.run_sync(tok.encode, "a")
+        except ProviderError:
+            return None
+        return tok
 
     async def context_limits(self, base_urls: list[str]) -> tuple[int | None, int | None, str]:
         """vLLM's `/v1/models` reports each model's `max_model_len` (the context); the

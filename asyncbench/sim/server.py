@@ -116,6 +116,8 @@ class SimServer:
         self._attempts: dict[str, int] = {}
         self._served: set[str] = set()
         self._next_id = 0
+        self._pieces: dict[str, int] = {}  # the vLLM-style tokenizer's vocabulary, grown as it is used
+        self._piece_list: list[str] = []
         self._simple = {
             ("GET", "/health"): self._health,
             ("GET", "/info"): self._info,
@@ -137,6 +139,8 @@ class SimServer:
             return await self._generate(request, fmt)
         if request.method == "POST" and request.path == "/tokenize":
             return await self._tokenize(request)
+        if request.method == "POST" and request.path == "/detokenize":
+            return await self._detokenize(request)
         simple = self._simple.get((request.method, request.path))
         if simple is not None:
             return simple(request)
@@ -172,17 +176,37 @@ class SimServer:
         )
 
     async def _tokenize(self, request: web.BaseRequest) -> web.Response:
-        """TGI's `POST /tokenize`: the tokens of `inputs` with their character spans — the
-        simulator's tokens are the 4-character pieces its context check counts."""
+        """`POST /tokenize`: the simulator's tokens are the 4-character pieces its context
+        check counts. TGI's form (`inputs`): each token with its character span; vLLM's
+        (`prompt`): token ids, which `/detokenize` turns back into text."""
         try:
             body = json.loads(await request.read())
-            text = body["inputs"]
+            text = body["inputs"] if "inputs" in body else body["prompt"]
             if not isinstance(text, str):
                 raise TypeError
         except (ValueError, KeyError, TypeError):
             return _json({"error": "Input validation error: `inputs` must be a string", "error_type": "validation"}, 422)
-        return _json([{"id": i, "text": text[j: j + 4], "special": False, "start": j, "stop": min(j + 4, len(text))}
-                      for i, j in enumerate(range(0, len(text), 4))])
+        pieces = [text[j: j + 4] for j in range(0, len(text), 4)]
+        if "prompt" in body:  # vLLM
+            ids = [self._piece_id(p) for p in pieces]
+            return _json({"count": len(ids), "max_model_len": self.config.max_context_tokens, "tokens": ids})
+        return _json([{"id": i, "text": p, "special": False, "start": 4 * i, "stop": 4 * i + len(p)}
+                      for i, p in enumerate(pieces)])
+
+    def _piece_id(self, piece: str) -> int:
+        ids = self._pieces.setdefault(piece, len(self._pieces))
+        if ids == len(self._piece_list):
+            self._piece_list.append(piece)
+        return ids
+
+    async def _detokenize(self, request: web.BaseRequest) -> web.Response:
+        """vLLM's `POST /detokenize`: the text of token ids /tokenize gave."""
+        try:
+            ids = json.loads(await request.read())["tokens"]
+            text = "".join(self._piece_list[int(i)] for i in ids)
+        except (ValueError, KeyError, TypeError, IndexError):
+            return _json({"object": "error", "message": "invalid tokens", "type": "BadRequestError", "code": 400}, 400)
+        return _json({"prompt": text})
 
     def _models(self, request: web.BaseRequest) -> web.Response:
         # as vLLM: the context length of the served model
