@@ -24,19 +24,22 @@ def test_run_against_simulator_reports_scores_longscore_exclusions_and_judge_cos
     scores = summary["scores"]
     # per-task and overall scores per length
     assert set(scores["by_task_length"]["kv_retrieval"]) == set(LENGTHS)
-    assert list(scores["by_length"]) == LENGTHS
+    # the release's base set comes first (synthetic tasks: rows // 3 at each of 2k/4k/6k, none for 2 rows)
+    assert list(scores["by_length"]) == ["base", *LENGTHS]
+    assert set(scores["by_task_length"]["single_doc_qa"]) == {"base", *LENGTHS}
     assert all(0 <= v <= 100 for v in scores["by_length"].values())
-    # LongScore over the default base 2k/4k/6k, LC at 8k and 16k
-    assert set(scores["longscore"]["lc"]) == {"8k", "16k"}
+    # LongScore against the release's base set by default, LC at every length
+    assert set(scores["longscore"]["lc"]) == set(LENGTHS) and scores["base_ability_from"].startswith("release")
+    assert scores["longscore"]["base_ability"] == pytest.approx(scores["by_length"]["base"])
     # prior-knowledge exclusions are reported
     prior = summary["prepare"]["prior_knowledge"]
-    assert prior["checked"] == 2 * 2 * len(LENGTHS) and prior["excluded"] + prior["unverified"] <= prior["checked"]
+    assert prior["checked"] == 2 * 2 * (len(LENGTHS) + 1) and prior["excluded"] + prior["unverified"] <= prior["checked"]
     assert summary["samples"]["excluded"] == prior["excluded"]  # left out by the rule: counted, not lost
     # lengths measured in cl100k_base, recorded as a stand-in for the release's Llama-2 tokenizer
     assert summary["prepare"]["lengths"] == {"tokenizer": "cl100k_base", "stand_in_for_llama_2": True}
     # the simulator also answers as a judge (JSON verdicts), so judged tasks are scored
-    assert set(scores["by_task_length"]["single_doc_qa"]) == set(LENGTHS)
-    assert set(scores["by_task_length"]["multi_doc_sum"]) == set(LENGTHS)
+    assert set(scores["by_task_length"]["single_doc_qa"]) == {"base", *LENGTHS}
+    assert set(scores["by_task_length"]["multi_doc_sum"]) == {"base", *LENGTHS}
     assert not any(scores["unscored"].values())
     # judge (and prior) tokens and cost are kept apart from the evaluated model's
     tokens, cost = summary["tokens"], summary["cost_usd"]

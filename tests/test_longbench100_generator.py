@@ -83,7 +83,7 @@ def test_kv_chain_and_answer(built: dict) -> None:
         pairs = re.findall(r"The value of ([0-9a-f-]{36}) is ([0-9a-f-]{36})\.", b.context)
         assert len(pairs) == 3
         chain = dict(pairs)
-        key = re.search(r"key ([0-9a-f-]{36})", b.input).group(1)
+        key = re.fullmatch(r"Answer: the value of ([0-9a-f-]{36}) is", b.input).group(1)  # the release's question
         assert chain[key] == b.answers[0] and chain[chain[key]] in chain.values()
 
 
@@ -119,3 +119,16 @@ def test_unbuildable_when_no_article_fits(sources: dict) -> None:
     gen = Generator(sources, get_tokenizer("cl100k_base"))
     with pytest.raises(Unbuildable, match="fits in 1k"):
         gen.build("single_doc_sum", "1k", 1024, 1)
+
+
+def test_the_release_s_base_set(sources: dict) -> None:
+    """`<task>_0`: QA and summary rows are the answer-bearing article alone (under 8k),
+    synthetic rows are drawn at 2k, 4k and 6k in equal parts."""
+    gen = Generator(sources, get_tokenizer("cl100k_base"), seed=7)
+    qa = gen.build_base("single_doc_qa", 3)
+    assert len(qa) == 3 and all(b.length == "base" for b in qa)
+    for b in qa:
+        assert b.context == f"Passage 1:\n{b.answer_texts[0]}\n\n" and b.context_tokens < 8192
+        assert b.instruction == "Answer the question related with Passage 1. "
+    kv = gen.build_base("kv_retrieval", 6)
+    assert [b.row for b in kv] == list(range(6)) and sorted(b.target for b in kv) == [2048, 2048, 4096, 4096, 6144, 6144]

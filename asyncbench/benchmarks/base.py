@@ -62,6 +62,7 @@ class Scores(TypedDict, total=False):
     prior_knowledge: dict[str, Any]
     unbuildable: dict[str, dict[str, str]]
     base_lengths: list[str]
+    base_ability_from: str  # 100-LongBench: the release's base set or the paper's Eq. 1
     longscore: dict[str, Any] | None
     longscore_by_task: dict[str, dict[str, Any] | None]
 

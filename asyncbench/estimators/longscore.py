@@ -24,6 +24,8 @@ from typing import Any
 from ..errors import UserError
 
 DEFAULT_BASE = ("2k", "4k", "6k")
+# The release's base set (`<task>_0`): no distractors, ordered before every length.
+BASE_LABEL = "base"
 _LABEL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$")
 
 
@@ -35,6 +37,8 @@ def parse_length(label: str | int) -> int:
     """
     if isinstance(label, int):
         return label
+    if label == BASE_LABEL:
+        return 0
     m = _LABEL.match(str(label))
     if not m:
         raise UserError(f"bad length label {label!r}; use a token count such as 2k, 128k, 1M or 3000")

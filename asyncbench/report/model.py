@@ -110,6 +110,8 @@ def _label(key: str) -> str:
 
 
 def _first_number(text: str) -> float:
+    if text == "base":  # 100-LongBench's base set comes before every length
+        return 0.0
     m = re.search(r"\d+(?:\.\d+)?", text)
     return float(m.group()) if m else float("inf")
 

@@ -20,11 +20,17 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ...estimators.longscore import BASE_LABEL
 from ...tokenizers import Tokenizer
 from .sources import Record, split_passages
 from .tasks import TASKS, TaskSpec
 
 MIN_FILL_RATIO = 0.95
+# The release's base set: label, token limit of its articles, and the lengths its
+# synthetic tasks' base rows are drawn at (generate_dataset_synthetic_base: 2..max-2).
+BASE = BASE_LABEL
+BASE_LIMIT = 8 * 1024
+SYNTHETIC_BASE = ("2k", "4k", "6k")
 _MIN_FILLER_TOKENS = 16
 _KV_PAIRS = 3
 _STARS = 4
@@ -116,6 +122,37 @@ class Generator:
             if not real:
                 raise Unbuildable(f"no answer-bearing article from {', '.join(spec.real)} fits in {length} tokens")
         return [self._row(spec, length, target, row, real, sizes, noise) for row in range(rows)]
+
+    def build_base(self, task: str, rows: int, limit: int = BASE_LIMIT) -> list[Built]:
+        """The release's base set (`<task>_0`, generate_dataset.py's `*_base`): for the QA
+        and summary tasks, answer-bearing articles alone, under `limit` tokens, at most
+        `rows` of them (multi-document summaries with their passages shuffled); for the
+        synthetic tasks, rows at 2k, 4k and 6k in equal parts."""
+        spec = TASKS[task]
+        if not spec.real or spec.name == "passage_retrieval":
+            per = rows // len(SYNTHETIC_BASE)
+            out: list[Built] = []
+            for label in SYNTHETIC_BASE:
+                for b in self.build(task, label, 1024 * int(label[:-1]), per):
+                    b.row, b.length = len(out), BASE
+                    out.append(b)
+            return out
+        real = [r for r in self._real(spec) if self._real_tokens(spec, r) < limit]
+        if not real:
+            raise Unbuildable(f"no answer-bearing article from {', '.join(spec.real)} is under {limit} tokens")
+        rng = random.Random(f"100-longbench:{self.seed}:{spec.name}:{BASE}")
+        chosen = rng.sample(real, rows) if len(real) > rows else real
+        out = []
+        for row, rec in enumerate(chosen):
+            if spec.name.startswith("multi_doc"):
+                units = [Unit(p, answer=True) for p in split_passages(rec.context)]
+                if spec.name == "multi_doc_sum":
+                    rng.shuffle(units)
+            else:
+                units = [Unit(rec.context.strip(), answer=True)]
+            context = "".join(_RENDER[spec.name](i, u) for i, u in enumerate(units, 1))
+            out.append(self._finish(spec, BASE, row, limit, context, self.count(context), units, rec, [], rng))
+        return out
 
     # -- internals -----------------------------------------------------------------------
     @staticmethod
@@ -241,7 +278,7 @@ class Generator:
         built = Built(spec.name, length, row, target, context, n, "", "", [], [u.text for u in units if u.answer])
         if spec.name == "kv_retrieval":
             key, value = keys[0], keys[1]
-            built.input, built.answers = f"Which value belongs to the key {key}? Answer: the value of {key} is", [value]
+            built.input, built.answers = f"Answer: the value of {key} is", [value]
             built.answer_texts = [f"The value of {key} is {value}."]
         elif spec.name == "counting_stars":
             counts = [int(u.marker.split("counted ")[1].split(" ")[0]) for u in units if u.marker]
@@ -255,13 +292,16 @@ class Generator:
         elif spec.name in ("single_doc_qa", "multi_doc_qa"):
             assert rec is not None
             built.input, built.answers = rec.input, list(rec.answers)
-            built.instruction = f"Answer the question about Passage {','.join(map(str, answer_units))}."
+            built.instruction = (f"Answer the question related with Passage {','.join(map(str, answer_units))}. "
+                                 if length != BASE or spec.name == "single_doc_qa"
+                                 else "Answer the question related with these passages ")
         else:  # summaries: the instruction names the passage(s) and carries any query
             assert rec is not None
             if spec.name == "single_doc_sum":
-                lead = f"Write a one-page summary of Passage {answer_units[0]} in a few short sentences"
+                lead = f"Write a one-page summary of Passage {answer_units[0]} into a few short sentences"
             else:
-                lead = "Merge the main ideas of the named passages into one coherent summary: " + ",".join(f"Passage {i}" for i in answer_units)
+                lead = ("Combine and summarize the main ideas from the selected relevant passages into one cohesive "
+                        "summary: " + ",".join(f"Passage {i}" for i in answer_units))
             built.input = f"{lead}: {rec.input}" if rec.input else f"{lead}."
             built.answers = list(rec.answers)
         return built
@@ -286,11 +326,12 @@ def _stars_question(counts: list[int], rng: random.Random) -> tuple[str, int]:
     listed = ["unanswerable"] + [str(o) for o in options]
     answer = listed.index(str(counts)) + 1
     text = (
-        "On this moonlit, misty night the little penguin is gazing at the sky, counting ★. Help the little penguin "
-        "gather its counts of ★, for example [x, x, x,...]. Do not add them up: the numbers in [x, x, x,...] are the "
-        "counts of ★ the little penguin made.\nQuestion: Which of these is the right list of ★ counts the little penguin collected?\n"
+        "On this moonlit and misty night, the little penguin is looking up at the sky and concentrating on counting ★. "
+        "Please help the little penguin collect the number of ★, for example: [x, x, x,...]. The summation is not "
+        "required, and the numbers in [x, x, x,...]. represent the counted number of ★ by the little penguin.\n"
+        "Question: Which of the following is the correct number of ★ the little penguin collect?\n"
         + "".join(f"{i}. {o}\n" for i, o in enumerate(listed, 1))
-        + "Answer with a single option number (1, 2, 3, 4 ...) and no explanation."
+        + "Please provide your answer as a single number (1, 2, 3, 4 ...) without any explanation."
     )
     return text, answer
 
