@@ -83,15 +83,21 @@ class TiktokenTokenizer:
 
 @dataclass
 class HFTokenizer:
+    """A Hugging Face tokenizer. Encoding adds the model's special tokens (BOS), as
+    pred.py's `tokenizer(prompt)` does, so its cut keeps the same tokens; decoding skips
+    them. `local_only`: never download (a lookup that may fail quietly)."""
+
     name: str
+    local_only: bool = False
 
     def __post_init__(self) -> None:
         from transformers import AutoTokenizer  # optional extra
 
-        self._tok = AutoTokenizer.from_pretrained(self.name, trust_remote_code=False)
+        self._tok = AutoTokenizer.from_pretrained(self.name, trust_remote_code=False,
+                                                  local_files_only=self.local_only)
 
     def encode(self, text: str) -> list[int]:
-        ids: list[int] = self._tok(text, truncation=False, add_special_tokens=False)["input_ids"]
+        ids: list[int] = self._tok(text, truncation=False)["input_ids"]
         return ids
 
     def decode(self, ids: list[int]) -> str:

@@ -128,3 +128,31 @@ def test_prompts_are_the_release_s_templates_filled(loaded) -> None:
     ctx, _ = make_ctx("", prior)
     asyncio.run(bench.prepare(samples, ctx))
     assert set(sent) == {prompts["qa_old"].format(input=q) for q in {s.meta["question"] for s in qa}}
+
+
+def test_judge_requests_carry_the_release_s_judge_prompt(loaded) -> None:
+    """Each QA judgement is the release's judge_prompt filled with one reference, sent
+    with the release's system message and sampling."""
+    import json
+
+    bench, samples = loaded
+    judge_prompt = json.loads((DATA / "longbench100" / "judge_prompts.json").read_text())["judge_prompt"]
+    qa = [s for s in samples if s.metric == "qa"][:2]
+    sent: list[Request] = []
+
+    def make_request(spec=None, prompt=None, messages=None, max_tokens=128, task=None, temperature=0.0, params=None,
+                     repeat=0) -> Request:
+        return Request(provider="fake", model=spec or "model", endpoint_id="x", prompt=prompt, messages=messages,
+                       max_tokens=max_tokens, task=task, temperature=temperature, params=params or {}, repeat=repeat)
+
+    async def generate(reqs, purpose):
+        sent.extend(reqs)
+        return [Response(text='{"fluency": 2, "correctness": 3}', usage=Usage(1, 1), latency_ms=1.0) for _ in reqs]
+
+    ctx = RunContext("fake:model", generate, make_request, {"judge": "fake:judge"})
+    scores = asyncio.run(bench.score(qa, ["An answer."] * len(qa), ctx))
+    assert scores == [1.0] * len(qa)
+    expected = [judge_prompt.format(question=s.meta["question"], correct_answers=ref, parsed_output="An answer.")
+                for s in qa for ref in s.answers]
+    assert [r.messages[-1]["content"] for r in sent] == expected
+    assert all(r.messages[0]["role"] == "system" and r.temperature == 0.1 and r.params == {"top_p": 0.9} for r in sent)
