@@ -37,6 +37,7 @@ from .scheduler import Budget, Job, Outcome
 from .secrets import redact, redact_json, secret_values, strip_userinfo
 from .store import Store, default_cache_path
 from .store.duckdb_store import CachedResponse, FailureRow, ResponseRow, cached_keys
+from .tokenizers import Tokenizer
 from .types import Request, Response, Sample, SampleResult, Usage
 
 # Requests hashed and looked up per step after the first chunk: small enough that reading
@@ -351,7 +352,11 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         raise UserError(f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
                         "the model-context table, and the server does not report it); pass --max-input-tokens N "
                         "(its context minus 500)")
-    tokenizer, tokenizer_name, stand_in = await truncation_tokenizer(cfg, spec, client.provider)
+    # a tokenizer only where something may be cut (a server's is asked for only then)
+    tokenizer: Tokenizer | None = None
+    tokenizer_name, stand_in = "none", False
+    if prompt_limit.input is not None or prompt_limit.total is not None:
+        tokenizer, tokenizer_name, stand_in = await truncation_tokenizer(cfg, spec, client.provider)
     limits: dict[str, Any] = {"budget": prompt_limit.describe(), "tokenizer": tokenizer_name,
                               "tokenizer_stand_in": stand_in}
     as_chat: set[str] = set()  # tasks pred.py sends without a template, sent as chat here (chat-only APIs)
@@ -371,7 +376,8 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         prompt = s.prompt or ""
         # a token is at least a byte: a prompt with fewer bytes than the cut needs no tokenizing
         fits = cut is None or len(prompt) * 4 + 8 <= cut or len(prompt.encode("utf-8", "surrogatepass")) + 8 <= cut
-        text, removed = (prompt, 0) if fits else build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=cut)
+        text, removed = (prompt, 0) if fits or tokenizer is None else build_request_prompt(
+            s, tokenizer=tokenizer, max_input_tokens=cut)
         if removed:
             truncated[s.id] = removed
         return client.request(prompt=text, max_tokens=s.max_tokens, temperature=cfg.temperature,

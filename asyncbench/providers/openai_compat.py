@@ -41,10 +41,16 @@ class VLLMTokenizer:
             raise ProviderError("fatal", f"{self.root}{path}: {exc}") from None
 
     def encode(self, text: str) -> list[int]:
-        return [int(t) for t in self._post("/tokenize", {"prompt": text, "add_special_tokens": True})["tokens"]]
+        tokens = self._post("/tokenize", {"prompt": text, "add_special_tokens": True}).get("tokens")
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            raise ProviderError("fatal", f"{self.root}/tokenize: no token ids in the reply")
+        return tokens
 
     def decode(self, ids: list[int]) -> str:
-        return str(self._post("/detokenize", {"tokens": ids})["prompt"])
+        text = self._post("/detokenize", {"tokens": ids}).get("prompt")
+        if not isinstance(text, str):
+            raise ProviderError("fatal", f"{self.root}/detokenize: no text in the reply")
+        return text
 
     def count(self, text: str) -> int:
         return len(self.encode(text))

@@ -41,7 +41,10 @@ class ServerTokenizer:
         try:
             resp = self.client.post(self.url, json={"inputs": text})
             resp.raise_for_status()
-            return [(int(t["start"]), int(t["stop"])) for t in resp.json()]
+            data = resp.json()
+            if not isinstance(data, list):
+                raise TypeError("expected a list of tokens")
+            return [(int(t["start"]), int(t["stop"])) for t in data]
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
             raise ProviderError("fatal", f"{self.url}: {exc}") from None
 
