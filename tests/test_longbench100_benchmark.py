@@ -16,13 +16,15 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 pytestmark = pytest.mark.skipif(not (DATA / "minilongbench").is_dir(), reason="../shared/data not available")
 
 
+def make_request(spec=None, prompt=None, messages=None, max_tokens=128, task=None, temperature=0.0, params=None,
+                 repeat=0) -> Request:
+    """RunContext.make_request's shape, for a fake model."""
+    return Request(provider="fake", model=spec or "model", endpoint_id="x", prompt=prompt, messages=messages,
+                   max_tokens=max_tokens, task=task, temperature=temperature, params=params or {}, repeat=repeat)
+
+
 def make_ctx(judge_reply: str, prior_reply) -> tuple[RunContext, list[str]]:
     purposes: list[str] = []
-
-    def make_request(spec=None, prompt=None, messages=None, max_tokens=128, task=None, temperature=0.0, params=None,
-                     repeat=0) -> Request:
-        return Request(provider="fake", model=spec or "model", endpoint_id="x", prompt=prompt, messages=messages,
-                       max_tokens=max_tokens, task=task, temperature=temperature, params=params or {}, repeat=repeat)
 
     async def generate(reqs, purpose):
         purposes.extend([purpose] * len(reqs))
@@ -139,11 +141,6 @@ def test_judge_requests_carry_the_release_s_judge_prompt(loaded) -> None:
     judge_prompt = json.loads((DATA / "longbench100" / "judge_prompts.json").read_text())["judge_prompt"]
     qa = [s for s in samples if s.metric == "qa"][:2]
     sent: list[Request] = []
-
-    def make_request(spec=None, prompt=None, messages=None, max_tokens=128, task=None, temperature=0.0, params=None,
-                     repeat=0) -> Request:
-        return Request(provider="fake", model=spec or "model", endpoint_id="x", prompt=prompt, messages=messages,
-                       max_tokens=max_tokens, task=task, temperature=temperature, params=params or {}, repeat=repeat)
 
     async def generate(reqs, purpose):
         sent.extend(reqs)
