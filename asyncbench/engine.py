@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence, Sized
@@ -396,7 +398,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
     with opening.result() as store:
         store.start_run(run_id, cfg.benchmark, spec.label, public_config(cfg, spec))
         before = store.ledger(run_id)
-        invocation = InvocationEntry(len(before.invocations) + 1, t_start)
+        invocation = InvocationEntry(len(before.invocations) + 1, t_start, pid=os.getpid(), host=socket.gethostname())
         store.put_invocation(run_id, invocation)
         # --max-cost is the run's budget across its invocations: what earlier ones paid counts
         budget = Budget(cfg.max_cost, spent=sum(g.cost_usd for g in before.requests))

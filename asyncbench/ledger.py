@@ -93,6 +93,25 @@ class InvocationEntry:
     transient_errors: int = 0
     complete: bool = False
     finished: bool = False
+    pid: int = 0  # the process running it, on `host`: an unfinished invocation whose
+    host: str = ""  # process is gone was interrupted (killed, crashed, Ctrl-C)
+
+
+def interrupted(inv: InvocationEntry) -> bool:
+    """An invocation that never finished and whose process no longer runs (on this
+    machine; on another one it is taken to still be running)."""
+    import os
+    import socket
+
+    if inv.finished or inv.host != socket.gethostname():
+        return False
+    try:
+        os.kill(inv.pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 @dataclass

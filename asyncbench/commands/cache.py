@@ -13,6 +13,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="clear: only this provider:model")
     p.add_argument("--out", help="export: output file (.parquet or .jsonl); recover: the new cache file")
     p.add_argument("--yes", action="store_true", help="clear: do not ask")
+    p.add_argument("--runs", action="store_true", help="clear: also delete the run history (runs, samples, ledger)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -34,13 +35,18 @@ def main(args: argparse.Namespace) -> int:
         if args.action == "stats":
             print(json.dumps(store.stats(), indent=2))
         elif args.action == "runs":
-            from ..ledger import account, partial_label
+            from ..ledger import account, interrupted, partial_label
 
             for r in store.runs():  # figures from the run's ledger, as run.json and report
                 summary = json.loads(r["summary_json"] or "{}")
-                led = account(store.ledger(r["run_id"]))
+                rows = store.ledger(r["run_id"])
+                led = account(rows)
                 partial = partial_label(led["samples"])
-                state = "running" if not summary else partial or "complete"
+                last = rows.invocations[-1] if rows.invocations else None
+                if last is not None and not last.finished:
+                    state = "interrupted" if interrupted(last) else "running"
+                else:
+                    state = partial or "complete"
                 overall = (summary.get("scores") or {}).get("overall")
                 value = f"{overall:.2f}" if isinstance(overall, (int, float)) else "-" if overall is None else str(overall)
                 shown = f"({value}) {partial}" if partial and overall is not None else value
@@ -48,10 +54,13 @@ def main(args: argparse.Namespace) -> int:
                       f"samples={led['samples']['total']} invocations={len(led['invocations'])} "
                       f"cost=${led['cost_usd']['total']:.4f} overall={shown}")
         elif args.action == "clear":
+            what = "stored responses and the run history" if args.runs else "stored responses (run history is kept)"
             if not args.yes:
-                raise UserError("cache clear deletes stored responses; add --yes to confirm")
-            n = store.clear(args.model)
-            print(f"deleted {n} cached responses from {path}")
+                raise UserError(f"cache clear deletes {what}; add --yes to confirm"
+                                + ("" if args.runs else ", and --runs to delete the run history too"))
+            n = store.clear(args.model, runs=args.runs)
+            print(f"deleted {n} cached responses from {path}"
+                  + ("; run history deleted too" if args.runs else "; run history kept (--runs deletes it)"))
         else:
             if not args.out:
                 raise UserError("cache export needs --out FILE (.parquet or .jsonl)")

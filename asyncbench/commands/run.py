@@ -15,7 +15,9 @@ from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("benchmark", help="longbench[:t1,t2] | longbench-e | minilongbench | bamboo | 100-longbench | jsonl:PATH")
+    p.add_argument("benchmark", nargs="?",
+                   help="longbench[:t1,t2] | longbench-e | minilongbench | bamboo | 100-longbench | jsonl:PATH "
+                        "(not needed with --resume)")
     p.add_argument("--model", default="auto", help="provider:model, 'sim', or 'auto' (default)")
     p.add_argument("--base-url", action="append", default=[], dest="base_urls",
                    help="endpoint URL; repeat for a pool of replicas")
@@ -25,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="benchmark data directory (default: $ASYNCBENCH_DATA_DIR, else the hub)")
     p.add_argument("--cache", help="DuckDB cache file (default: ~/.cache/asyncbench/cache.duckdb)")
     p.add_argument("--out", help="output directory for run.json (default: runs/RUN_ID)")
-    p.add_argument("--resume", metavar="RUN_ID", help="continue a stored run with its stored settings")
+    p.add_argument("--resume", metavar="RUN_ID", help="continue a stored run (id or unique prefix) with its stored "
+                   "settings")
     p.add_argument("--limit", type=int, help="run the first N samples of each task only")
     p.add_argument("--concurrency", type=int, default=32,
                    help="max in-flight requests per endpoint (default 32, at most 4096)")
@@ -150,15 +153,17 @@ def main(args: argparse.Namespace) -> int:
         from ..store import Store, default_cache_path
 
         with Store(args.cache or default_cache_path()) as store:
-            stored = store.run_config(args.resume)
+            stored = store.run_config(store.find_run(args.resume))
         if stored is None:
-            raise UserError(f"no run {args.resume!r} in the cache; `asyncbench cache stats` lists what is stored")
+            raise UserError(f"run {args.resume!r} has no stored settings; run its command again instead")
         for k in ("resolved_model", "endpoint_id"):
             stored.pop(k, None)
         stored.update(cache=args.cache, progress=args.progress, dry_run=False, backend=args.backend,
                       ray_address=args.ray_address, ray_workers=args.ray_workers)
         cfg = RunConfig(**stored)
     else:
+        if not args.benchmark:
+            raise UserError("name a benchmark (e.g. `asyncbench run minilongbench --model sim`), or --resume RUN_ID")
         base_urls = args.base_urls + (_fleet_urls(args.base_urls_file) if args.base_urls_file else [])
         cfg = RunConfig(
             benchmark=args.benchmark, model=args.model, base_urls=base_urls, endpoint_id=args.endpoint_id,

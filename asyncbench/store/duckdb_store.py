@@ -53,13 +53,13 @@ _SCHEMA = [
         cost_usd DOUBLE, saved_usd DOUBLE, latency_ms DOUBLE, attempts INTEGER)""",
     """CREATE TABLE IF NOT EXISTS invocations (
         run_id VARCHAR, invocation INTEGER, started_at DOUBLE, wall_s DOUBLE, requests BIGINT, retries BIGINT,
-        rate_limited BIGINT, transient_errors BIGINT, complete BOOLEAN, finished BOOLEAN,
-        PRIMARY KEY (run_id, invocation))""",
+        rate_limited BIGINT, transient_errors BIGINT, complete BOOLEAN, finished BOOLEAN, pid INTEGER,
+        host VARCHAR, PRIMARY KEY (run_id, invocation))""",
 ]
 LEDGER_COLUMNS = ("invocation", "purpose", "task", "source", "key", "sample_id", "prompt_tokens", "completion_tokens",
                   "cached_prompt_tokens", "cost_usd", "saved_usd", "latency_ms", "attempts")
 INVOCATION_COLUMNS = ("invocation", "started_at", "wall_s", "requests", "retries", "rate_limited", "transient_errors",
-                      "complete", "finished")
+                      "complete", "finished", "pid", "host")
 
 class ResponseRow(TypedDict):
     """One answer as the cache stores it (the prompt itself only as its size)."""
@@ -168,7 +168,7 @@ class Store:
                     "CASE WHEN status = 'from_cache' THEN cost_usd ELSE 0 END, latency_ms, 1 FROM results")
         for run_id, started, summary_json in con.execute("SELECT run_id, started_at, summary_json FROM runs").fetchall():
             old = json.loads(summary_json) if summary_json else {}
-            con.execute("INSERT OR IGNORE INTO invocations VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?)",
+            con.execute("INSERT OR IGNORE INTO invocations VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, 0, '')",
                         [run_id, started, old.get("wall_s", 0.0), old.get("requests_sent", 0), old.get("retries", 0),
                          old.get("rate_limited", 0), old.get("transient_errors", 0),
                          bool(old) and not old.get("n_failed") and not old.get("n_skipped_budget"), bool(old)])
@@ -275,6 +275,16 @@ class Store:
         cur = self.con.execute(f"SELECT {', '.join(RESULT_COLUMNS)} FROM results WHERE run_id = ? ORDER BY sample_id", [run_id])
         return [dict(zip(RESULT_COLUMNS, r)) for r in cur.fetchall()]
 
+    def find_run(self, wanted: str) -> str:
+        """The run id that `wanted` is, or is the unique prefix of."""
+        ids = [r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY started_at",
+                                                [wanted]).fetchall()]
+        if not ids:
+            raise UserError(f"no run {wanted!r} in {self.path}; `asyncbench cache runs` lists the stored runs")
+        if len(ids) > 1:
+            raise UserError(f"run id prefix {wanted!r} matches {len(ids)} runs in {self.path}; give more characters")
+        return str(ids[0])
+
     def runs(self) -> list[dict[str, Any]]:
         cols = ("run_id", "benchmark", "model", "started_at", "finished_at", "status", "summary_json")
         cur = self.con.execute(f"SELECT {', '.join(cols)} FROM runs ORDER BY started_at")
@@ -306,13 +316,18 @@ class Store:
             "by_model": {m: {"responses": c, "cost_usd": float(u)} for m, c, u in by_model},
         }
 
-    def clear(self, model: str | None = None) -> int:
+    def clear(self, model: str | None = None, runs: bool = False) -> int:
+        """Delete cached responses (of one provider:model, or all) and their failures; with
+        `runs`, also every run's history (runs, samples, ledger, invocations)."""
         if model:
             n = self._one("SELECT count(*) FROM responses WHERE provider || ':' || model = ?", [model])[0]
             self.con.execute("DELETE FROM responses WHERE provider || ':' || model = ?", [model])
         else:
             n = self._one("SELECT count(*) FROM responses")[0]
-            for table in TABLES:
+            self.con.execute("DELETE FROM responses")
+            self.con.execute("DELETE FROM failures")
+        if runs:
+            for table in ("results", "runs", "ledger_requests", "invocations"):
                 self.con.execute(f"DELETE FROM {table}")
         return int(n)
 
