@@ -2,6 +2,8 @@
 # A damaged cache: asyncbench names the recovery command in one line, and `cache recover`
 # copies every readable row into a new file. Runs against the built-in simulator.
 set -euo pipefail
+# the checkout's virtual environment (make run / make test build it), when not activated
+export PATH="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin:$PATH"
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -3,6 +3,8 @@
 # workers into a temp dir, then list its services and the evaluator's endpoints.
 # Needs no docker; to start the stack see docker/README.md.
 set -euo pipefail
+# the checkout's virtual environment (make run / make test build it), when not activated
+export PATH="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin:$PATH"
 cd "$(dirname "$0")/.."
 ASYNCBENCH=${ASYNCBENCH:-.venv/bin/asyncbench}
 OUT=$(mktemp -d)/compose.yaml

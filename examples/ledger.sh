@@ -3,6 +3,8 @@
 # exit code, history kept on re-runs. Uses the built-in simulator (no key, no network).
 # Writes into ./out/ledger-example/.
 set -uo pipefail
+# the checkout's virtual environment (make run / make test build it), when not activated
+export PATH="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin:$PATH"
 OUT="${1:-out/ledger-example}"
 mkdir -p "$OUT"
 CACHE="$OUT/cache.duckdb"

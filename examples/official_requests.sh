@@ -5,6 +5,8 @@
 # cut; then a dry run for a model LongBench's model2maxlen.json names (3500 tokens).
 # Needs ../shared/data (or ASYNCBENCH_DATA_DIR); writes into ./out/official-example/.
 set -euo pipefail
+# the checkout's virtual environment (make run / make test build it), when not activated
+export PATH="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin:$PATH"
 DATA="${ASYNCBENCH_DATA_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data}"
 OUT="${1:-out/official-example}"
 mkdir -p "$OUT"

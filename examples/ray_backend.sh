@@ -4,6 +4,8 @@
 # the only DuckDB writer. Without --ray-address, asyncbench starts a private local Ray
 # instance on 127.0.0.1 (needs the ray extra: pip install -e '.[ray]').
 set -euo pipefail
+# the checkout's virtual environment (make run / make test build it), when not activated
+export PATH="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin:$PATH"
 cd "$(dirname "$0")/.."
 DATA=${ASYNCBENCH_DATA_DIR:-../shared/data}
 WORK=$(mktemp -d)

@@ -3,6 +3,8 @@
 # Uses the built-in simulator (no API key, no network); needs the reference data in
 # ../shared/data or ASYNCBENCH_DATA_DIR. Writes into ./out/report-example/.
 set -euo pipefail
+# the checkout's virtual environment (make run / make test build it), when not activated
+export PATH="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin:$PATH"
 DATA="${ASYNCBENCH_DATA_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data}"
 OUT="${1:-out/report-example}"
 mkdir -p "$OUT"

@@ -2,6 +2,8 @@
 # Evaluate your own data and MiniLongBench against the built-in simulator, then re-run
 # (served from the cache: 0 requests), then price a real model without sending anything.
 set -euo pipefail
+# the checkout's virtual environment (make run / make test build it), when not activated
+export PATH="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin:$PATH"
 cd "$(dirname "$0")/.."
 DATA=${ASYNCBENCH_DATA_DIR:-../shared/data}
 CACHE=$(mktemp -d)/cache.duckdb

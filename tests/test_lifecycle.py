@@ -75,3 +75,13 @@ def test_cache_clear_keeps_run_history_unless_asked(tmp_path: Path) -> None:
     assert cli(tmp_path, "report", "--cache", str(tmp_path / "c.duckdb"), "--format", "json").returncode == 0
     cleared = cli(tmp_path, "cache", "clear", "--yes", "--runs", "--cache", str(tmp_path / "c.duckdb"))
     assert "run history deleted" in cleared.stdout and runs(tmp_path).strip() == ""
+
+
+def test_asyncbench_cache_names_the_default_cache(tmp_path: Path) -> None:
+    data = _data(tmp_path, 3)
+    env = dict(os.environ, PYTHONPATH=str(REPO), ASYNCBENCH_CACHE=str(tmp_path / "mine.duckdb"))
+    done = subprocess.run([sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{data}", "--model", "sim",
+                           "--out", str(tmp_path / "o"), "--no-progress"], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "mine.duckdb").is_file()

@@ -431,6 +431,10 @@ def _unnest(n: int) -> str:
 
 
 def default_cache_path() -> Path:
+    """$ASYNCBENCH_CACHE, else ~/.cache/asyncbench/cache.duckdb (--cache overrides both)."""
+    import os
+
     from ..datadir import cache_root
 
-    return cache_root() / "cache.duckdb"
+    return Path(os.environ["ASYNCBENCH_CACHE"]).expanduser() if os.environ.get("ASYNCBENCH_CACHE") \
+        else cache_root() / "cache.duckdb"
