@@ -123,7 +123,9 @@ class Engine:
         streamed data file); `samples[i]` is the sample of the i-th request, for the
         failure log, and may grow as the iterator runs."""
         total = len(requests) if isinstance(requests, Sized) else None
-        progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled)
+        runner = self.runner
+        progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled,
+                               stats=lambda: (runner.stats().retries, runner.stats().rate_limited))
         call = _Generation(self, client, iter(requests), purpose, samples, progress)
         try:
             with progress:

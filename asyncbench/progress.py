@@ -1,38 +1,52 @@
-"""Live progress: done / failed / cached counts, tokens per second and spend.
+"""Live progress: done / total, what became of each request (answered, cached, shared,
+failed, skipped), retries and 429s, tokens per second, spend and the time left.
 
-Rich renders it on a terminal; elsewhere (CI, pipes) it stays silent and the final
-summary says everything.
+On a terminal rich draws a bar that fits its width: fields are dropped, least useful
+first, before any number would be cut. Elsewhere (CI logs, pipes) one plain line goes to
+stderr every 10 seconds, so a long run is never silent; `--progress` forces the bar and
+`--no-progress` silences both. The counts are the ledger's (ledger.REQUEST_SOURCES), so
+the last line agrees with the summary.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 # Progress names for what became of each request; for the evaluated model's requests
 # these are its samples' statuses, so the bar's final counts are the summary's.
 LABELS = {"sent": "answered", "from_cache": "cached", "shared": "shared", "failed": "failed",
           "skipped_budget": "skipped"}
+PLAIN_EVERY_S = 10.0
+# the runner's event counts (retries, 429s), read when the line is drawn
+Stats = Callable[[], tuple[int, int]]
 
 
 class RunProgress:
-    def __init__(self, total: int | None, label: str, enabled: bool | None = None) -> None:
+    def __init__(self, total: int | None, label: str, enabled: bool | None = None,
+                 stats: Stats | None = None) -> None:
         self.total = total
+        self.label = label
         self.counts = dict.fromkeys(LABELS, 0)
         self.tokens = 0
         self.spend = 0.0
         self.t0 = time.monotonic()
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.stats = stats
+        tty = sys.stderr.isatty()
+        self.enabled = tty if enabled is None else enabled
+        self.plain = enabled is None and not tty  # no terminal: a line every 10 s
         self._last = 0.0
+        self._last_plain = time.monotonic()
         self._progress: Progress | None = None
         if self.enabled:
+            self.console = Console(stderr=True)
             self._progress = Progress(
-                TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[stats]}"), TimeElapsedColumn(),
-                console=Console(stderr=True), transient=False, refresh_per_second=8,
+                TextColumn(f"[bold]{label}"), BarColumn(bar_width=None), MofNCompleteColumn(),
+                TextColumn("{task.fields[stats]}"), console=self.console, transient=False, refresh_per_second=8,
             )
             self._task = self._progress.add_task(label, total=total, completed=0, stats=self._stats())
 
@@ -40,10 +54,36 @@ class RunProgress:
     def done(self) -> int:
         return sum(self.counts.values())
 
-    def _stats(self) -> str:
+    def fields(self) -> list[tuple[int, str]]:
+        """(priority, text) of every field; lower priority is dropped first when short of room."""
         elapsed = max(1e-6, time.monotonic() - self.t0)
-        counts = "  ".join(f"{name} {self.counts[source]}" for source, name in LABELS.items())
-        return f"{counts}  {self.tokens / elapsed:,.0f} tok/s  ${self.spend:,.4f}"
+        out = [(9, f"answered {self.counts['sent']}"), (8, f"failed {self.counts['failed']}"),
+               (6, f"cached {self.counts['from_cache']}"), (3, f"shared {self.counts['shared']}"),
+               (4, f"skipped {self.counts['skipped_budget']}"), (7, f"${self.spend:,.4f}"),
+               (2, f"{self.tokens / elapsed:,.0f} tok/s")]
+        if self.stats is not None:
+            retries, limited = self.stats()
+            out += [(5, f"retries {retries}"), (5, f"429s {limited}")]
+        if self.total and self.done:
+            left = elapsed / self.done * (self.total - self.done)
+            out.append((6, f"ETA {int(left) // 60}:{int(left) % 60:02d}"))
+        return out
+
+    def _stats(self, width: int | None = None) -> str:
+        """The fields that fit in `width` characters (all of them without a width)."""
+        fields = self.fields()
+        keep = list(range(len(fields)))
+        if width is not None:
+            while keep and len("  ".join(fields[i][1] for i in keep)) > width:
+                keep.remove(min(keep, key=lambda i: fields[i][0]))
+        return "  ".join(fields[i][1] for i in keep)
+
+    def _room(self) -> int | None:
+        """Characters left for the fields beside the label, a 10-wide bar and done/total."""
+        if self._progress is None:
+            return None
+        used = len(self.label) + 10 + 2 * len(str(self.total or self.done)) + 6
+        return max(0, self.console.width - used)
 
     def __enter__(self) -> RunProgress:
         if self._progress:
@@ -52,7 +92,7 @@ class RunProgress:
 
     def __exit__(self, *exc: object) -> None:
         if self._progress:
-            self._progress.update(self._task, completed=self.done, stats=self._stats())
+            self._progress.update(self._task, completed=self.done, stats=self._stats(self._room()))
             self._progress.stop()
 
     def set_total(self, total: int) -> None:
@@ -69,4 +109,8 @@ class RunProgress:
         now = time.monotonic()
         if self._progress and now - self._last > 0.1:  # rich refreshes itself; keep updates cheap
             self._last = now
-            self._progress.update(self._task, completed=self.done, stats=self._stats())
+            self._progress.update(self._task, completed=self.done, stats=self._stats(self._room()))
+        elif self.plain and now - self._last_plain >= PLAIN_EVERY_S:
+            self._last_plain = now
+            total = f"/{self.total}" if self.total else ""
+            print(f"{self.label}: {self.done}{total}  {self._stats()}", file=sys.stderr, flush=True)

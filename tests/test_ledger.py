@@ -39,8 +39,16 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 needs_data = pytest.mark.skipif(not (DATA / "bamboo").is_dir(), reason="../shared/data is not beside the checkout")
 LEDGER_FIELDS = ("complete", "samples", "cost_usd", "tokens", "by_task", "invocations")
-PROGRESS = re.compile(r"answered (\d+)\s+cached (\d+)\s+shared (\d+)\s+failed (\d+)\s+skipped (\d+)\s+\S+ tok/s\s+"
-                      r"\$([\d,.]+)")
+PROGRESS_FIELDS = ("answered", "cached", "shared", "failed", "skipped")
+
+
+def progress_counts(line: str) -> tuple[tuple[int, ...], float] | None:
+    """The counts and spend of one progress line, None for other lines."""
+    found = [re.search(rf"\b{name} (\d+)", line) for name in PROGRESS_FIELDS]
+    spend = re.search(r"\$([\d,.]+)", line)
+    if not all(found) or spend is None or "tok/s" not in line:
+        return None
+    return tuple(int(m.group(1)) for m in found if m), float(spend.group(1).replace(",", ""))
 
 
 def cli(tmp: Path, *args: str, check_json: bool = True) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
@@ -102,17 +110,17 @@ def summary_agrees(stdout: str, run: dict[str, Any]) -> None:
 def progress_agrees(stderr: str, run: dict[str, Any]) -> None:
     """The last progress line of the evaluated model shows this invocation's sample counts,
     and the bars' spends add up to what the invocation spent."""
-    lines = [line for line in stderr.splitlines() if PROGRESS.search(line)]
+    lines = [line for line in stderr.splitlines() if progress_counts(line)]
     label = f"{run['benchmark']} {run['model']}"
     evals = [line for line in lines if line.startswith(label)]
     assert evals, stderr[-2000:]
-    answered, cached, shared, failed, skipped = (int(x) for x in PROGRESS.search(evals[-1]).groups()[:5])  # type: ignore[union-attr]
+    answered, cached, shared, failed, skipped = progress_counts(evals[-1])[0]  # type: ignore[index]
     this = run["this_invocation"]["invocation"]
     mine = run["samples"] if this == 1 else None  # on a first invocation the bar's counts are the run's
     if mine is not None:
         assert (answered, cached, shared, failed, skipped) == (
             mine["answered"], mine["from_cache"], mine["shared"], mine["failed"], mine["skipped_budget"])
-    spends = sum(float(PROGRESS.search(line).group(6).replace(",", "")) for line in lines)  # type: ignore[union-attr]
+    spends = sum(progress_counts(line)[1] for line in lines)  # type: ignore[index]
     assert spends == pytest.approx(run["this_invocation"]["cost_usd"], abs=1e-4 * max(1, len(lines)))
 
 

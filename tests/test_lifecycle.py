@@ -85,3 +85,27 @@ def test_asyncbench_cache_names_the_default_cache(tmp_path: Path) -> None:
                           timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "mine.duckdb").is_file()
+
+
+def test_progress_fits_80_columns_and_speaks_in_ci_logs(tmp_path: Path, monkeypatch) -> None:
+    """In 80 columns the bar drops fields rather than cut numbers; without a terminal one
+    plain line goes to stderr every 10 s."""
+    import io
+
+    from asyncbench import progress as P
+
+    prog = P.RunProgress(1000, "minilongbench openai:gpt-4o-mini", enabled=False, stats=lambda: (3, 1))
+    for _ in range(500):
+        prog.add("sent", 100, 0.001)
+    full = prog._stats()
+    assert "answered 500" in full and "retries 3" in full and "429s 1" in full and "ETA" in full
+    short = prog._stats(40)
+    assert len(short) <= 40 and "answered 500" in short and "…" not in short
+    assert short.split("  ") == [f for f in full.split("  ") if f in short.split("  ")]  # whole fields, in order
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(P, "PLAIN_EVERY_S", 0.0)
+    plain = P.RunProgress(3, "jsonl m", enabled=None)
+    assert plain.plain and not plain.enabled
+    plain.add("sent")
+    assert err.getvalue().startswith("jsonl m: 1/3  answered 1")
