@@ -8,8 +8,8 @@ max_new_tokens, minus what a server's chat template adds around our text (TGI re
 `inputs + max_new_tokens > max_total_tokens`). `--max-input-tokens` overrides the
 first part; the context still caps it when it is known.
 
-Where the context comes from, in order: a server that reports it (TGI `/info`), else the
-shipped model-context table.
+Where the context comes from, in order: a server that reports it (TGI `/info`, vLLM
+`/v1/models`), else the shipped model-context table.
 """
 
 from __future__ import annotations

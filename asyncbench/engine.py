@@ -377,11 +377,8 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         if templated and not s.chat:
             as_chat.add(s.task)
         cut = prompt_limit.for_sample(s.max_tokens, templated)
-        prompt = s.prompt or ""
-        # a token is at least a byte: a prompt with fewer bytes than the cut needs no tokenizing
-        fits = cut is None or len(prompt) * 4 + 8 <= cut or len(prompt.encode("utf-8", "surrogatepass")) + 8 <= cut
-        text, removed = (prompt, 0) if fits or tokenizer is None else build_request_prompt(
-            s, tokenizer=tokenizer, max_input_tokens=cut)
+        text, removed = (build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=cut)
+                         if tokenizer is not None else (s.prompt or "", 0))
         if removed:
             truncated[s.id] = removed
         return client.request(prompt=text, max_tokens=s.max_tokens, temperature=cfg.temperature,

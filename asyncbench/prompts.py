@@ -110,6 +110,9 @@ def fill_prompt(template: str, row: Mapping[str, Any], *, where: str = "") -> st
         raise UserError(f"{where or 'sample'}: field {exc.args[0]!r} required by the prompt template is missing") from None
 
 
+_SPECIAL_TOKENS = 8
+
+
 def truncate_middle(text: str, tokenizer: Tokenizer, max_tokens: int) -> tuple[str, int]:
     """Cut the middle of `text` so it keeps `max_tokens` of its tokens, exactly as
     LongBench's pred.py: `half = int(max_tokens/2)`, text = decode(ids[:half]) +
@@ -121,6 +124,11 @@ def truncate_middle(text: str, tokenizer: Tokenizer, max_tokens: int) -> tuple[s
     """
     if max_tokens < 2:
         raise ValueError(f"max_tokens must be at least 2, got {max_tokens}")
+    # A token is at least one byte, and a tokenizer adds a few special ones: a text with
+    # that few bytes fits without being tokenized (a server tokenizer is an HTTP call).
+    if len(text) * 4 + _SPECIAL_TOKENS <= max_tokens or len(text.encode("utf-8", "surrogatepass")) + \
+            _SPECIAL_TOKENS <= max_tokens:
+        return text, 0
     spans = getattr(tokenizer, "spans", None)
     if spans is not None:  # a server's tokenizer: cut the text at its tokens' character offsets
         offsets: list[tuple[int, int]] = spans(text)

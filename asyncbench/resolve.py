@@ -51,13 +51,13 @@ async def prompt_budget(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
                         official: Path | None) -> PromptBudget:
     """The prompt budget (budget.py): --max-input-tokens, else the official
     `model2maxlen.json` entry (`official`, the benchmark's copy), else context - 500; the
-    context itself from the server (TGI /info) or the shipped table caps every sample."""
+    context itself from the server (TGI /info, vLLM /v1/models) or the shipped table caps
+    every sample."""
     from .budget import from_context, official_maxlen
     from .prompts import context_window_for
 
     server_input, server_total, server_source = await provider.context_limits(spec.base_urls)
     known = context_window_for(spec.model)
-    total = server_total or (known[0] if known else None)
     if cfg.max_input_tokens:
         return PromptBudget(cfg.max_input_tokens, server_total, "--max-input-tokens")
     if official is not None and (value := official_maxlen(official, spec.model)) is not None:
@@ -69,7 +69,7 @@ async def prompt_budget(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
     if known:
         context, documented = known
         return from_context(context, "model-context table", documented)
-    return PromptBudget(None, total, "none")
+    return PromptBudget(None, None, "none")
 
 
 async def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec,
