@@ -140,7 +140,7 @@ class LongBench100:
                         Sample(
                             id=f"{task}/{length}/{b.row}",
                             task=task,
-                            prompt=release.prompt(task).format(context=b.context, input=b.input,
+                            prompt=release.template(task).format(context=b.context, input=b.input,
                                                                instruction=b.instruction),
                             answers=b.answers,
                             max_tokens=release.max_new_tokens(task),
@@ -163,7 +163,7 @@ class LongBench100:
         release = load_release(self.data_dir)
         qa = [s for s in samples if s.metric == "qa"]
         questions = list(dict.fromkeys((s.meta["question"], tuple(s.answers), s.max_tokens) for s in qa))
-        prior_prompt = release.prompt(PRIOR_PROMPT)
+        prior_prompt = release.template(PRIOR_PROMPT)
         prior = (len(questions), sum(count(prior_prompt.format(input=q)) for q, _, _ in questions),
                  sum(mt for _, _, mt in questions))
         qa_judge, fluency, precision = (count(release.judge[n]) for n in judge.PROMPT_NAMES)
@@ -185,7 +185,7 @@ class LongBench100:
             task_of.setdefault((s.meta["question"], tuple(s.answers), s.max_tokens), s.task)
         questions = list(task_of)
         release = load_release(self.data_dir)
-        prior_prompt = release.prompt(PRIOR_PROMPT)
+        prior_prompt = release.template(PRIOR_PROMPT)
         requests = [ctx.make_request(None, prompt=prior_prompt.format(input=q), max_tokens=mt, task=task_of[(q, a, mt)])
                     for q, a, mt in questions]
         replies = await ctx.generate(requests, "prior") if requests else []

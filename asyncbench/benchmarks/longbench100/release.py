@@ -14,39 +14,27 @@ from __future__ import annotations
 
 import ast
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from ...errors import UserError
 from ...jsonl_io import read_json_object
+from ...metrics.judge import PROMPT_NAMES as JUDGE_NAMES
+from ...prompts import MAXLEN_FILE, PROMPT_FILE, LongBenchConfig
 
 RELEASE_URL = "https://raw.githubusercontent.com/uservan/100-LongBench/main/{path}"
-FILES = {"dataset2prompt.json": "config/dataset2prompt.json", "dataset2maxlen.json": "config/dataset2maxlen.json"}
+FILES = {PROMPT_FILE: f"config/{PROMPT_FILE}", MAXLEN_FILE: f"config/{MAXLEN_FILE}"}  # LongBench's formats
 JUDGE_FILE = "judge_prompts.json"
-JUDGE_NAMES = ("judge_prompt", "fluency_prompt", "precision_prompt")
 PRIOR_PROMPT = "qa_old"  # the release's no-context QA prompt
 
 
 @dataclass(frozen=True)
-class Release:
-    prompts: dict[str, str]
-    maxlen: dict[str, int]
-    judge: dict[str, str]
-    source: str
+class Release(LongBenchConfig):
+    """The release's two tables, in LongBench's formats (`template`, `max_new_tokens`),
+    and its three judge prompts by name."""
 
-    def prompt(self, task: str) -> str:
-        try:
-            return self.prompts[task]
-        except KeyError:
-            raise UserError(f"no prompt for {task!r} in {self.source}/dataset2prompt.json; use the release's file") from None
-
-    def max_new_tokens(self, task: str) -> int:
-        try:
-            return int(self.maxlen[task])
-        except KeyError:
-            raise UserError(f"no output length for {task!r} in {self.source}/dataset2maxlen.json; use the release's "
-                            "file") from None
+    judge: dict[str, str] = field(default_factory=dict)
 
 
 def _download(path: str) -> bytes:
@@ -99,14 +87,14 @@ def release_dir(data_dir: Path | None) -> Path:
 @lru_cache(maxsize=4)
 def _load(directory: Path) -> Release:
     hint = "replace it with the 100-LongBench release's file"
-    prompts = read_json_object(directory / "dataset2prompt.json", hint=hint)
-    maxlen = read_json_object(directory / "dataset2maxlen.json", hint=hint)
+    prompts = read_json_object(directory / PROMPT_FILE, hint=hint)
+    maxlen = read_json_object(directory / MAXLEN_FILE, hint=hint)
     judge = read_json_object(directory / JUDGE_FILE, hint=hint)
     missing = [n for n in JUDGE_NAMES if not isinstance(judge.get(n), str)]
     if missing:
         raise UserError(f"{directory / JUDGE_FILE} lacks {', '.join(missing)}; {hint}")
-    return Release({k: str(v) for k, v in prompts.items()}, {k: int(v) for k, v in maxlen.items()},
-                   {n: str(judge[n]) for n in JUDGE_NAMES}, str(directory))
+    return Release({k: str(v) for k, v in prompts.items()}, {k: int(v) for k, v in maxlen.items()}, str(directory),
+                   {n: str(judge[n]) for n in JUDGE_NAMES})
 
 
 def load_release(data_dir: Path | None) -> Release:
