@@ -116,9 +116,8 @@ def interrupted(inv: InvocationEntry) -> bool:
 
 @dataclass
 class RequestGroup:
-    """Request rows summed by (invocation, task, purpose, source): what `account` reads.
-    The store computes these with one GROUP BY over a run's rows; `group` does the same
-    for rows in memory."""
+    """Request rows summed by (invocation, task, purpose, source): what `account` reads,
+    computed by the store with one GROUP BY over a run's rows."""
 
     invocation: int
     task: str
@@ -147,31 +146,6 @@ class Ledger:
     statuses: list[StatusCount]
     requests: list[RequestGroup]
     invocations: list[InvocationEntry]
-
-
-def group(requests: Iterable[RequestEntry]) -> list[RequestGroup]:
-    """Request rows summed as the store's GROUP BY sums them."""
-    out: dict[tuple[int, str, str, str], RequestGroup] = {}
-    for r in requests:
-        key = (r.invocation, r.task, r.purpose, r.source)
-        g = out.get(key)
-        if g is None:
-            g = out[key] = RequestGroup(*key)
-        g.n += 1
-        g.prompt_tokens += r.prompt_tokens
-        g.completion_tokens += r.completion_tokens
-        g.cached_prompt_tokens += r.cached_prompt_tokens
-        g.cost_usd += r.cost_usd
-        g.saved_usd += r.saved_usd
-    return list(out.values())
-
-
-def count(samples: Iterable[SampleEntry]) -> list[StatusCount]:
-    """Sample rows counted as the store counts them."""
-    out: dict[tuple[str, str], int] = defaultdict(int)
-    for e in samples:
-        out[(e.task, e.status)] += 1
-    return [StatusCount(t, s, n) for (t, s), n in out.items()]
 
 
 TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "cached_prompt_tokens")

@@ -15,6 +15,8 @@ import os
 import re
 import subprocess
 import sys
+from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +29,10 @@ from asyncbench.ledger import (
     InvocationEntry,
     Ledger,
     RequestEntry,
+    RequestGroup,
     SampleEntry,
+    StatusCount,
     account,
-    count,
-    group,
     merge_sample,
 )
 from asyncbench.report.tables import fmt_usd
@@ -264,6 +266,31 @@ def test_long_prompts_against_an_8k_server_end_partial_everywhere(tmp_path: Path
     assert run["partial"] in runs.stdout
     # a partial run's overall is never a plain number in the table
     assert f"| {run['scores']['overall']:.2f} |" not in report(tmp_path, "md")
+
+
+def group(requests: Iterable[RequestEntry]) -> list[RequestGroup]:
+    """Request rows summed as the store's GROUP BY sums them (for rows built in memory)."""
+    out: dict[tuple[int, str, str, str], RequestGroup] = {}
+    for r in requests:
+        key = (r.invocation, r.task, r.purpose, r.source)
+        g = out.get(key)
+        if g is None:
+            g = out[key] = RequestGroup(*key)
+        g.n += 1
+        g.prompt_tokens += r.prompt_tokens
+        g.completion_tokens += r.completion_tokens
+        g.cached_prompt_tokens += r.cached_prompt_tokens
+        g.cost_usd += r.cost_usd
+        g.saved_usd += r.saved_usd
+    return list(out.values())
+
+
+def count(samples: Iterable[SampleEntry]) -> list[StatusCount]:
+    """Sample rows counted as the store counts them."""
+    out: dict[tuple[str, str], int] = defaultdict(int)
+    for e in samples:
+        out[(e.task, e.status)] += 1
+    return [StatusCount(t, s, n) for (t, s), n in out.items()]
 
 
 def test_account_is_a_function_of_the_rows() -> None:
