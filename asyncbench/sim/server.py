@@ -194,10 +194,11 @@ class SimServer:
                       for i, p in enumerate(pieces)])
 
     def _piece_id(self, piece: str) -> int:
-        ids = self._pieces.setdefault(piece, len(self._pieces))
-        if ids == len(self._piece_list):
+        """The piece's id, a new one the first time it is seen."""
+        if piece not in self._pieces:
+            self._pieces[piece] = len(self._piece_list)
             self._piece_list.append(piece)
-        return ids
+        return self._pieces[piece]
 
     async def _detokenize(self, request: web.BaseRequest) -> web.Response:
         """vLLM's `POST /detokenize`: the text of token ids /tokenize gave."""
