@@ -23,6 +23,7 @@ COMMANDS: dict[str, str | dict[str, str]] = {
     "simulate": "asyncbench.commands.simulate",
     "cache": "asyncbench.commands.cache",
     "report": "asyncbench.commands.report",
+    "samples": "asyncbench.commands.samples",
     "score": {
         "longbench": "asyncbench.commands.score_longbench",
         "bamboo": "asyncbench.commands.score_bamboo",
@@ -44,6 +45,7 @@ HELP = {
     "simulate": "start the local endpoint simulator (OpenAI, Anthropic, TGI wire formats)",
     "cache": "inspect, export or clear the response cache",
     "report": "show stored runs side by side (table, Markdown, JSON, HTML with plots)",
+    "samples": "show or export every sample of a run: prompt, references, output, score, cost",
     "score": "score predictions made elsewhere with the official metrics",
     "estimate": "estimate full-benchmark scores (MiniLongBench IRT, LongScore)",
     "minilongbench": "rebuild MiniLongBench anchors and IRT parameters",
@@ -96,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("asyncbench: interrupted; completed responses are saved in the cache", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `asyncbench samples ... | head`: the reader has what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -39,6 +39,7 @@ from .scheduler import Budget, Job, Outcome
 from .secrets import redact, redact_json, secret_values, strip_userinfo
 from .store import Store, default_cache_path
 from .store.duckdb_store import CachedResponse, FailureRow, ResponseRow, cached_keys
+from .store.journal import Journal, replay
 from .tokenizers import Tokenizer
 from .types import Request, Response, Sample, SampleResult, Usage
 
@@ -61,8 +62,9 @@ class Engine:
     """Cache-first generation through the scheduler; one writer to the store."""
 
     def __init__(self, store: Store, run_id: str, invocation: int, progress_enabled: bool | None, budget: Budget,
-                 runner: Runner) -> None:
+                 runner: Runner, journal: Journal) -> None:
         self.store = store
+        self.journal = journal
         self.runner = runner
         self.run_id = run_id
         self.invocation = invocation
@@ -73,6 +75,7 @@ class Engine:
         self.pending_responses: list[ResponseRow] = []
         self.pending_failures: list[FailureRow] = []
         self.pending_ledger: list[RequestEntry] = []
+        self.pending_prompts: list[tuple[str, str]] = []  # (key, prompt as sent), eval and judge
         # keys this invocation paid for: found in the cache later, they are shared, not cached
         self.paid_keys: set[str] = set()
         self._flush_event = anyio.Event()
@@ -91,12 +94,21 @@ class Engine:
             responses, self.pending_responses = self.pending_responses, []
             failures, self.pending_failures = self.pending_failures, []
             ledger, self.pending_ledger = self.pending_ledger, []
-            if responses:
-                await anyio.to_thread.run_sync(self.store.put_responses, responses)
-            if failures:
-                await anyio.to_thread.run_sync(self.store.put_failures, failures)
-            if ledger:  # after the answers they paid for: a crash between keeps the answer
-                await anyio.to_thread.run_sync(self.store.put_ledger_requests, self.run_id, ledger)
+            prompts, self.pending_prompts = self.pending_prompts, []
+            if responses or failures or ledger or prompts:
+                journal = self.journal.rotate()  # what arrives from now on goes to a new file
+                await anyio.to_thread.run_sync(self._write, responses, failures, ledger, prompts)
+                self.journal.done(journal)  # committed: the journal of this batch is not needed
+
+    def _write(self, responses: list[ResponseRow], failures: list[FailureRow], ledger: list[RequestEntry],
+               prompts: list[tuple[str, str]]) -> None:
+        """One batch in one opening of the file (other processes get it between batches)."""
+        with self.store.session():
+            self.store.put_responses(responses)
+            self.store.put_failures(failures)
+            # after the answers they paid for: a crash between keeps the answer
+            self.store.put_ledger_requests(self.run_id, ledger)
+            self.store.put_prompts(prompts)
 
     def wake_writer(self) -> None:
         self._flush_event.set()
@@ -235,17 +247,30 @@ class _Generation:
         # the prompt itself is benchmark data (and the key is its hash): keep only its size
         canonical["prompt_chars"] = len(canonical.pop("prompt") or "") + sum(
             len(m.get("content", "")) for m in canonical.pop("messages") or [])
-        engine.pending_responses.append(ResponseRow(
+        row = ResponseRow(
             key=self.keys[i], provider=req.provider, model=req.model, endpoint=req.endpoint_id,
             request_json=json.dumps(canonical, sort_keys=True), text=resp.text, finish_reason=resp.finish_reason,
             prompt_tokens=resp.usage.prompt_tokens, completion_tokens=resp.usage.completion_tokens,
             cached_prompt_tokens=resp.usage.cached_prompt_tokens, latency_ms=resp.latency_ms, cost_usd=cost,
-            served_by=strip_userinfo(resp.endpoint), created_at=time.time()))
+            served_by=strip_userinfo(resp.endpoint), created_at=time.time())
+        engine.pending_responses.append(row)
+        engine.journal.append(row, engine.pending_ledger[-1])  # on disk now: a crash keeps it
+        self._keep_prompt(i)
         self.progress.add("sent", usage.prompt_tokens + usage.completion_tokens, cost)
+
+    def _keep_prompt(self, i: int) -> None:
+        """Queue the prompt as sent (after truncation) for the per-sample view: once per
+        request key, when it is sent; an answer served from the cache was kept when paid."""
+        req = self.requests[i]
+        text = req.prompt if req.prompt is not None else json.dumps(req.messages, ensure_ascii=False)
+        if self.engine.secrets and any(s in text for s in self.engine.secrets):
+            text = redact(text)
+        self.engine.pending_prompts.append((self.keys[i], text))
 
     def _failed(self, i: int, err: ProviderError, attempts: int) -> None:
         self.sources[i] = "failed"
         self.engine.pending_ledger.append(self._entry(i, "failed", attempts=attempts))
+        self._keep_prompt(i)
         sid = self.samples[i].id if self.samples is not None else None
         self.engine.pending_failures.append(FailureRow(key=self.keys[i], run_id=self.engine.run_id, sample_id=sid,
                                                        kind=err.kind, status=err.status, message=err.message,
@@ -395,13 +420,17 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
 
     out = out_dir(cfg, run_id)  # checked before anything is sent
     with opening.result() as store:
-        store.start_run(run_id, cfg.benchmark, spec.label, public_config(cfg, spec))
-        before = store.ledger(run_id)
-        invocation = InvocationEntry(len(before.invocations) + 1, t_start, pid=os.getpid(), host=socket.gethostname())
-        store.put_invocation(run_id, invocation)
+        with store.session():
+            replay(store, store.path)  # answers a crashed process had received but not stored
+            store.start_run(run_id, cfg.benchmark, spec.label, public_config(cfg, spec))
+            before = store.ledger(run_id)
+            invocation = InvocationEntry(len(before.invocations) + 1, t_start, pid=os.getpid(),
+                                         host=socket.gethostname())
+            store.put_invocation(run_id, invocation)
         # --max-cost is the run's budget across its invocations: what earlier ones paid counts
         budget = Budget(cfg.max_cost, spent=sum(g.cost_usd for g in before.requests))
-        engine = Engine(store, run_id, invocation.invocation, cfg.progress, budget, runner)
+        engine = Engine(store, run_id, invocation.invocation, cfg.progress, budget, runner,
+                        Journal(store.path, run_id))
 
         async def ctx_generate(reqs: list[Request], purpose: str) -> list[Response | ProviderError]:
             target = judge if purpose == "judge" and judge is not None else client
@@ -435,35 +464,37 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
             except Exception as exc:
                 failure = exc
             await engine.flush()
+            engine.journal.close()
             tg.cancel_scope.cancel()
         if failure is not None:
             raise failure
         loaded = samples if isinstance(samples, list) else kept
-        # earlier invocations' statuses and payments: an answer this run produced stays its own
-        previous = {e.sample_id: e for e in store.sample_entries(run_id)} if before.invocations else {}
-        paid = store.paid_keys(run_id) if before.invocations else {}
-        rows = [_result_row(run_id, r, merge_sample(previous.get(r.sample_id),
-                                                    SampleEntry(r.sample_id, r.task, status, invocation.invocation),
-                                                    paid.get(r.key or "")))
-                for r, status in zip(results, _statuses(results, generated.sources))]
-        rows += _unsent_rows(run_id, invocation.invocation, loaded, kept)
-        store.put_results(rows)
-        stats = runner.stats()
-        invocation.wall_s = round(time.time() - t_start, 3)
-        invocation.requests, invocation.retries = stats.requests_sent, stats.retries
-        invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
-        invocation.finished = True
-        ledger = store.ledger(run_id)
-        invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
-        store.put_invocation(run_id, invocation)
-        ledger.invocations[-1] = invocation
-        scores = benchmark.aggregate(results, prep_report)
-        limits["no_template_sent_as_chat"] = sorted(as_chat)
-        summary = run_summary(cfg, run_id, spec, account(ledger), store.sample_entries(run_id, unsettled_only=True),
-                              engine.latencies, runner, scores, prep_report, truncated, limits, prices, client,
-                              unpriced)
-        summary = dict(redact_json(summary))
-        store.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)
+        with store.session():  # the closing writes and reads in one opening of the file
+            # earlier invocations' statuses and payments: an answer this run produced stays its own
+            previous = {e.sample_id: e for e in store.sample_entries(run_id)} if before.invocations else {}
+            paid = store.paid_keys(run_id) if before.invocations else {}
+            rows = [_result_row(run_id, r, merge_sample(previous.get(r.sample_id),
+                                                        SampleEntry(r.sample_id, r.task, status, invocation.invocation),
+                                                        paid.get(r.key or "")))
+                    for r, status in zip(results, _statuses(results, generated.sources))]
+            rows += _unsent_rows(run_id, invocation.invocation, loaded, kept)
+            store.put_results(rows)
+            stats = runner.stats()
+            invocation.wall_s = round(time.time() - t_start, 3)
+            invocation.requests, invocation.retries = stats.requests_sent, stats.retries
+            invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
+            invocation.finished = True
+            ledger = store.ledger(run_id)
+            invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
+            store.put_invocation(run_id, invocation)
+            ledger.invocations[-1] = invocation
+            scores = benchmark.aggregate(results, prep_report)
+            limits["no_template_sent_as_chat"] = sorted(as_chat)
+            summary = run_summary(cfg, run_id, spec, account(ledger), store.sample_entries(run_id, unsettled_only=True),
+                                  engine.latencies, runner, scores, prep_report, truncated, limits, prices, client,
+                                  unpriced)
+            summary = dict(redact_json(summary))
+            store.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)
     write_out(out, summary)
     return summary
 
@@ -514,7 +545,7 @@ async def _score(benchmark: Benchmark, samples: list[Sample], generated: Generat
     ok_samples, ok_preds, ok_results = [], [], []
     for s, ans, source, key in zip(samples, generated.answers, generated.sources, generated.keys):
         r = SampleResult(sample_id=s.id, task=s.task, status="failed", cached=source != "sent", key=key,
-                         truncated_tokens=truncated.get(s.id, 0), meta=dict(s.meta), references=list(s.answers))
+                         truncated_tokens=truncated.get(s.id, 0), meta=s.meta, references=list(s.answers))
         if isinstance(ans, Response):
             r.status = "ok"
             r.prediction = ans.text
@@ -543,5 +574,6 @@ def _result_row(run_id: str, r: SampleResult, entry: SampleEntry) -> dict[str, A
     row = dict(vars(r))  # shallow: dataclasses.asdict deep-copies and costs ~0.1 ms a row
     meta = row.pop("meta")
     row.update(run_id=run_id, purpose="eval", meta_json=json.dumps(meta, default=str, ensure_ascii=False),
-               status=entry.status, invocation=entry.invocation)
+               status=entry.status, invocation=entry.invocation,
+               references_json=json.dumps(row.pop("references"), ensure_ascii=False))
     return row

@@ -15,7 +15,10 @@ class Sample:
     `prompt` is the filled template (not yet truncated). `chat` says whether an official
     implementation wraps it in the model's chat template (LongBench: not for few-shot and
     code tasks); chat-only APIs get one plain user message either way. `meta` carries
-    whatever the metric needs (all_classes, length, language, the BAMBOO row...).
+    whatever the metric needs (all_classes, length, language, the BAMBOO row...); scoring
+    adds what the per-sample view shows beside the raw output: `parsed`, the answer as
+    the metric read it, and `judge`, one record per judge call (prompt name, reference,
+    reply, verdict).
     """
 
     id: str

@@ -226,7 +226,8 @@ def test_endpoint_pool_routes_around_a_dead_replica(tmp_path, start_sim):
                 "--base-url", dead + "/v1", "--concurrency", "8")
     assert s["samples"]["answered"] == 120
     served = {e["url"]: e for e in s["endpoints"]}
-    assert served[dead + "/v1"]["served"] == 0 and not served[dead + "/v1"]["healthy"]
+    # taken out after failing ("healthy" at the end depends on how long ago: its back-off is 1 s)
+    assert served[dead + "/v1"]["served"] == 0 and served[dead + "/v1"]["failed"] >= 1
     a, b = good_a.stats()["ok"], good_b.stats()["ok"]
     assert a + b == 120 and min(a, b) > 20  # least-outstanding routing spreads the load
 
@@ -264,13 +265,15 @@ def test_sigkill_mid_run_then_resume_requests_nothing_twice(tmp_path, start_sim)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "out" / "run.json").read_text())
-    # the killed invocation paid for `stored` answers: they stay "answered" in it
+    # the killed invocation paid for the answers in the cache and for those its journal
+    # held (replayed by the resumed run): they stay "answered" in it
     assert summary["samples"]["answered"] == 200 and summary["complete"]
-    assert [i["sent"] for i in summary["invocations"]] == [stored, 200 - stored]
+    paid = summary["invocations"][0]["sent"]
+    assert stored <= paid < 200 and summary["invocations"][1]["sent"] == 200 - paid
     assert not summary["invocations"][0]["finished"] and summary["invocations"][1]["finished"]
     log = sim.stats(log=True)["log"]
     asked_again = set(log) & {hashlib.sha256(p.encode()).hexdigest() for p in prompts}
-    assert len(log) == 200 - stored and len(asked_again) == 200 - stored  # only the missing ones
+    assert len(log) == 200 - paid and len(asked_again) == 200 - paid  # only the missing ones
 
 
 def test_api_key_never_stored_or_printed(tmp_path, start_sim):
@@ -329,7 +332,8 @@ def test_bad_input_gives_one_line_and_exit_2(tmp_path, start_sim):
     try:
         assert holder.stdout.readline().strip() == "ok"
         line = _one_clean_line(_cli("run", f"jsonl:{data}", "--model", "openai-compat:sim",
-                                    "--base-url", sim.base_url + "/v1", "--cache", str(cache)))
+                                    "--base-url", sim.base_url + "/v1", "--cache", str(cache),
+                                    env=dict(os.environ, ASYNCBENCH_LOCK_WAIT_S="1")))
         assert "in use by another" in line
     finally:
         holder.kill()

@@ -240,3 +240,95 @@ def test_html_report_in_headless_chromium(two_runs: tuple[Path, list[str]], tmp_
     pixels = imread(shot)
     assert pixels.shape[:2] == (4600, 1400)
     assert pixels[..., :3].std() > 0.05  # not a blank page
+
+
+def _dom(browser: str, url: str, shot: Path | None = None) -> str:
+    """The DOM after the page's script ran (and a screenshot when `shot` is given)."""
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--proxy-server=127.0.0.1:9", "--window-size=1400,1800", "--virtual-time-budget=3000"]
+    with tempfile.TemporaryDirectory() as profile:
+        if shot is not None:
+            shot.unlink(missing_ok=True)
+            subprocess.run([browser, *flags, f"--user-data-dir={profile}", f"--screenshot={shot}", url],
+                           capture_output=True, timeout=120)
+            return ""
+        return subprocess.run([browser, *flags, f"--user-data-dir={profile}", "--dump-dom", url],
+                              capture_output=True, text=True, timeout=120).stdout
+
+
+def _detail(dom: str, run_id: str) -> str:
+    found = re.search(rf'<div class="detail" id="detail-{run_id}">(.*?)</div>', dom, re.DOTALL)
+    assert found, "the detail pane did not open"
+    return found.group(1)
+
+
+def _as_text_node(text: str | None) -> str:
+    text = text or ""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _visible_rows(dom: str, run_id: str) -> list[list[str]]:
+    table = re.search(rf'<table id="samples-table-{run_id}">.*?<tbody>(.*?)</tbody>', dom, re.DOTALL)
+    assert table, "the sample table is missing"
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(1))]
+
+
+def test_sample_viewer_filters_sorts_and_opens_a_sample_in_headless_chromium(
+        two_runs: tuple[Path, list[str]], tmp_path: Path) -> None:
+    from asyncbench.report.samples import load_samples
+    from asyncbench.report.viewer import readable
+    from asyncbench.store import Store
+
+    cache, ids = two_runs
+    html = tmp_path / "report.html"
+    assert cli(["report", *ids, "--cache", str(cache), "--out", str(html)]) == 0
+    text = html.read_text()
+    assert not re.search(r'(src|href)="(?!data:)', text) and "<script src" not in text  # still self-contained
+    records = {r.sample_id: r for r in load_samples(Store(cache), ids[0])}
+    # the two runs (full and cut prompts) disagree on some samples: listed, largest first
+    other = {r.sample_id: r for r in load_samples(Store(cache), ids[1])}
+    differ = [k for k, r in records.items() if r.score != other[k].score]
+    compare = re.search(rf'<table id="compare-{ids[0]}-{ids[1]}">.*?<tbody>(.*?)</tbody>', text, re.DOTALL)
+    assert compare and compare.group(1).count("<tr>") == len(differ) > 0
+
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    run = ids[0]
+    everything = _visible_rows(_dom(browser, f"{html.as_uri()}#samples={run}"), run)
+    assert len(everything) == 237
+    # filter: one task, a score range, sorted by score from the top
+    url = f"{html.as_uri()}#samples={run}&task=qasper&min=0.05&max=0.9&sort=score%3Adesc"
+    rows = _visible_rows(_dom(browser, url), run)
+    expected = sorted((r for r in records.values() if r.task == "qasper" and r.score is not None
+                       and 0.05 <= r.score <= 0.9), key=lambda r: -(r.score or 0))
+    assert [row[0] for row in rows] == [r.sample_id for r in expected] and rows
+    assert [float(row[3]) for row in rows] == sorted((float(row[3]) for row in rows), reverse=True)
+    # status filter: every sample of this run was answered, so "failed" shows none
+    assert _visible_rows(_dom(browser, f"{html.as_uri()}#samples={run}&status=failed"), run) == []
+    # the detail pane: references, prediction and the prompt. The first run's prompts (full
+    # contexts, ~10 MB) are kept in the file as head and tail, pointing to `samples`
+    longest = max(records.values(), key=lambda r: len(r.prompt or ""))
+    pane = _detail(_dom(browser, f"{html.as_uri()}#samples={run}&open={longest.sample_id}"), run)
+    assert f"{longest.sample_id} ({longest.task})" in pane
+    assert "characters left out of this report" in pane and f"asyncbench samples {run}" in pane
+    assert _as_text_node(longest.references[0][:40]) in pane and "Prediction" in pane
+    # the second run's prompts (cut to 1,500 tokens) are whole in the file: collapsed to head
+    # and tail with a control to expand, and whole when expanded
+    cut = max(other.values(), key=lambda r: len(r.prompt or ""))
+    base = f"{html.as_uri()}#samples={ids[1]}&open={cut.sample_id}"
+    collapsed, expanded = _detail(_dom(browser, base), ids[1]), _detail(_dom(browser, base + "&expand=1"), ids[1])
+    assert 'class="expand"' in collapsed and "characters …]" in collapsed
+    tail = _as_text_node(readable(cut.prompt)[-200:])
+    middle = _as_text_node(readable(cut.prompt)[len(readable(cut.prompt)) // 2:][:200])
+    assert tail in collapsed and middle not in collapsed
+    assert middle in expanded and 'class="expand"' not in expanded
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    _dom(browser, url + "&focus=1", ARTIFACTS / "viewer_filtered.png")
+    _dom(browser, f"{html.as_uri()}#samples={run}&open={longest.sample_id}&focus=1", ARTIFACTS / "viewer_detail.png")
+    from matplotlib.image import imread
+
+    for name in ("viewer_filtered.png", "viewer_detail.png"):
+        assert imread(ARTIFACTS / name)[..., :3].std() > 0.05

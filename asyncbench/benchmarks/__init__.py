@@ -25,6 +25,47 @@ def benchmark_classes() -> dict[str, type[Benchmark]]:
     return found
 
 
+def benchmark_options(benchmark: str, given: Mapping[str, Any], model: str,
+                      tokenizer: str | None = None) -> dict[str, Any]:
+    """The options the chosen benchmark reads (`LoadOptions.extra`, part of the run id),
+    from values keyed by option name (`CliOption.key`; None or False: not given), as the
+    CLI and the Python API both pass them. Another benchmark's option is an error (it
+    would do nothing); a list option takes a list or a comma-separated string."""
+    classes = benchmark_classes()
+    family = "jsonl" if benchmark.startswith("jsonl:") else benchmark.partition(":")[0]
+    chosen = classes.get(family)
+    mine = {opt.key for opt in chosen.OPTIONS} if chosen else set()
+    for name, cls in classes.items():
+        for opt in cls.OPTIONS:
+            if opt.key not in mine and given.get(opt.key) not in (None, False):
+                raise UserError(f"{opt.flag} is a {name} option; {family} does not use it")
+    extra: dict[str, Any] = {}
+    for opt in chosen.OPTIONS if chosen else ():
+        value = given.get(opt.key)
+        if value is None or value is False:
+            if opt.default is None:
+                continue
+            value = opt.default
+        if opt.kind == "list":
+            value = [x.strip() for x in value.split(",") if x.strip()] if isinstance(value, str) else list(value)
+        elif opt.choices and value not in opt.choices:
+            raise UserError(f"{opt.flag} must be one of {', '.join(opt.choices)} (got {value!r})")
+        extra[opt.key] = value
+    if family == "100-longbench":
+        # generation measures lengths with the target model's tokenizer when known
+        from ..tokenizers import tiktoken_encoding_for
+
+        tok = tokenizer or tiktoken_encoding_for(model.partition(":")[2])
+        if tok:
+            extra["tokenizer"] = tok
+    return extra
+
+
+def option_keys() -> dict[str, str]:
+    """Every benchmark option's key -> its flag (the Python API's keyword arguments)."""
+    return {opt.key: opt.flag for cls in benchmark_classes().values() for opt in cls.OPTIONS}
+
+
 def parse_benchmark(spec: str, extra: Mapping[str, Any] | None = None,
                     data_dir: Path | None = None) -> tuple[Benchmark, list[str] | None]:
     """`longbench:hotpotqa,qasper` -> (LongBench(), ["hotpotqa", "qasper"]); `jsonl:PATH`."""

@@ -35,7 +35,6 @@ from typing import Any, ClassVar
 
 from ..errors import UserError
 from ..metrics import bamboo as M
-from ..metrics import registry as metrics
 from ..sandbox import Program
 from ..types import Sample, SampleResult
 from .base import BadRow, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
@@ -334,7 +333,9 @@ class BambooBenchmark:
         for i, (s, pred) in enumerate(zip(samples, predictions)):
             name = s.meta["dataset"]
             if name != "private_eval":
-                scores[i] = metrics.score(f"bamboo_{name}", pred, [s.meta["answer"]])
+                judged = M.judge(name, pred, s.meta["answer"])  # the metric bamboo_<name> is its score
+                scores[i] = judged.score
+                s.meta["parsed"] = judged.parsed
                 continue
             program = M.private_eval_program(s.meta["problem"], pred, self._keywords())
             if program is None:

@@ -43,6 +43,7 @@ from ..longbench_table import (
     NO_CHAT_TEMPLATE,
     STOP,
     ZH_DATASETS,
+    first_line,
 )
 from ..prompts import LongBenchConfig, fill_prompt, load_config
 from ..types import Sample, SampleResult
@@ -297,6 +298,9 @@ async def score_longbench(samples: list[Sample], predictions: list[str],
 
     if len(samples) != len(predictions):
         raise ValueError(f"{len(samples)} samples but {len(predictions)} predictions")
+    for s, pred in zip(samples, predictions):  # what the metric reads, for the per-sample view
+        if s.task.removesuffix("_e") in FIRST_LINE_DATASETS:
+            s.meta["parsed"] = first_line(pred)
     call = functools.partial(
         score_many,
         [s.task for s in samples],

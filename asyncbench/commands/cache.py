@@ -31,7 +31,7 @@ def main(args: argparse.Namespace) -> int:
         copied = recover(Path(path).expanduser(), Path(args.out).expanduser())
         print(f"recovered into {args.out}: " + ", ".join(f"{n} {table}" for table, n in copied.items()))
         return 0
-    with Store(path) as store:
+    with Store(path).session() as store:
         if args.action == "stats":
             print(json.dumps(store.stats(), indent=2))
         elif args.action == "runs":

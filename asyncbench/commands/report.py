@@ -68,8 +68,13 @@ def main(args: argparse.Namespace) -> int:
         except ImportError:
             raise UserError("the HTML report needs matplotlib: pip install 'asyncbench[report]'") from None
         from ..report.html import render_html
+        from ..report.samples import load_samples
+        from ..store import Store
 
-        text = render_html(report, runs)
+        store = Store(Path(args.cache or default_cache_path()).expanduser())
+        with store.session():
+            samples = {r.run_id: load_samples(store, r.run_id) for r in runs}
+        text = render_html(report, runs, samples)
     if args.out:
         out = Path(args.out).expanduser()
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -79,35 +79,11 @@ def _add_benchmark_options(p: argparse.ArgumentParser) -> None:
 
 
 def _extra(args: argparse.Namespace) -> dict[str, Any]:
-    """The chosen benchmark's options, as it declares them; another benchmark's flag is an
-    error (it would do nothing)."""
-    from ..benchmarks import benchmark_classes
-    from ..errors import UserError
+    """The chosen benchmark's options, as it declares them (benchmarks.benchmark_options)."""
+    from ..benchmarks import benchmark_options, option_keys
 
-    classes = benchmark_classes()
-    family = "jsonl" if args.benchmark.startswith("jsonl:") else args.benchmark.partition(":")[0]
-    chosen = classes.get(family)
-    mine = {opt.key for opt in chosen.OPTIONS} if chosen else set()
-    for name, cls in classes.items():
-        for opt in cls.OPTIONS:
-            if opt.key not in mine and getattr(args, opt.key) not in (None, False):
-                raise UserError(f"{opt.flag} is a {name} option; {family} does not use it")
-    extra: dict[str, Any] = {}
-    for opt in chosen.OPTIONS if chosen else ():
-        value = getattr(args, opt.key)
-        if value is None or value is False:
-            if opt.default is None:
-                continue
-            value = opt.default
-        extra[opt.key] = [x.strip() for x in value.split(",") if x.strip()] if opt.kind == "list" else value
-    if family == "100-longbench":
-        # generation measures lengths with the target model's tokenizer when known
-        from ..tokenizers import tiktoken_encoding_for
-
-        tok = args.tokenizer or tiktoken_encoding_for(args.model.partition(":")[2])
-        if tok:
-            extra["tokenizer"] = tok
-    return extra
+    return benchmark_options(args.benchmark, {k: getattr(args, k) for k in option_keys()}, args.model,
+                             args.tokenizer)
 
 
 def _fleet_urls(path: str) -> list[str]:

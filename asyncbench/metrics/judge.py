@@ -90,17 +90,24 @@ async def _replies(ctx: Any, prompts: Sequence[str], tasks: Sequence[str | None]
     return [a.text if isinstance(a, Response) else None for a in answers]
 
 
+Calls = list[list[dict[str, Any]]]  # per item, a record of each judge call (the per-sample view)
+
+
 async def qa_scores(ctx: Any, template: str, items: Sequence[tuple[str, Sequence[str], str]],
-                    tasks: Sequence[str | None] | None = None) -> list[float]:
+                    tasks: Sequence[str | None] | None = None, calls_out: Calls | None = None) -> list[float]:
     """Scores in [0, 1] for (question, reference answers, answer) triples: the best
-    reference's fluency x correctness / 6 (eval_trec.py's max over ground truths)."""
+    reference's fluency x correctness / 6 (eval_trec.py's max over ground truths).
+    `calls_out[i]` receives item i's calls: reference, reply, score."""
     tasks = list(tasks) if tasks else [None] * len(items)
-    calls = [(i, template.format(question=q, correct_answers=ref, parsed_output=pred))
+    calls = [(i, ref, template.format(question=q, correct_answers=ref, parsed_output=pred))
              for i, (q, refs, pred) in enumerate(items) for ref in refs]
-    replies = await _replies(ctx, [p for _, p in calls], [tasks[i] for i, _ in calls])
+    replies = await _replies(ctx, [p for _, _, p in calls], [tasks[i] for i, _, _ in calls])
     scores = [0.0] * len(items)
-    for (i, _), reply in zip(calls, replies):
-        scores[i] = max(scores[i], parse_qa(reply or ""))
+    for (i, ref, _), reply in zip(calls, replies):
+        score = parse_qa(reply or "")
+        scores[i] = max(scores[i], score)
+        if calls_out is not None:
+            calls_out[i].append({"prompt": "judge_prompt", "reference": ref, "reply": reply, "score": score})
     return scores
 
 
@@ -120,9 +127,10 @@ async def _tried(ctx: Any, prompts: list[str], tasks: list[str | None]) -> list[
 
 async def summary_scores(ctx: Any, fluency_template: str, precision_template: str,
                          items: Sequence[tuple[Sequence[str], str]],
-                         tasks: Sequence[str | None] | None = None) -> list[float]:
+                         tasks: Sequence[str | None] | None = None, calls_out: Calls | None = None) -> list[float]:
     """Scores in [0, 1] for (reference summaries, summary) pairs: the best reference's
-    fluency x supported sentences / sentences."""
+    fluency x supported sentences / sentences. `calls_out[i]` receives item i's parsed
+    verdicts per reference (a judge reply that never parsed shows as null)."""
     tasks = list(tasks) if tasks else [None] * len(items)
     pairs = [(i, ref, pred.strip()) for i, (refs, pred) in enumerate(items) for ref in refs]
     fluency = await _tried(ctx, [fluency_template.format(text=pred) for _, _, pred in pairs],
@@ -135,7 +143,10 @@ async def summary_scores(ctx: Any, fluency_template: str, precision_template: st
     for k, p in zip(asked, got):
         precision[k] = p
     scores = [0.0] * len(items)
-    for (i, _, _), f, p in zip(pairs, fluency, precision):
+    for (i, ref, _), f, p in zip(pairs, fluency, precision):
+        if calls_out is not None:
+            calls_out[i].append({"prompt": "fluency_prompt + precision_prompt", "reference": ref,
+                                 "fluency": f, "precision": p})
         if f is None or p is None:
             continue
         try:

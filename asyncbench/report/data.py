@@ -188,6 +188,6 @@ def load_runs(cache: str | Path, run_ids: list[str]) -> list[RunReport]:
     path = Path(cache).expanduser()
     if not path.is_file():
         raise UserError(f"no cache file at {path}; run a benchmark first or pass --cache FILE")
-    with Store(path) as store:
+    with Store(path).session() as store:  # one consistent read; writers wait meanwhile
         chosen = select_runs(store.runs(), run_ids, path)
         return [_load_one(store, run) for run in chosen]

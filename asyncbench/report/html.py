@@ -1,5 +1,6 @@
-"""One self-contained HTML file: inline CSS, figures as base64 PNG data URIs, no scripts
-and no external assets, so it can be mailed, attached to CI, or opened offline.
+"""One self-contained HTML file: inline CSS, figures as base64 PNG data URIs, the sample
+viewer's data and script inline (viewer.py), no external assets, so it can be mailed,
+attached to CI, or opened offline.
 
 Every table and figure has a stable id (`leaderboard-<benchmark>`, `plot-length-<benchmark>`,
 `cost`, `plot-latency`, ...) so tests and users can find them.
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Mapping, Sequence
 from html import escape
 
-from . import plots
+from . import plots, viewer
 from .data import RunReport
 from .model import Report
+from .samples import SampleRecord
 from .tables import (
     Table,
     cost_table,
@@ -59,7 +62,8 @@ def _figure(fig_id: str, png: bytes, caption: str) -> str:
             f"<figcaption class=\"note\">{escape(caption)}</figcaption></figure>")
 
 
-def render_html(report: Report, runs: list[RunReport]) -> str:
+def render_html(report: Report, runs: list[RunReport],
+                samples: Mapping[str, Sequence[SampleRecord]] | None = None) -> str:
     parts = [f"<h1>asyncbench report</h1><p class=\"note\">Generated {escape(report.generated_at)}; "
              f"{len(runs)} run(s). Grey italic rows and grey markers are published numbers from the papers.</p>"]
     for board in report.leaderboards:
@@ -86,5 +90,27 @@ def render_html(report: Report, runs: list[RunReport]) -> str:
     for run in report.runs:
         parts.append(f"<h3>{escape(run['label'])} per task</h3>" + _table(f"tasks-run-{run['run_id']}", run_task_table(run)))
     parts.append("<h2>Endpoints</h2>" + _table("endpoints", endpoint_table(report)))
+    script = ""
+    if samples:
+        parts.append("<h2>Samples</h2>")
+        parts += _comparisons(runs, samples)
+        parts += [viewer.sample_viewer(r.run_id, r.label, samples[r.run_id]) for r in runs if r.run_id in samples]
+        script = f"<script>{viewer.SCRIPT}</script>"
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>asyncbench report</title>"
-            f"<style>{_CSS}</style></head><body>{''.join(parts)}</body></html>\n")
+            f"<style>{_CSS}{viewer.CSS}</style></head><body>{''.join(parts)}{script}</body></html>\n")
+
+
+def _comparisons(runs: list[RunReport], samples: Mapping[str, Sequence[SampleRecord]]) -> list[str]:
+    """Each later run of a benchmark against its first run in the report, sample by sample."""
+    first: dict[str, RunReport] = {}
+    parts = []
+    for run in runs:
+        base = first.setdefault(run.benchmark, run)
+        if base is run or run.run_id not in samples or base.run_id not in samples:
+            continue
+        rows = viewer.disagreements(samples[base.run_id], samples[run.run_id])
+        header = ["sample", "task", "score A", "score B", "B - A", "prediction A", "prediction B"]
+        title = (f"<h3>Where they disagree: A = {escape(base.label)}, B = {escape(run.label)}</h3>"
+                 f'<p class="note">{len(rows)} samples scored differently (largest difference first, at most 500).</p>')
+        parts.append(title + _table(f"compare-{base.run_id}-{run.run_id}", (header, rows)))
+    return parts

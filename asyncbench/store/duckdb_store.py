@@ -10,23 +10,40 @@
   reports is summed from them (ledger.account).
 - `meta`: the schema version, checked on open; a v1 file is migrated in place.
 
-DuckDB allows one writing process per file; a second one gets a clear error. Writes are
-batched into one columnar statement (row-by-row commits manage ~300 rows/s here).
+- `prompts`: the prompt of each request as sent (after truncation), once per request
+  key however many runs send it: what the per-sample view shows beside the answer.
+
+Several processes share one file: DuckDB lets one process at a time open it, so a Store
+holds no connection between operations. Each operation (or a `session()` grouping
+several) opens the file, works and closes it, retrying for up to LOCK_WAIT_S while
+another process holds it (benchmarks/concurrent_writers.md measures this against one
+held connection). Closing checkpoints, so a response is durable once its write returns.
+Writes are batched into one columnar statement (row-by-row commits manage ~300 rows/s).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+import random
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar
 
 from ..errors import UserError
 from ..ledger import InvocationEntry, Ledger, RequestEntry, RequestGroup, SampleEntry, StatusCount
 
-SCHEMA_VERSION = 2
+if TYPE_CHECKING:
+    import duckdb
+
+SCHEMA_VERSION = 3
+# How long an operation waits for another process to release the file before giving up.
+LOCK_WAIT_S = float(os.environ.get("ASYNCBENCH_LOCK_WAIT_S", "120"))
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -46,7 +63,7 @@ _SCHEMA = [
         status VARCHAR, score DOUBLE, prediction VARCHAR, cached BOOLEAN, error VARCHAR,
         prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
         cost_usd DOUBLE, latency_ms DOUBLE, truncated_tokens BIGINT, meta_json VARCHAR,
-        invocation INTEGER, PRIMARY KEY (run_id, sample_id, purpose))""",
+        invocation INTEGER, references_json VARCHAR, PRIMARY KEY (run_id, sample_id, purpose))""",
     """CREATE TABLE IF NOT EXISTS ledger_requests (
         run_id VARCHAR, invocation INTEGER, purpose VARCHAR, task VARCHAR, source VARCHAR, key VARCHAR,
         sample_id VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
@@ -55,6 +72,7 @@ _SCHEMA = [
         run_id VARCHAR, invocation INTEGER, started_at DOUBLE, wall_s DOUBLE, requests BIGINT, retries BIGINT,
         rate_limited BIGINT, transient_errors BIGINT, complete BOOLEAN, finished BOOLEAN, pid INTEGER,
         host VARCHAR, PRIMARY KEY (run_id, invocation))""",
+    "CREATE TABLE IF NOT EXISTS prompts (key VARCHAR PRIMARY KEY, prompt VARCHAR)",
 ]
 LEDGER_COLUMNS = ("invocation", "purpose", "task", "source", "key", "sample_id", "prompt_tokens", "completion_tokens",
                   "cached_prompt_tokens", "cost_usd", "saved_usd", "latency_ms", "attempts")
@@ -97,7 +115,18 @@ RESPONSE_COLUMNS = ("key", "provider", "model", "endpoint", "request_json", "tex
                     "cost_usd", "served_by", "created_at")
 RESULT_COLUMNS = ("run_id", "sample_id", "task", "purpose", "key", "status", "score", "prediction",
                   "cached", "error", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
-                  "cost_usd", "latency_ms", "truncated_tokens", "meta_json", "invocation")
+                  "cost_usd", "latency_ms", "truncated_tokens", "meta_json", "invocation", "references_json")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _in_session(method: Callable[Concatenate[Store, P], R]) -> Callable[Concatenate[Store, P], R]:
+    """Run a Store method inside a session: its own connection, or the caller's open one."""
+    @functools.wraps(method)
+    def wrapper(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.session():
+            return method(self, *args, **kwargs)
+    return wrapper
 
 
 @dataclass
@@ -116,8 +145,6 @@ class Store:
     """A DuckDB file holding the cache, runs and results. Use as a context manager."""
 
     def __init__(self, path: str | Path) -> None:
-        import duckdb
-
         self.path = Path(path).expanduser()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,18 +153,58 @@ class Store:
                             "(is part of that path a file?); pass --cache PATH.duckdb in a writable folder") from None
         if self.path.is_dir():
             raise UserError(f"cache path {self.path} is a folder; pass --cache {self.path / 'cache.duckdb'}")
-        try:
-            self.con = duckdb.connect(str(self.path))
+        self._lock = threading.RLock()  # one thread at a time uses the open connection
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._depth = 0
+        self.lock_waits = 0  # how many times an open found the file held by another process
+        with self.session():
             self._migrate()
-        except duckdb.IOException as exc:
-            if "lock" in str(exc).lower():
-                raise UserError(
-                    f"cache file {self.path} is in use by another asyncbench process; wait for it to "
-                    f"finish or pass --cache OTHER.duckdb"
-                ) from None
-            raise _corrupt(self.path, exc) from None
-        except duckdb.Error as exc:
-            raise _corrupt(self.path, exc) from None
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The open connection; only inside `session()` (every public method opens one)."""
+        if self._con is None:
+            raise RuntimeError("Store.con used outside Store.session()")
+        return self._con
+
+    @contextmanager
+    def session(self) -> Iterator[Store]:
+        """Hold the file open for a group of operations (reentrant; closed at the outer
+        end). Keep sessions short: other processes wait for the file meanwhile."""
+        with self._lock:
+            if self._con is None:
+                self._con = self._open()
+            self._depth += 1
+            try:
+                yield self
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    con, self._con = self._con, None
+                    con.close()
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        """Connect, waiting (with jittered backoff) while another process holds the file."""
+        import duckdb
+
+        deadline = time.monotonic() + LOCK_WAIT_S
+        delay = 0.005
+        while True:
+            try:
+                return duckdb.connect(str(self.path))
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower():
+                    raise _corrupt(self.path, exc) from None
+                if time.monotonic() > deadline:
+                    raise UserError(
+                        f"cache file {self.path} is in use by another process (not asyncbench, or one holding "
+                        f"it for over {LOCK_WAIT_S:.0f} s); wait for it to finish or pass --cache OTHER.duckdb"
+                    ) from None
+            except duckdb.Error as exc:
+                raise _corrupt(self.path, exc) from None
+            self.lock_waits += 1
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.1)
 
     def _migrate(self) -> None:
         for stmt in _SCHEMA:
@@ -148,8 +215,15 @@ class Store:
         elif int(row[0]) > SCHEMA_VERSION:
             raise UserError(f"cache file {self.path} has schema v{row[0]}, newer than this asyncbench "
                             f"(v{SCHEMA_VERSION}); upgrade asyncbench or use another --cache")
-        elif int(row[0]) == 1:
-            self._from_v1()
+        elif int(row[0]) < SCHEMA_VERSION:
+            if int(row[0]) == 1:
+                self._from_v1()
+            self._from_v2()
+
+    def _from_v2(self) -> None:
+        """v3 adds each sample's references to `results` (`prompts` is created above)."""
+        self.con.execute("ALTER TABLE results ADD COLUMN IF NOT EXISTS references_json VARCHAR")
+        self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
 
     def _from_v1(self) -> None:
         """v1 kept per-sample results and a summary per run, no ledger: each old run gets
@@ -172,10 +246,11 @@ class Store:
                         [run_id, started, old.get("wall_s", 0.0), old.get("requests_sent", 0), old.get("retries", 0),
                          old.get("rate_limited", 0), old.get("transient_errors", 0),
                          bool(old) and not old.get("n_failed") and not old.get("n_skipped_budget"), bool(old)])
-        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+        con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
         con.execute("COMMIT")
 
     # -- responses -------------------------------------------------------------------
+    @_in_session
     def lookup(self, keys: Iterable[str]) -> dict[str, CachedResponse]:
         """Cached answers for many keys in one query."""
         keys = list(dict.fromkeys(keys))
@@ -187,6 +262,7 @@ class Store:
         ).fetchall()
         return {r[0]: CachedResponse(*r) for r in rows}
 
+    @_in_session
     def put_responses(self, rows: Sequence[ResponseRow] | Sequence[dict[str, Any]]) -> None:
         """Insert successful responses (one transaction); existing keys are kept."""
         if not rows:
@@ -195,6 +271,7 @@ class Store:
         columns = [[r.get(c, now if c == "created_at" else None) for r in rows] for c in RESPONSE_COLUMNS]
         self.con.execute(f"INSERT OR IGNORE INTO responses SELECT {_unnest(len(columns))}", columns)
 
+    @_in_session
     def put_failures(self, rows: Sequence[FailureRow] | Sequence[dict[str, Any]]) -> None:
         if not rows:
             return
@@ -206,6 +283,7 @@ class Store:
         )
 
     # -- runs and results ------------------------------------------------------------
+    @_in_session
     def start_run(self, run_id: str, benchmark: str, model: str, config: dict[str, Any]) -> None:
         self.con.execute(
             "INSERT INTO runs VALUES (?, ?, ?, ?, ?, NULL, 'running', NULL) ON CONFLICT (run_id) DO UPDATE "
@@ -213,15 +291,18 @@ class Store:
             [run_id, benchmark, model, json.dumps(config, sort_keys=True), time.time()],
         )
 
+    @_in_session
     def run_config(self, run_id: str) -> dict[str, Any] | None:
         row = self.con.execute("SELECT config_json FROM runs WHERE run_id = ?", [run_id]).fetchone()
         return json.loads(row[0]) if row else None
 
+    @_in_session
     def finish_run(self, run_id: str, status: str, summary: dict[str, Any]) -> None:
         self.con.execute("UPDATE runs SET finished_at = ?, status = ?, summary_json = ? WHERE run_id = ?",
                          [time.time(), status, json.dumps(summary, sort_keys=True), run_id])
 
     # -- the ledger -------------------------------------------------------------------
+    @_in_session
     def put_ledger_requests(self, run_id: str, rows: Sequence[RequestEntry]) -> None:
         """Append request rows (one transaction)."""
         if not rows:
@@ -230,11 +311,13 @@ class Store:
         columns += [[getattr(r, c) for r in rows] for c in LEDGER_COLUMNS]
         self.con.execute(f"INSERT INTO ledger_requests SELECT {_unnest(len(columns))}", columns)
 
+    @_in_session
     def put_invocation(self, run_id: str, inv: InvocationEntry) -> None:
         """Record an invocation when it starts, and again (the same row) when it ends."""
         self.con.execute(f"INSERT OR REPLACE INTO invocations VALUES ({', '.join('?' * (len(INVOCATION_COLUMNS) + 1))})",
                          [run_id, *(getattr(inv, c) for c in INVOCATION_COLUMNS)])
 
+    @_in_session
     def ledger(self, run_id: str) -> Ledger:
         """A run's ledger as `ledger.account` reads it: sample statuses counted per task and
         request rows summed per (invocation, task, purpose, source) — GROUP BY queries over
@@ -251,6 +334,7 @@ class Store:
             [run_id]).fetchall()]
         return Ledger(statuses, requests, invocations)
 
+    @_in_session
     def sample_entries(self, run_id: str, unsettled_only: bool = False) -> list[SampleEntry]:
         """A run's sample rows (eval), by sample id; `unsettled_only`: those that did not settle."""
         where = " AND status NOT IN ('answered', 'from_cache', 'shared', 'excluded')" if unsettled_only else ""
@@ -258,12 +342,21 @@ class Store:
             "SELECT sample_id, task, status, coalesce(invocation, 1), error FROM results "
             f"WHERE run_id = ? AND purpose = 'eval'{where} ORDER BY sample_id", [run_id]).fetchall()]
 
+    @_in_session
     def paid_keys(self, run_id: str) -> dict[str, int]:
         """Request keys a run paid for, with the invocation that paid."""
         rows = self.con.execute("SELECT key, min(invocation) FROM ledger_requests WHERE run_id = ? AND source = 'sent' "
                                 "GROUP BY key", [run_id]).fetchall()
         return {k: int(i) for k, i in rows}
 
+    @_in_session
+    def put_prompts(self, rows: Sequence[tuple[str, str]]) -> None:
+        """Store (request key, prompt as sent) pairs; a key already stored is kept."""
+        if rows:
+            self.con.execute(f"INSERT OR IGNORE INTO prompts SELECT {_unnest(2)}",
+                             [[k for k, _ in rows], [p for _, p in rows]])
+
+    @_in_session
     def put_results(self, rows: list[dict[str, Any]]) -> None:
         """Upsert per-sample results of a run (one transaction)."""
         if not rows:
@@ -271,10 +364,12 @@ class Store:
         columns = [[r.get(c) for r in rows] for c in RESULT_COLUMNS]
         self.con.execute(f"INSERT OR REPLACE INTO results SELECT {_unnest(len(columns))}", columns)
 
+    @_in_session
     def results(self, run_id: str) -> list[dict[str, Any]]:
         cur = self.con.execute(f"SELECT {', '.join(RESULT_COLUMNS)} FROM results WHERE run_id = ? ORDER BY sample_id", [run_id])
         return [dict(zip(RESULT_COLUMNS, r)) for r in cur.fetchall()]
 
+    @_in_session
     def find_run(self, wanted: str) -> str:
         """The run id that `wanted` is, or is the unique prefix of."""
         ids = [r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY started_at",
@@ -285,6 +380,7 @@ class Store:
             raise UserError(f"run id prefix {wanted!r} matches {len(ids)} runs in {self.path}; give more characters")
         return str(ids[0])
 
+    @_in_session
     def runs(self) -> list[dict[str, Any]]:
         cols = ("run_id", "benchmark", "model", "started_at", "finished_at", "status", "summary_json")
         cur = self.con.execute(f"SELECT {', '.join(cols)} FROM runs ORDER BY started_at")
@@ -297,6 +393,7 @@ class Store:
         assert row is not None, sql
         return tuple(row)
 
+    @_in_session
     def stats(self) -> dict[str, Any]:
         n, tok_in, tok_out, cost = self._one(
             "SELECT count(*), coalesce(sum(prompt_tokens),0), coalesce(sum(completion_tokens),0), "
@@ -316,6 +413,7 @@ class Store:
             "by_model": {m: {"responses": c, "cost_usd": float(u)} for m, c, u in by_model},
         }
 
+    @_in_session
     def clear(self, model: str | None = None, runs: bool = False) -> int:
         """Delete cached responses (of one provider:model, or all) and their failures; with
         `runs`, also every run's history (runs, samples, ledger, invocations)."""
@@ -331,6 +429,7 @@ class Store:
                 self.con.execute(f"DELETE FROM {table}")
         return int(n)
 
+    @_in_session
     def export(self, out: Path, fmt: str) -> int:
         """Write the responses to `out` through DuckDB's relation API (parquet) or line by
         line (JSON lines): the path never becomes part of an SQL statement."""
@@ -356,7 +455,7 @@ class Store:
         return int(row[0]) if row else 0
 
     def close(self) -> None:
-        self.con.close()
+        """Nothing to release between operations; kept so a Store reads as a resource."""
 
     def __enter__(self) -> Store:
         return self
@@ -389,7 +488,7 @@ def _corrupt(path: Path, exc: Exception) -> UserError:
                      f"`asyncbench cache recover --cache {path} --out NEW.duckdb`, or pass --cache OTHER.duckdb")
 
 
-TABLES = ("responses", "failures", "results", "runs", "ledger_requests", "invocations")
+TABLES = ("responses", "failures", "results", "runs", "ledger_requests", "invocations", "prompts")
 
 
 def recover(broken: Path, out: Path) -> dict[str, int]:
@@ -406,16 +505,17 @@ def recover(broken: Path, out: Path) -> dict[str, int]:
         raise UserError(f"nothing in {broken} is readable ({str(exc).splitlines()[0]}); "
                         "delete it and run again to rebuild the cache from the APIs") from None
     copied: dict[str, int] = {}
-    with Store(out) as dst:
+    with Store(out).session() as dst:
         for table in TABLES:
             copied[table] = 0
             try:
-                columns = [c for c in dst.con.table(table).columns]
-                cursor = src.execute(f"SELECT {', '.join(columns)} FROM {table}")  # names from our schema
+                # names from our schema; an older file lacks later columns (and tables)
+                columns = [c for c in dst.con.table(table).columns if c in src.table(table).columns]
+                cursor = src.execute(f"SELECT {', '.join(columns)} FROM {table}")
                 while rows := cursor.fetchmany(5_000):
                     dst.con.execute("BEGIN")
-                    dst.con.executemany(f"INSERT OR IGNORE INTO {table} VALUES ({', '.join('?' * len(columns))})",
-                                        rows)
+                    dst.con.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) "
+                                        f"VALUES ({', '.join('?' * len(columns))})", rows)
                     dst.con.execute("COMMIT")
                     copied[table] += len(rows)
             except duckdb.Error:

@@ -236,6 +236,7 @@ class LongBench100:
             if pred is None:
                 continue
             line = first_line(pred)
+            s.meta["parsed"] = line
             if s.metric in ("uuid", "number"):
                 scores[i] = metrics.score(s.metric, line, s.answers[:1])
             elif not line.strip():
@@ -250,13 +251,18 @@ class LongBench100:
                 sum_tasks.append(s.task)
         release = load_release(self.data_dir) if qa_items or sum_items else None
         if qa_items and release is not None:
-            for i, v in zip(qa_idx, await judge.qa_scores(ctx, release.judge["judge_prompt"], qa_items, qa_tasks)):
+            calls: judge.Calls = [[] for _ in qa_idx]
+            found = await judge.qa_scores(ctx, release.judge["judge_prompt"], qa_items, qa_tasks, calls)
+            for i, v, c in zip(qa_idx, found, calls):
                 scores[i] = v
+                samples[i].meta["judge"] = c
         if sum_items and release is not None:
+            calls = [[] for _ in sum_idx]
             found = await judge.summary_scores(ctx, release.judge["fluency_prompt"], release.judge["precision_prompt"],
-                                               sum_items, sum_tasks)
-            for i, v in zip(sum_idx, found):
+                                               sum_items, sum_tasks, calls)
+            for i, v, c in zip(sum_idx, found, calls):
                 scores[i] = v
+                samples[i].meta["judge"] = c
         return scores
 
     # -- aggregate ------------------------------------------------------------------------

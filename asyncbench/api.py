@@ -1,0 +1,193 @@
+"""The Python API: `asyncbench.evaluate(benchmark, model=..., **options) -> EvalResult`.
+
+The same path as `asyncbench run`: options become one validated RunConfig (benchmark
+options through `benchmarks.benchmark_options`, as the CLI's flags do), the engine runs
+it, and the result is read back from the store, so `evaluate` and `load_run` of the same
+run return equal objects. `evaluate_async` is the coroutine, for notebooks and programs
+that already run an event loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+
+from .config import RunConfig
+from .errors import UserError
+from .report.samples import SampleRecord, load_samples
+from .store import Store, default_cache_path
+
+if TYPE_CHECKING:
+    import pandas
+
+
+class Options(TypedDict, total=False):
+    """`evaluate`'s keyword options: `asyncbench run`'s flags by their long names, with
+    dashes as underscores (`--max-cost` -> max_cost); benchmark-specific ones are accepted
+    for their benchmark only."""
+
+    # the run (RunConfig)
+    judge: str
+    base_urls: Sequence[str]
+    judge_base_urls: Sequence[str]
+    endpoint_id: str
+    api: Literal["chat", "completions"]
+    data_dir: str | Path
+    cache: str | Path
+    out: str | Path
+    limit: int
+    concurrency: int
+    rpm: float
+    tpm: float
+    max_cost: float
+    dry_run: bool
+    timeout_s: float
+    max_attempts: int
+    max_input_tokens: int
+    tokenizer: str
+    temperature: float
+    repeat: int
+    prices: str | Path
+    progress: bool
+    backend: Literal["local", "ray"]
+    ray_address: str
+    ray_workers: int
+    # BAMBOO
+    length: Literal["4k", "16k", "both"]
+    skip_bad_rows: bool
+    allow_unsafe_sandbox: bool
+    sandbox_python: str
+    sandbox_own_python: bool
+    # MiniLongBench
+    estimate_method: Literal["irt", "direct", "blend"]
+    # 100-LongBench
+    lengths: Sequence[str] | str
+    base_lengths: Sequence[str] | str
+    base_ability: Literal["release", "paper"]
+    rows: int
+    seed: int
+    prior_threshold: float
+
+
+_RUN_FIELDS = {f.name for f in dataclasses.fields(RunConfig)} - {"benchmark", "model", "extra"}
+_PATHS = ("data_dir", "cache", "out", "prices")
+
+
+@dataclass
+class EvalResult:
+    """One stored run. `scores` is run.json's "scores"; `cost` its "cost_usd" (by purpose
+    and total, from the ledger); `complete` is False when samples did not settle."""
+
+    run_id: str
+    benchmark: str
+    model: str
+    complete: bool
+    scores: dict[str, Any]
+    cost: dict[str, float]
+    summary: dict[str, Any] = field(repr=False)
+    cache: Path = field(repr=False)
+    _samples: list[SampleRecord] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def samples(self) -> list[SampleRecord]:
+        """Every sample with prompt, references, prediction, score and cost (read once)."""
+        if self._samples is None:
+            self._samples = load_samples(Store(self.cache), self.run_id)
+        return self._samples
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """The samples as a DataFrame (needs pandas)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise UserError("to_pandas needs pandas: pip install pandas") from None
+        return pd.DataFrame([dataclasses.asdict(r) for r in self.samples])
+
+
+def _config(benchmark: str, model: str, options: Options) -> RunConfig:
+    from .benchmarks import benchmark_options, option_keys
+
+    given: dict[str, Any] = dict(options)
+    bench_keys = option_keys()
+    unknown = sorted(k for k in given if k not in _RUN_FIELDS and k not in bench_keys)
+    if unknown:
+        raise UserError(f"unknown option {unknown[0]!r} for asyncbench.evaluate; the options are run's flags "
+                        f"with underscores (e.g. max_cost, lengths): {', '.join(sorted(Options.__annotations__))}")
+    extra = benchmark_options(benchmark, {k: v for k, v in given.items() if k in bench_keys}, model,
+                              given.get("tokenizer"))
+    run: dict[str, Any] = {k: v for k, v in given.items() if k in _RUN_FIELDS}
+    for key in _PATHS:
+        if run.get(key) is not None:
+            run[key] = str(run[key])
+    for key in ("base_urls", "judge_base_urls"):
+        if key in run:
+            run[key] = list(run[key])
+    run.setdefault("progress", False)
+    return RunConfig(benchmark=benchmark, model=model, extra=extra, **run).validate()
+
+
+async def evaluate_async(benchmark: str, model: str, **options: Unpack[Options]) -> EvalResult:
+    """Run an evaluation (cache first, as `asyncbench run`) and return its stored result."""
+    from .engine import execute
+
+    cfg = _config(benchmark, model, options)
+    summary = await execute(cfg)
+    if cfg.dry_run:
+        raise UserError("dry_run=True sends nothing and stores no run; use `asyncbench run --dry-run` to price one")
+    return load_run(summary["run_id"], cache=cfg.cache)
+
+
+def evaluate(benchmark: str, model: str, **options: Unpack[Options]) -> EvalResult:
+    """`evaluate_async` for plain code. Inside a running event loop (a notebook cell) it
+    runs on a thread of its own, so it still returns the result rather than failing."""
+    import anyio
+
+    async def go() -> EvalResult:
+        return await evaluate_async(benchmark, model, **options)
+
+    try:
+        import asyncio
+
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(go)
+    box: dict[str, Any] = {}
+
+    def worker() -> None:
+        try:
+            box["result"] = anyio.run(go)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=worker, name="asyncbench-evaluate")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    result: EvalResult = box["result"]
+    return result
+
+
+def load_run(run_id: str, cache: str | Path | None = None) -> EvalResult:
+    """A stored run by id or unique prefix, as `evaluate` returned it."""
+    path = Path(cache).expanduser() if cache else default_cache_path()
+    if not path.is_file():
+        raise UserError(f"no cache file at {path}; run a benchmark first or pass cache=PATH")
+    store = Store(path)
+    with store.session():
+        found = store.find_run(run_id)
+        row = store.con.execute("SELECT benchmark, model, summary_json FROM runs WHERE run_id = ?", [found]).fetchone()
+    assert row is not None
+    benchmark, model, summary_json = row
+    if not summary_json:
+        raise UserError(f"run {found} has no summary yet (still running or interrupted); finish it with "
+                        f"`asyncbench run --resume {found}`")
+    summary = json.loads(summary_json)
+    return EvalResult(run_id=found, benchmark=benchmark, model=model, complete=bool(summary.get("complete")),
+                      scores=summary.get("scores") or {}, cost=summary.get("cost_usd") or {}, summary=summary,
+                      cache=path)

@@ -1,0 +1,154 @@
+"""Every sample of a stored run, as typed records: what was asked (the prompt as sent,
+after truncation), what was expected, what came back, how it was read and scored, and
+what it took (tokens, USD, latency, attempts).
+
+One query joins the sample ledger (`results`), the prompts (stored once per request key)
+and the run's request rows. `usd` is what this run paid for the sample's eval request
+(its ledger rows), so the column adds up to the run's eval cost; an answer served from
+the cache shows 0 here and its original price in `cached_usd`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..ledger import SETTLED
+from ..store import Store
+
+FORMATS = ("table", "jsonl", "csv", "parquet")
+
+
+@dataclass
+class SampleRecord:
+    """One sample of one run. `prompt` is None when the answer came from a cache written
+    before prompts were kept, or the sample was never sent; `parsed` and `judge` are None
+    where the benchmark does not parse or judge."""
+
+    run_id: str
+    sample_id: str
+    task: str
+    status: str  # ledger.SAMPLE_STATUSES
+    score: float | None
+    prediction: str | None
+    parsed: Any
+    references: list[str]
+    prompt: str | None
+    judge: list[dict[str, Any]] | None
+    prompt_tokens: int
+    completion_tokens: int
+    usd: float
+    cached_usd: float
+    latency_ms: float | None
+    attempts: int
+    truncated_tokens: int
+    error: str | None
+    key: str | None
+
+    @property
+    def settled(self) -> bool:
+        return self.status in SETTLED
+
+
+COLUMNS = tuple(f.name for f in fields(SampleRecord))
+
+_QUERY = """
+SELECT r.run_id, r.sample_id, r.task, r.status, r.score, r.prediction, r.meta_json, r.references_json, p.prompt,
+       coalesce(r.prompt_tokens, 0), coalesce(r.completion_tokens, 0), coalesce(a.usd, 0), coalesce(a.saved, 0),
+       r.latency_ms, coalesce(a.attempts, 0), coalesce(r.truncated_tokens, 0), r.error, r.key
+FROM results r
+LEFT JOIN prompts p ON p.key = r.key
+LEFT JOIN (SELECT sample_id, sum(cost_usd) AS usd, sum(saved_usd) AS saved,
+                  sum(attempts) FILTER (WHERE source IN ('sent', 'failed')) AS attempts
+           FROM ledger_requests WHERE run_id = $run AND purpose = 'eval' GROUP BY sample_id) a
+       ON a.sample_id = r.sample_id
+WHERE r.run_id = $run AND r.purpose = 'eval'{where}
+ORDER BY r.task, r.sample_id
+"""
+
+
+def load_samples(store: Store, run_id: str, task: str | None = None, failed: bool = False) -> list[SampleRecord]:
+    """The run's samples (a unique prefix of its id works), by task then id; `task`: only
+    that task; `failed`: only those that did not settle (failed, skipped)."""
+    with store.session():
+        run = store.find_run(run_id)
+        where, params = "", {"run": run}
+        if task is not None:
+            where += " AND r.task = $task"
+            params["task"] = task
+        if failed:
+            where += f" AND r.status NOT IN ({', '.join(repr(s) for s in sorted(SETTLED))})"
+        rows = store.con.execute(_QUERY.format(where=where), params).fetchall()
+        if task is not None and not rows:
+            known = [t for (t,) in store.con.execute(
+                "SELECT DISTINCT task FROM results WHERE run_id = ? AND purpose = 'eval' ORDER BY 1", [run]).fetchall()]
+            if task not in known:
+                raise UserError(f"run {run} has no task {task!r}; its tasks: {', '.join(known)}")
+    return [_record(row) for row in rows]
+
+
+def _record(row: tuple[Any, ...]) -> SampleRecord:
+    (run_id, sample_id, task, status, score, prediction, meta_json, refs_json, prompt, p_tok, c_tok, usd, saved,
+     latency, attempts, truncated, error, key) = row
+    meta = json.loads(meta_json) if meta_json else {}
+    return SampleRecord(run_id, sample_id, task, status, score, prediction, meta.get("parsed"),
+                        json.loads(refs_json) if refs_json else [], prompt, meta.get("judge"), int(p_tok),
+                        int(c_tok), float(usd), float(saved), latency, int(attempts), int(truncated), error, key)
+
+
+def _flat(record: SampleRecord) -> dict[str, Any]:
+    """A record with its lists and objects as JSON text: one cell each in CSV and parquet."""
+    out = asdict(record)
+    for name in ("parsed", "references", "judge"):
+        if out[name] is not None:
+            out[name] = json.dumps(out[name], ensure_ascii=False)
+    return out
+
+
+def write_samples(records: Sequence[SampleRecord], fmt: str, out: Path | None) -> None:
+    """Write records as JSON lines, CSV or parquet to `out` (None: stdout; not parquet)."""
+    if fmt not in FORMATS[1:]:
+        raise UserError(f"unknown samples format {fmt!r}; use one of {', '.join(FORMATS[1:])}")
+    if out is not None and not out.parent.is_dir():
+        raise UserError(f"cannot write {out}: folder {out.parent} does not exist")
+    if fmt == "parquet":
+        if out is None:
+            raise UserError("parquet needs --out FILE.parquet")
+        _write_parquet([_flat(r) for r in records], out)
+        return
+    with (out.open("w", encoding="utf-8", newline="") if out is not None else contextlib.nullcontext(sys.stdout)) as fh:
+        if fmt == "jsonl":
+            fh.writelines(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in records)
+        else:
+            writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+            writer.writeheader()
+            writer.writerows(_flat(r) for r in records)
+
+
+_TYPES = {"score": "DOUBLE", "usd": "DOUBLE", "cached_usd": "DOUBLE", "latency_ms": "DOUBLE", "prompt_tokens": "BIGINT",
+          "completion_tokens": "BIGINT", "attempts": "BIGINT", "truncated_tokens": "BIGINT"}
+
+
+def _write_parquet(rows: list[dict[str, Any]], out: Path) -> None:
+    """Through an in-memory DuckDB table (no pyarrow needed); the path is passed to the
+    relation API, never into SQL text."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        con.execute("CREATE TABLE samples (" + ", ".join(f'"{c}" {_TYPES.get(c, "VARCHAR")}' for c in COLUMNS) + ")")
+        if rows:
+            cols = [[r[c] for r in rows] for c in COLUMNS]
+            con.execute("INSERT INTO samples SELECT " + ", ".join(f"unnest(${i + 1})" for i in range(len(cols))), cols)
+        con.table("samples").write_parquet(str(out))
+    except duckdb.Error as exc:
+        raise UserError(f"cannot write {out}: {str(exc).splitlines()[0]}") from None
+    finally:
+        con.close()

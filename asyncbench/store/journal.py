@@ -1,0 +1,128 @@
+"""A per-process journal of paid answers, so a crash loses only requests still in flight.
+
+The store is written in batches, each opening the file (other processes share it between
+batches), so an answer waits a few tens of milliseconds before it is in DuckDB — longer
+when another process holds the file. Each paid answer (its cache row and its ledger row)
+is therefore also appended to `<cache>.journal/<host>-<pid>-<n>.jsonl` the moment it
+arrives: one line, flushed to the OS, which survives SIGKILL of the process. When a batch
+is committed its journal file is deleted (a new one takes the answers that arrive
+meanwhile). The next run on the cache replays the files of processes that are gone:
+responses by key (INSERT OR IGNORE), ledger rows only where the same row is not already
+stored, so a file deleted late is not counted twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+from pathlib import Path
+from typing import IO, Any
+
+from ..ledger import RequestEntry
+from .duckdb_store import LEDGER_COLUMNS, RESPONSE_COLUMNS, ResponseRow, Store
+
+
+def journal_dir(cache: Path) -> Path:
+    return cache.with_name(cache.name + ".journal")
+
+
+class Journal:
+    """Append-only files of one process's answers, rotated at each committed batch."""
+
+    def __init__(self, cache: Path, run_id: str) -> None:
+        self.dir = journal_dir(cache)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.run_id = run_id
+        self._prefix = f"{socket.gethostname()}-{os.getpid()}-"
+        self._n = 0
+        self._fh: IO[str] | None = None
+        self.path = self._next()
+
+    def _next(self) -> Path:
+        self._n += 1
+        path = self.dir / f"{self._prefix}{self._n}.jsonl"
+        self._fh = path.open("a", encoding="utf-8")
+        return path
+
+    def append(self, response: ResponseRow, entry: RequestEntry) -> None:
+        """One answer, on disk (in the OS's hands) before this returns."""
+        assert self._fh is not None
+        self._fh.write(json.dumps({"run_id": self.run_id, "response": response, "ledger": dataclasses.asdict(entry)},
+                                  ensure_ascii=False) + "\n")
+        self._fh.flush()
+
+    def rotate(self) -> Path:
+        """Start a new file for what arrives next; the old one is deleted by `done` once
+        the batch holding its answers is committed."""
+        old = self.path
+        if self._fh is not None:
+            self._fh.close()
+        self.path = self._next()
+        return old
+
+    @staticmethod
+    def done(path: Path) -> None:
+        path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """At the end of a run (everything committed): remove the last, empty file."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        self.done(self.path)
+
+
+def _alive(name: str) -> bool:
+    """Whether the process that writes journal `<host>-<pid>-<n>` still runs."""
+    host, _, pid = name.rpartition("-")[0].rpartition("-")
+    if host != socket.gethostname():
+        return True  # another machine's process: not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def replay(store: Store, cache: Path) -> int:
+    """Write the journals of dead processes into the store, then delete them. Returns the
+    number of answers replayed (already stored ones included)."""
+    folder = journal_dir(cache)
+    if not folder.is_dir():
+        return 0
+    files = [p for p in sorted(folder.glob("*.jsonl")) if not _alive(p.stem)]
+    replayed = 0
+    for path in files:
+        lines: list[dict[str, Any]] = []
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    lines.append(json.loads(line))
+                except ValueError:
+                    break  # the last line, cut by the crash
+        if lines:
+            _write(store, lines)
+            replayed += len(lines)
+        path.unlink(missing_ok=True)
+    return replayed
+
+
+def _write(store: Store, lines: list[dict[str, Any]]) -> None:
+    with store.session():
+        store.put_responses([{c: line["response"].get(c) for c in RESPONSE_COLUMNS} for line in lines])
+        con = store.con
+        con.execute("BEGIN")
+        for line in lines:
+            entry = line["ledger"]
+            values = [line["run_id"], *(entry[c] for c in LEDGER_COLUMNS)]
+            con.execute(
+                f"INSERT INTO ledger_requests SELECT {', '.join('?' * len(values))} WHERE NOT EXISTS ("
+                "SELECT 1 FROM ledger_requests WHERE run_id = ? AND invocation = ? AND key = ? AND purpose = ? "
+                "AND source = ? AND sample_id IS NOT DISTINCT FROM ?)",
+                [*values, line["run_id"], entry["invocation"], entry["key"], entry["purpose"], entry["source"],
+                 entry["sample_id"]])
+        con.execute("COMMIT")
