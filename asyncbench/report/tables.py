@@ -39,9 +39,13 @@ def fmt_num(v: Any) -> str:
 
 
 def fmt_cell(row: Row, key: str) -> str:
-    """A score; one built on a subset of its samples says so ("partial n/N"), and a
-    partial run's headline numbers are never shown plain."""
+    """A score, with the half-width of its 95% bootstrap interval where the run has one;
+    one built on a subset of its samples says so ("partial n/N"), and a partial run's
+    headline numbers are never shown plain."""
     value = fmt_score(row.cells.get(key))
+    if value != "-" and key in row.intervals:
+        lo, hi = row.intervals[key]
+        value += f" ±{(hi - lo) / 2:.2f}"
     mark = row.partial_cells.get(key) or (row.partial if not key.startswith("task:") else None)
     return f"({value}) {mark}" if mark and value != "-" else value
 
