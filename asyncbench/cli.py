@@ -23,6 +23,7 @@ COMMANDS: dict[str, str | dict[str, str]] = {
     "simulate": "asyncbench.commands.simulate",
     "cache": "asyncbench.commands.cache",
     "report": "asyncbench.commands.report",
+    "compare": "asyncbench.commands.compare",
     "score": {
         "longbench": "asyncbench.commands.score_longbench",
         "bamboo": "asyncbench.commands.score_bamboo",
@@ -44,6 +45,7 @@ HELP = {
     "simulate": "start the local endpoint simulator (OpenAI, Anthropic, TGI wire formats)",
     "cache": "inspect, export or clear the response cache",
     "report": "show stored runs side by side (table, Markdown, JSON, HTML with plots)",
+    "compare": "compare two runs of one benchmark: paired differences, intervals and p-values",
     "score": "score predictions made elsewhere with the official metrics",
     "estimate": "estimate full-benchmark scores (MiniLongBench IRT, LongScore)",
     "minilongbench": "rebuild MiniLongBench anchors and IRT parameters",

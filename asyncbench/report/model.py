@@ -49,6 +49,8 @@ class Report:
     generated_at: str
     leaderboards: list[Leaderboard]
     runs: list[dict[str, Any]] = field(default_factory=list)
+    # B - A per score for each benchmark given exactly two runs (report.compare.Comparison)
+    comparisons: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -253,4 +255,21 @@ def build_report(runs: list[RunReport], with_references: bool = True) -> Report:
         order = {c.key[5:]: i for i, c in enumerate(board.columns) if c.key.startswith("task:")}
         for run in members:  # per-task tables and plots follow the leaderboard's (the paper's) order
             run.tasks.sort(key=lambda t: order.get(t.task, len(order)))
-    return Report(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), boards, [_run_block(r) for r in runs])
+    return Report(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), boards, [_run_block(r) for r in runs],
+                  _comparisons(groups))
+
+
+def _comparisons(groups: dict[str, list[RunReport]]) -> list[dict[str, Any]]:
+    """The paired comparison of each benchmark given exactly two runs (the second minus
+    the first), when they share scored samples."""
+    from ..errors import UserError
+    from .compare import compare_runs
+
+    out = []
+    for members in groups.values():
+        if len(members) == 2:
+            try:
+                out.append(compare_runs(members[0], members[1]).to_dict())
+            except UserError:  # no sample in common: nothing to pair
+                continue
+    return out
