@@ -77,7 +77,7 @@ def test_compare_finds_a_real_difference_and_none_between_equal_runs() -> None:
     rng = np.random.default_rng(11)
     a = rng.uniform(0, 1, size=200)
     b = np.clip(a + 0.08 + rng.normal(0, 0.05, size=200), 0, 1)
-    plan = lambda s: Plan({"t": mean_stratum(s.tolist())}, _mean_of_tasks)  # noqa: E731
+    plan = lambda s: Plan({"t": mean_stratum(s.tolist())}, _mean_of_tasks)
     better = compare(plan(a), plan(b))["overall"]
     assert better["diff"] > 5 and better["ci"][0] > 0 and better["p"] < 0.01 and better["distinguishable"]
     worse = compare(plan(b), plan(a))["overall"]
