@@ -18,11 +18,14 @@ Averages are taken over unrounded dataset means; only the returned numbers are r
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .longbench_table import CATEGORIES, CATEGORY_OF, CODE_DATASETS, ZH_DATASETS
 from .metrics.longbench_score import base_dataset
+
+if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
+    from .estimators.intervals import Plan, Tree
 
 LENGTH_BINS = ("0-4k", "4-8k", "8k+")
 
@@ -42,19 +45,17 @@ def _languages(dataset: str) -> tuple[str, ...]:
     return ("zh",) if dataset in ZH_DATASETS else ("en",)
 
 
-def _mean(values: Sequence[float]) -> float:
+def _mean(values: Sequence[Any]) -> Any:
+    """The mean of numbers, or leaf by leaf of equal-length arrays (bootstrap resamples)."""
     return sum(values) / len(values)
 
 
-def _summarise(rows: list[tuple[str, float]]) -> dict[str, Any]:
-    """overall / by_category / by_task of (dataset name, score in [0, 1]) rows."""
-    per_task: dict[str, list[float]] = defaultdict(list)
-    for name, score in rows:
-        per_task[name].append(score)
-    task_mean = {name: 100 * _mean(s) for name, s in per_task.items()}
-
+def macro_average(task_mean: Mapping[str, Any]) -> dict[str, Any]:
+    """overall {en, zh, all} / by_category / by_task from per-dataset means x100, unrounded.
+    The means may be numbers or arrays of bootstrap resamples (estimators.intervals): the
+    intervals are then made by this very code, so they average exactly as the scores do."""
     # category -> language ("en", "zh", "all") -> dataset means
-    buckets: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    buckets: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     for name, value in task_mean.items():
         base = base_dataset(name)
         cat = buckets[CATEGORY_OF[base]]
@@ -69,11 +70,24 @@ def _summarise(rows: list[tuple[str, float]]) -> dict[str, Any]:
         cats = [_mean(buckets[c][lang]) for c in ordered if buckets[c][lang]]
         # Code alone does not make a language score (LongBench-E has no ZH number).
         present = lang == "all" or any(_languages(b) == (lang,) for b in bases)
-        overall[lang] = round(_mean(cats), 2) if cats and present else None
+        overall[lang] = _mean(cats) if cats and present else None
     return {
         "overall": overall,
-        "by_category": {c: round(_mean(buckets[c]["all"]), 2) for c in ordered},
-        "by_task": {name: round(task_mean[name], 2) for name in _task_order(task_mean)},
+        "by_category": {c: _mean(buckets[c]["all"]) for c in ordered},
+        "by_task": {name: task_mean[name] for name in _task_order(task_mean)},
+    }
+
+
+def _summarise(rows: list[tuple[str, float]]) -> dict[str, Any]:
+    """overall / by_category / by_task of (dataset name, score in [0, 1]) rows."""
+    per_task: dict[str, list[float]] = defaultdict(list)
+    for name, score in rows:
+        per_task[name].append(score)
+    avg = macro_average({name: 100 * _mean(s) for name, s in per_task.items()})
+    return {
+        "overall": {lang: None if v is None else round(v, 2) for lang, v in avg["overall"].items()},
+        "by_category": {c: round(v, 2) for c, v in avg["by_category"].items()},
+        "by_task": {name: round(v, 2) for name, v in avg["by_task"].items()},
     }
 
 
@@ -107,3 +121,21 @@ def aggregate_longbench(rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
     if binned:
         result["by_length"] = {b: _summarise(binned[b]) for b in LENGTH_BINS if b in binned}
     return result
+
+
+def resampling_plan(rows: Iterable[tuple[str, float]]) -> Plan:
+    """The bootstrap plan of `aggregate_longbench` over `(dataset, score)` rows: each
+    dataset a stratum of independent samples (LongBench samples have their own contexts),
+    combined by `macro_average` into the keys a run's scores use."""
+    from .estimators.intervals import Plan, mean_stratum
+
+    per_task: dict[str, list[float]] = defaultdict(list)
+    for name, score in rows:
+        per_task[name].append(score)
+    return Plan({name: mean_stratum(s) for name, s in per_task.items()}, _scores_tree)
+
+
+def _scores_tree(task_mean: Mapping[str, Any]) -> Tree:
+    avg = macro_average(task_mean)
+    return {"overall": avg["overall"]["all"], "overall_en": avg["overall"]["en"], "overall_zh": avg["overall"]["zh"],
+            "by_category": avg["by_category"], "by_task": avg["by_task"]}

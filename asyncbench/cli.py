@@ -24,6 +24,7 @@ COMMANDS: dict[str, str | dict[str, str]] = {
     "cache": "asyncbench.commands.cache",
     "report": "asyncbench.commands.report",
     "samples": "asyncbench.commands.samples",
+    "compare": "asyncbench.commands.compare",
     "score": {
         "longbench": "asyncbench.commands.score_longbench",
         "bamboo": "asyncbench.commands.score_bamboo",
@@ -46,6 +47,7 @@ HELP = {
     "cache": "inspect, export or clear the response cache",
     "report": "show stored runs side by side (table, Markdown, JSON, HTML with plots)",
     "samples": "show or export every sample of a run: prompt, references, output, score, cost",
+    "compare": "compare two runs of one benchmark: paired differences, intervals and p-values",
     "score": "score predictions made elsewhere with the official metrics",
     "estimate": "estimate full-benchmark scores (MiniLongBench IRT, LongScore)",
     "minilongbench": "rebuild MiniLongBench anchors and IRT parameters",

@@ -135,7 +135,9 @@ def test_markdown_two_runs_with_published_rows(two_runs: tuple[Path, list[str]],
     assert not any("| reference |" in line or "(paper)" in line for line in anchors)
     for run in runs:
         line = next(line for line in anchors if line.startswith(f"| {run.label} | run |"))
-        assert f"| {run.summary['scores']['overall']:.2f} |" in line
+        scores = run.summary["scores"]
+        lo, hi = scores["ci95"]["overall"]  # the run's 95% interval, as its half-width
+        assert f"| {scores['overall']:.2f} ±{(hi - lo) / 2:.2f} |" in line
     # per-task table: runs side by side with the paper's per-dataset numbers
     triviaqa = next(line for line in estimated if line.startswith("| triviaqa"))
     assert triviaqa.count("|") == 2 + 2 + 8 and "| 91.40 |" in triviaqa

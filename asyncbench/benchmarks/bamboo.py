@@ -25,19 +25,23 @@ from __future__ import annotations
 import ast
 import functools
 import gzip
+import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import UserError
 from ..metrics import bamboo as M
 from ..sandbox import Program
 from ..types import Sample, SampleResult
 from .base import BadRow, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
+
+if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
+    from ..estimators.intervals import Array, Plan, Tree
 
 RELEASE_URL = "https://raw.githubusercontent.com/RUCAIBox/BAMBOO/main/"
 # The files the public release has (all ten at 4k; four at 16k).
@@ -301,6 +305,8 @@ class BambooBenchmark:
             except (KeyError, IndexError, TypeError) as exc:
                 raise UserError(f"{task}.jsonl line {line}: row lacks what the {name} prompt needs ({exc!r})") from None
             meta: dict[str, Any] = {"dataset": name, "length": level, "line": line}
+            if "content" in row:  # questions on one paper, meeting or show share it: a bootstrap cluster
+                meta["context"] = hashlib.sha1(str(row["content"]).encode("utf-8", "surrogatepass")).hexdigest()[:12]
             if name == "private_eval":
                 meta["task_id"] = row["task_id"]
                 meta["problem"] = private.problem(row["task_id"]) if private else {}
@@ -356,10 +362,9 @@ class BambooBenchmark:
         """Per dataset and level in percent (F1 for hallucination detection, with P/R in
         `detail`), per level, 16k - 4k, and format errors. Format errors are re-derived
         from the predictions, which is cheap and needs nothing from scoring time."""
-        by_task_rows: dict[str, list[SampleResult]] = {}
-        for r in results:
-            if r.status == "ok" and r.prediction is not None:
-                by_task_rows.setdefault(r.task, []).append(r)
+        from ..estimators.intervals import intervals
+
+        by_task_rows = _scored_by_task(results)
         order = {f"{d}_{lv}": i for i, (d, lv) in enumerate((d, lv) for lv in M.LEVELS for d in M.DATASETS)}
         by_task: dict[str, float] = {}
         detail: dict[str, dict[str, Any]] = {}
@@ -374,9 +379,50 @@ class BambooBenchmark:
             "by_length": levels["by_length"],
             "diff_16k_minus_4k": levels["diff_16k_minus_4k"],
         }
+        out["ci95"] = intervals(self.resampling_plan(results))
         out["format_errors"] = {t: d["format_errors"] for t, d in detail.items()}
         out["detail"] = {t: {k: (round(v, 2) if isinstance(v, float) else v) for k, v in d.items()} for t, d in detail.items()}
         return out
+
+    def resampling_plan(self, results: list[SampleResult]) -> Plan:
+        """The bootstrap plan of `aggregate`: each task a stratum whose samples sharing a
+        context (`meta["context"]`, the hash of the text) are resampled together; F1 for
+        hallucination detection, the mean score for the others. Runs stored before the
+        context was recorded resample each sample alone."""
+        from ..estimators.intervals import Plan, f1_stratum, mean_stratum
+
+        strata = {}
+        for task, rows in _scored_by_task(results).items():
+            name, _ = M.split_task(task)
+            clusters = [r.meta.get("context") or r.sample_id for r in rows]
+            if name in ("senhallu", "abshallu"):
+                judged = [M.judge(name, r.prediction or "", r.meta["answer"]) for r in rows]
+                strata[task] = f1_stratum([bool(j.parsed) for j in judged],
+                                          [M.coerce_bool(r.meta["answer"]) for r in rows], clusters)
+            elif name == "private_eval":
+                strata[task] = mean_stratum([float(r.score or 0.0) for r in rows], clusters)
+            else:
+                strata[task] = mean_stratum([M.judge(name, r.prediction or "", r.meta["answer"]).score for r in rows],
+                                            clusters)
+        return Plan(strata, _scores_tree)
+
+
+def _scored_by_task(results: list[SampleResult]) -> dict[str, list[SampleResult]]:
+    """The answered samples of each task: what `aggregate` scores."""
+    by_task: dict[str, list[SampleResult]] = {}
+    for r in results:
+        if r.status == "ok" and r.prediction is not None:
+            by_task.setdefault(r.task, []).append(r)
+    return by_task
+
+
+def _scores_tree(by_task: Mapping[str, Array]) -> Tree:
+    """overall (mean over tasks) and by_length (mean over each level's tasks), as `aggregate`."""
+    levels: dict[str, list[Array]] = {}
+    for task, value in by_task.items():
+        levels.setdefault(M.split_task(task)[1], []).append(value)
+    return {"overall": sum(by_task.values()) / len(by_task), "by_task": dict(by_task),
+            "by_length": {lv: sum(v) / len(v) for lv, v in levels.items()}}
 
 
 def summarise_results(task: str, rows: list[SampleResult], private: PrivateEvalResources | None) -> dict[str, Any]:

@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict
 
 from ..errors import ProviderError
 from ..types import Request, Response, Sample, SampleResult
+
+if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
+    from ..estimators.intervals import Plan
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ class Scores(TypedDict, total=False):
     base_ability_from: str  # 100-LongBench: the release's base set or the paper's Eq. 1
     longscore: dict[str, Any] | None
     longscore_by_task: dict[str, dict[str, Any] | None]
+    # 95% bootstrap intervals [lo, hi] of the numbers above, in their scale and tree shape
+    # (overall*, by_category, by_task, by_length where the benchmark averages them)
+    ci95: dict[str, Any]
 
 
 # The kinds of score a benchmark's `aggregate` may report and declare in SCORE_COLUMNS;
@@ -164,4 +170,9 @@ class Benchmark(Protocol):
         """`{"overall": float, "by_task": {task: float}, ...}` as the paper reports
         (scores in the paper's scale, e.g. x100 for LongBench). `report` is what
         `prepare` returned (exclusions, load notes), for benchmarks whose tables show it."""
+        ...
+
+    def resampling_plan(self, results: list[SampleResult]) -> Plan:
+        """How `aggregate` makes its numbers from samples, for bootstrap intervals and
+        paired comparisons (estimators.intervals): the strata and how they combine."""
         ...

@@ -11,15 +11,18 @@ are generated and stored but not scored.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import UserError
 from ..jsonl_io import iter_json_objects
 from ..metrics import registry as metrics
 from ..types import Sample, SampleResult
 from .base import CliOption, LoadOptions, RunContext, Scores
+
+if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
+    from ..estimators.intervals import Plan, Tree
 
 # The largest max_tokens a line may ask for: above every provider's output limit.
 MAX_OUTPUT_TOKENS = 1_000_000
@@ -129,9 +132,27 @@ class JsonlBenchmark:
                 for s, pred in zip(samples, predictions)]
 
     def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
-        by_task: dict[str, list[float]] = {}
-        for r in results:
-            if r.score is not None:
-                by_task.setdefault(r.task, []).append(r.score)
+        from ..estimators.intervals import intervals
+
+        by_task = _scored_by_task(results)
         tasks = {t: 100 * sum(v) / len(v) for t, v in by_task.items()}
-        return {"overall": sum(tasks.values()) / len(tasks) if tasks else None, "by_task": tasks}
+        return {"overall": sum(tasks.values()) / len(tasks) if tasks else None, "by_task": tasks,
+                "ci95": intervals(self.resampling_plan(results))}
+
+    def resampling_plan(self, results: list[SampleResult]) -> Plan:
+        """Each task a stratum of its scored samples; overall is the mean over tasks."""
+        from ..estimators.intervals import Plan, mean_stratum
+
+        return Plan({t: mean_stratum(v) for t, v in _scored_by_task(results).items()}, _scores_tree)
+
+
+def _scored_by_task(results: list[SampleResult]) -> dict[str, list[float]]:
+    by_task: dict[str, list[float]] = {}
+    for r in results:
+        if r.score is not None:
+            by_task.setdefault(r.task, []).append(r.score)
+    return by_task
+
+
+def _scores_tree(by_task: Mapping[str, Any]) -> Tree:
+    return {"overall": sum(by_task.values()) / len(by_task), "by_task": dict(by_task)}

@@ -31,7 +31,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import UserError
 from ..jsonl_io import iter_json_objects, read_json_object
@@ -48,6 +48,9 @@ from ..longbench_table import (
 from ..prompts import LongBenchConfig, fill_prompt, load_config
 from ..types import Sample, SampleResult
 from .base import CliOption, LoadOptions, RunContext, Scores
+
+if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
+    from ..estimators.intervals import Plan
 
 LONGBENCH_DATASETS: tuple[str, ...] = NAMES
 # The MiniLongBench release orders datasets this way (multifieldqa before multi_news);
@@ -313,14 +316,26 @@ async def score_longbench(samples: list[Sample], predictions: list[str],
     return list(await anyio.to_thread.run_sync(call))
 
 
+def resampling_plan(results: list[SampleResult]) -> Plan:
+    """The bootstrap plan of `aggregate_results`: the scored samples per dataset."""
+    from ..aggregate import resampling_plan as plan
+
+    return plan((r.meta.get("dataset", r.task), float(r.score)) for r in results
+                if r.status == "ok" and r.score is not None)
+
+
 def aggregate_results(results: list[SampleResult], *, by_length: bool) -> Scores:
     """The paper's numbers (x100) via asyncbench.aggregate, plus how many samples were
     scored, failed (no score: left out of the averages), and truncated (and by how many
-    tokens in total). Length bins only for LongBench-E, whose design is length-balanced."""
+    tokens in total). Length bins only for LongBench-E, whose design is length-balanced.
+    `ci95`: 95% bootstrap intervals of overall, category and dataset scores (not of the
+    length bins)."""
     from ..aggregate import aggregate_longbench
+    from ..estimators.intervals import intervals
 
     scored = [r for r in results if r.status == "ok" and r.score is not None]
-    out: Scores = {"overall": None, "overall_en": None, "overall_zh": None, "by_task": {}, "by_category": {}}
+    out: Scores = {"overall": None, "overall_en": None, "overall_zh": None, "by_task": {}, "by_category": {},
+                   "ci95": intervals(resampling_plan(results))}
     if scored:
         agg = aggregate_longbench(
             (r.meta.get("dataset", r.task), float(r.score), r.meta.get("length") if by_length else None)  # type: ignore[arg-type]
@@ -366,6 +381,9 @@ class _LongBenchFamily:
 
     def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
         return aggregate_results(results, by_length=self.by_length)
+
+    def resampling_plan(self, results: list[SampleResult]) -> Plan:
+        return resampling_plan(results)
 
 
 @dataclass

@@ -19,6 +19,8 @@ from .model import Report
 from .samples import SampleRecord
 from .tables import (
     Table,
+    comparison_table,
+    comparison_title,
     cost_table,
     endpoint_table,
     headline_table,
@@ -81,6 +83,9 @@ def render_html(report: Report, runs: list[RunReport],
         parts.append(_figure(f"plot-score-{s}", plots.score_chart(board), f"{board.benchmark}: score by category or task"))
         parts.append(_figure(f"plot-length-{s}", plots.length_chart(board, members),
                              f"{board.benchmark}: score versus context length"))
+    for c in report.comparisons:
+        parts.append(f"<h2>{escape(comparison_title(c))}</h2><p class=\"note\">{escape(c['method'])}.</p>"
+                     + _table(f"compare-{slug(c['benchmark'])}", comparison_table(c)))
     parts.append("<h2>Cost and latency</h2>")
     parts.append(_table("cost", cost_table(report)))
     parts.append("<h3>Invocations</h3>" + _table("invocations", invocation_table(report)))

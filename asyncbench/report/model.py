@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -32,6 +33,8 @@ class Row:
     # a run with samples not settled: "partial 25/42" on the row, and per task column
     partial: str | None = None
     partial_cells: dict[str, str] = field(default_factory=dict)
+    # the run's 95% bootstrap interval [lo, hi] per cell that has one (run.json's ci95)
+    intervals: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -46,6 +49,8 @@ class Report:
     generated_at: str
     leaderboards: list[Leaderboard]
     runs: list[dict[str, Any]] = field(default_factory=list)
+    # B - A per score for each benchmark given exactly two runs (report.compare.Comparison)
+    comparisons: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,16 +69,30 @@ def _scalar(value: Any) -> float | None:
     return None
 
 
-def score_cells(scores: dict[str, Any], columns: tuple[str, ...] = SCORE_KINDS) -> dict[str, float | None]:
+def _pair(value: Any) -> list[float] | None:
+    """An interval leaf of run.json's ci95: [lo, hi]."""
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
+        return [float(value[0]), float(value[1])]
+    return None
+
+
+def interval_cells(ci95: dict[str, Any], columns: tuple[str, ...] = SCORE_KINDS) -> dict[str, list[float]]:
+    """A run's ci95 tree flattened to the column keys of `score_cells` (the tree has the
+    scores' shape)."""
+    return {k: v for k, v in score_cells(ci95, columns, _pair).items() if v is not None}
+
+
+def score_cells(scores: dict[str, Any], columns: tuple[str, ...] = SCORE_KINDS,
+                leaf: Callable[[Any], Any] = _scalar) -> dict[str, Any]:
     """Flatten a scores dict into column key -> number, in the order columns appear,
     showing only the kinds of score the benchmark declares (its SCORE_COLUMNS)."""
-    cells: dict[str, float | None] = {}
+    cells: dict[str, Any] = {}
     for key in ("overall", "overall_en", "overall_zh"):
-        if key in columns and key in scores and _scalar(scores[key]) is not None:
-            cells[key] = _scalar(scores[key])
+        if key in columns and key in scores and leaf(scores[key]) is not None:
+            cells[key] = leaf(scores[key])
     if "by_length" in columns:
         for length, value in (scores.get("by_length") or {}).items():
-            cells[f"len:{length}"] = _scalar(value)
+            cells[f"len:{length}"] = leaf(value)
     diff = scores.get("diff_16k_minus_4k")
     if "diff_16k_minus_4k" in columns and isinstance(diff, dict) and diff.get("average") is not None:
         cells["diff_16k_minus_4k"] = float(diff["average"])
@@ -83,10 +102,10 @@ def score_cells(scores: dict[str, Any], columns: tuple[str, ...] = SCORE_KINDS) 
                 cells[f"ls:{key}"] = float(value)
     if "by_category" in columns:
         for cat, value in (scores.get("by_category") or {}).items():
-            cells[f"cat:{cat}"] = _scalar(value)
+            cells[f"cat:{cat}"] = leaf(value)
     if "by_task" in columns:
         for task, value in (scores.get("by_task") or {}).items():
-            cells[f"task:{task}"] = _scalar(value)
+            cells[f"task:{task}"] = leaf(value)
     return cells
 
 
@@ -175,7 +194,8 @@ def _leaderboard(benchmark: str, runs: list[RunReport], refs: list[Reference],
             rows.append(Row(r.label, "run", cells, run_id=r.run_id, partial=r.partial or None))
         else:
             rows.append(Row(r.label, "run", score_cells(r.scores, columns), run_id=r.run_id, partial=r.partial or None,
-                            partial_cells={f"task:{t.task}": t.partial for t in r.tasks if t.partial}))
+                            partial_cells={f"task:{t.task}": t.partial for t in r.tasks if t.partial},
+                            intervals=interval_cells(r.scores.get("ci95") or {}, columns)))
     rows += [Row(ref.name, "reference", score_cells(ref.scores, columns), source=ref.source) for ref in refs]
     # columns: what the runs have (references only fill in)
     keys: list[str] = []
@@ -235,4 +255,21 @@ def build_report(runs: list[RunReport], with_references: bool = True) -> Report:
         order = {c.key[5:]: i for i, c in enumerate(board.columns) if c.key.startswith("task:")}
         for run in members:  # per-task tables and plots follow the leaderboard's (the paper's) order
             run.tasks.sort(key=lambda t: order.get(t.task, len(order)))
-    return Report(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), boards, [_run_block(r) for r in runs])
+    return Report(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), boards, [_run_block(r) for r in runs],
+                  _comparisons(groups))
+
+
+def _comparisons(groups: dict[str, list[RunReport]]) -> list[dict[str, Any]]:
+    """The paired comparison of each benchmark given exactly two runs (the second minus
+    the first), when they share scored samples."""
+    from ..errors import UserError
+    from .compare import compare_runs
+
+    out = []
+    for members in groups.values():
+        if len(members) == 2:
+            try:
+                out.append(compare_runs(members[0], members[1]).to_dict())
+            except UserError:  # no sample in common: nothing to pair
+                continue
+    return out

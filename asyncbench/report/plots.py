@@ -49,7 +49,7 @@ def _empty(ax: Any, message: str) -> None:
 
 def score_chart(board: Leaderboard) -> bytes:
     """Scores per category (or per task when the benchmark has no categories), one bar per
-    run, published models as grey crosses."""
+    run with its 95% interval as whiskers, published models as grey crosses."""
     cols = [c for c in board.columns if c.key.startswith("cat:")] or \
         [c for c in board.columns if c.key.startswith("task:")] or \
         [c for c in board.columns if c.key == "overall"]
@@ -60,7 +60,11 @@ def score_chart(board: Leaderboard) -> bytes:
     height = 0.8 / max(1, len(runs))
     for i, (run, color) in enumerate(zip(runs, _colors(len(runs)))):
         ys = [j + (i - (len(runs) - 1) / 2) * height for j in range(len(cols))]
-        ax.barh(ys, [run.cells.get(c.key) or 0.0 for c in cols], height=height, color=color, label=run.label)
+        values = [run.cells.get(c.key) or 0.0 for c in cols]
+        # whiskers: the 95% bootstrap interval (asymmetric), where the run has one
+        err = [[max(0.0, v - run.intervals[c.key][0]) if c.key in run.intervals else 0.0 for v, c in zip(values, cols)],
+               [max(0.0, run.intervals[c.key][1] - v) if c.key in run.intervals else 0.0 for v, c in zip(values, cols)]]
+        ax.barh(ys, values, height=height, color=color, label=run.label, xerr=err, ecolor="#333", capsize=2)
     for k, ref in enumerate(refs):
         pts = [(ref.cells[c.key], j) for j, c in enumerate(cols) if ref.cells.get(c.key) is not None]
         if pts:

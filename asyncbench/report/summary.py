@@ -19,6 +19,14 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def plus_minus(interval: Any) -> str:
+    """" ±h": the half-width of a [lo, hi] interval (a percentile interval need not be
+    symmetric; run.json has both ends), or "" when there is none."""
+    if isinstance(interval, (list, tuple)) and len(interval) == 2 and None not in interval:
+        return f" ±{(interval[1] - interval[0]) / 2:.2f}"
+    return ""
+
+
 def _usd(v: float, unpriced: bool) -> str:
     return f"${v:.4f}" + (" (unpriced model: unknown)" if unpriced else "")
 
@@ -42,15 +50,17 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
 
     title = "Scores" + (" (averages over the 237 anchors, not full-LongBench scores: the estimate follows)"
                         if "estimate" in scores else "")
+    ci = scores.get("ci95") or {}
     table = Table(title=title + (f" — {partial}" if partial else ""), show_lines=False)
     table.add_column("task")
-    table.add_column("score", justify="right")
+    table.add_column("score ±95% CI" if ci else "score", justify="right")
     table.add_column("samples", justify="right")
     table.add_column("USD", justify="right")
     for task, value in (scores.get("by_task") or {}).items():
         t = by_task.get(task) or {}
         mark = partial_label(t) if t else ""
-        table.add_row(task, _fmt(value) + (f" ({mark})" if mark else ""), str(t.get("n", "")),
+        table.add_row(task, _fmt(value) + plus_minus((ci.get("by_task") or {}).get(task))
+                      + (f" ({mark})" if mark else ""), str(t.get("n", "")),
                       f"{(t.get('cost_usd') or {}).get('total', 0.0):.4f}")
     for task, t in by_task.items():  # tasks with no score (every sample failed, or excluded)
         if task not in (scores.get("by_task") or {}):
@@ -58,10 +68,11 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
                           f"{t['cost_usd']['total']:.4f}")
     table.add_row("[bold]total[/]", "", str(summary["samples"]["total"]), f"{summary['cost_usd']['total']:.4f}")
     for cat, value in (scores.get("by_category") or {}).items():
-        table.add_row(f"[italic]{cat}[/]", _fmt(value) + (" (partial)" if partial else ""), "", "")
+        table.add_row(f"[italic]{cat}[/]", _fmt(value) + plus_minus((ci.get("by_category") or {}).get(cat))
+                      + (" (partial)" if partial else ""), "", "")
     for key, value in scores.items():
         if key.startswith("overall") and not isinstance(value, dict):
-            table.add_row(f"[bold]{key}[/]", _overall(value, partial), "", "")
+            table.add_row(f"[bold]{key}[/]", _overall(value, partial, ci.get(key)), "", "")
         elif key == "overall" and isinstance(value, dict):
             for k, v in value.items():
                 table.add_row(f"[bold]overall {k}[/]", _overall(v, partial), "", "")
@@ -80,7 +91,8 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         console.print(f"[bold]estimate[/]: not available ({est.get('reason')})")
     for key in ("by_length", "longscore", "diff_16k_minus_4k"):
         if key in scores and scores[key] not in (None, {}):
-            console.print(f"[bold]{key}[/]: {scores[key]}" + (f" ({partial})" if partial else ""))
+            bounds = f" (95% CI {ci[key]})" if ci.get(key) else ""
+            console.print(f"[bold]{key}[/]: {scores[key]}{bounds}" + (f" ({partial})" if partial else ""))
 
     n = summary["samples"]
     console.print(f"samples {n['total']}: " + ", ".join(f"{k.replace('_', ' ')} {n[k]}" for k in SAMPLE_STATUSES)
@@ -124,6 +136,7 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
                       "scores above are on the settled samples only")
 
 
-def _overall(value: Any, partial: str | None) -> str:
+def _overall(value: Any, partial: str | None, interval: Any = None) -> str:
     """A partial run's overall is never a plain number."""
-    return f"({_fmt(value)}) {partial}" if partial else _fmt(value)
+    text = _fmt(value) + (plus_minus(interval) if value is not None else "")
+    return f"({text}) {partial}" if partial else text

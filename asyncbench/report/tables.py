@@ -39,9 +39,13 @@ def fmt_num(v: Any) -> str:
 
 
 def fmt_cell(row: Row, key: str) -> str:
-    """A score; one built on a subset of its samples says so ("partial n/N"), and a
-    partial run's headline numbers are never shown plain."""
+    """A score, with the half-width of its 95% bootstrap interval where the run has one;
+    one built on a subset of its samples says so ("partial n/N"), and a partial run's
+    headline numbers are never shown plain."""
     value = fmt_score(row.cells.get(key))
+    if value != "-" and key in row.intervals:
+        lo, hi = row.intervals[key]
+        value += f" ±{(hi - lo) / 2:.2f}"
     mark = row.partial_cells.get(key) or (row.partial if not key.startswith("task:") else None)
     return f"({value}) {mark}" if mark and value != "-" else value
 
@@ -169,6 +173,20 @@ def where_it_went(report: Report) -> list[str]:
     return lines
 
 
+def comparison_table(c: dict[str, Any]) -> Table:
+    """B - A per score of two runs (report.compare), "not distinguishable" where the
+    interval covers 0."""
+    header = ["score", "A", "B", "B - A", "95% CI", "p", ""]
+    body = [[line["key"], fmt_score(line["a"]), fmt_score(line["b"]), f"{line['diff']:+.2f}",
+             f"[{line['ci'][0]:+.2f}, {line['ci'][1]:+.2f}]", f"{line['p']:.4f}",
+             "" if line["distinguishable"] else "not distinguishable"] for line in c["lines"]]
+    return header, body
+
+
+def comparison_title(c: dict[str, Any]) -> str:
+    return f"{c['benchmark']}: B - A, A = {c['label_a']}, B = {c['label_b']}"
+
+
 # -- Markdown ------------------------------------------------------------------------------
 def _md(table: Table) -> str:
     header, body = table
@@ -189,6 +207,8 @@ def render_markdown(report: Report) -> str:
         for src in sources(board):
             out.append(f"Reference rows (kind `reference`): {src}.")
         out.append("")
+    for c in report.comparisons:
+        out += [f"## {comparison_title(c)}", "", c["method"] + ".", "", _md(comparison_table(c)), ""]
     out += ["## Cost and latency", "", _md(cost_table(report)), ""]
     out += ["### Invocations", "", _md(invocation_table(report)), ""]
     out += [f"- {line}" for line in where_it_went(report)] + [""]
@@ -227,6 +247,8 @@ def print_tables(report: Report, console: Any = None) -> None:
             show(f"{board.benchmark} by task", tt)
         for src in sources(board):
             console.print(f"[dim]reference rows: {escape(src)}[/]")
+    for c in report.comparisons:
+        show(comparison_title(c), comparison_table(c))
     show("cost and latency", transpose(cost_table(report)))
     show("invocations", invocation_table(report))
     for line in where_it_went(report):

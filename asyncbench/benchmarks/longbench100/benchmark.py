@@ -22,7 +22,7 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import UserError
 from ...estimators.longscore import BASE_LABEL, DEFAULT_BASE, longscore, parse_length
@@ -36,10 +36,49 @@ from .release import PRIOR_PROMPT, load_release
 from .sources import NEEDED_EXTRA, load_sources
 from .tasks import TASKS
 
+if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
+    from ...estimators.intervals import Plan, Tree
+
 DEFAULT_LENGTHS = ("2k", "4k", "6k", "8k", "16k", "32k", "64k", "128k")
 DEFAULT_ROWS = 100
 PRIOR_THRESHOLD = 0.5
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+
+
+def _cells(results: list[SampleResult]) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, int]]]:
+    """Scores by task and length (tasks sorted, lengths shortest first), and the count of
+    unscored samples by task and length."""
+    cells: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    unscored: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for r in results:
+        length = r.meta.get("length") or r.sample_id.split("/")[1]
+        if r.score is None:
+            unscored[r.task][length] += 1
+        else:
+            cells[r.task][length].append(r.score)
+    ordered = {task: dict(sorted(c.items(), key=lambda kv: parse_length(kv[0]))) for task, c in sorted(cells.items())}
+    return ordered, unscored
+
+
+def _combine(by_task_length: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """by_task (mean over its lengths), by_length (mean over the tasks run at every
+    length), overall (mean over lengths), on numbers or on bootstrap arrays alike."""
+    lengths = sorted({label for c in by_task_length.values() for label in c}, key=parse_length)
+    complete = [t for t, c in by_task_length.items() if all(l in c for l in lengths)]
+    by_length = {l: sum(by_task_length[t][l] for t in complete) / len(complete) for l in lengths} if complete else {}
+    return {"overall": sum(by_length.values()) / len(by_length) if by_length else None,
+            "by_task": {t: sum(c.values()) / len(c) for t, c in by_task_length.items()},
+            "by_length": by_length, "overall_tasks": complete}
+
+
+def _scores_tree(cells: Mapping[str, Any]) -> Tree:
+    by_task_length: dict[str, dict[str, Any]] = {}
+    for key, value in cells.items():
+        task, length = key.split("\t")
+        by_task_length.setdefault(task, {})[length] = value
+    ordered = {t: dict(sorted(c.items(), key=lambda kv: parse_length(kv[0]))) for t, c in sorted(by_task_length.items())}
+    combined = _combine(ordered)
+    return {"overall": combined["overall"], "by_task": combined["by_task"], "by_length": combined["by_length"]}
 
 
 def _labels(value: Any, default: tuple[str, ...]) -> list[str]:
@@ -267,24 +306,15 @@ class LongBench100:
 
     # -- aggregate ------------------------------------------------------------------------
     def aggregate(self, results: list[SampleResult], prepared: dict[str, Any] | None = None) -> Scores:
-        cells: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        unscored: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for r in results:
-            length = r.meta.get("length") or r.sample_id.split("/")[1]
-            if r.score is None:
-                unscored[r.task][length] += 1
-            else:
-                cells[r.task][length].append(r.score)
-        order = {label: parse_length(label) for t in cells.values() for label in t}
-        by_task_length = {
-            task: {l: 100 * sum(v) / len(v) for l, v in sorted(c.items(), key=lambda kv: order[kv[0]])} for task, c in sorted(cells.items())
-        }
-        lengths = sorted(order, key=lambda label: order[label])
-        complete = [t for t, c in by_task_length.items() if all(l in c for l in lengths)]
-        by_length = {l: sum(by_task_length[t][l] for t in complete) / len(complete) for l in lengths} if complete else {}
+        from ...estimators.intervals import intervals
+
+        cells, unscored = _cells(results)
+        by_task_length = {task: {l: 100 * sum(v) / len(v) for l, v in c.items()} for task, c in cells.items()}
+        combined = _combine(by_task_length)
+        by_length, complete = combined["by_length"], combined["overall_tasks"]
         report: Scores = {
-            "overall": sum(by_length.values()) / len(by_length) if by_length else None,
-            "by_task": {t: sum(c.values()) / len(c) for t, c in by_task_length.items()},
+            "overall": combined["overall"],
+            "by_task": combined["by_task"],
             "by_length": by_length,
             "by_task_length": by_task_length,
             "overall_tasks": complete,
@@ -296,9 +326,19 @@ class LongBench100:
                                   "8k tokens; synthetic tasks at 2k/4k/6k)" if self.base_ability == "release"
                                   else f"paper (Eq. 1): the mean over {', '.join(self.base_lengths)}"),
         }
+        report["ci95"] = intervals(self.resampling_plan(results))
         report["longscore"] = self._longscore(by_length)
         report["longscore_by_task"] = {t: self._longscore(c) for t, c in by_task_length.items()}
         return report
+
+    def resampling_plan(self, results: list[SampleResult]) -> Plan:
+        """The bootstrap plan of `aggregate`: each (task, length) cell a stratum of its
+        scored samples, combined as `aggregate` does (LongScore is left out)."""
+        from ...estimators.intervals import Plan, mean_stratum
+
+        cells, _ = _cells(results)
+        strata = {f"{task}\t{length}": mean_stratum(v) for task, c in cells.items() for length, v in c.items()}
+        return Plan(strata, _scores_tree)
 
     def _longscore(self, scores: dict[str, float]) -> dict[str, Any] | None:
         """LongScore where the base lengths and a longer one were run; None otherwise."""

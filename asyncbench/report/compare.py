@@ -1,0 +1,121 @@
+"""Two stored runs of one benchmark, compared on the samples both scored.
+
+Per task, category and overall (whatever the benchmark's scores tree holds): A, B, the
+difference B - A, its 95% paired bootstrap interval (the same resampled samples for both
+runs, through the benchmark's own averaging: `Benchmark.resampling_plan`), and a
+two-sided paired permutation p-value (each sample's, or shared-context cluster's, two
+results swapped with probability 1/2; for a mean this is the sign-flip test). A
+difference whose interval covers 0 is "not distinguishable". See estimators.intervals.
+
+Samples are matched by (task, sample id); failed, skipped and excluded samples are not
+scored, so a sample one run did not score is left out of both sides. The result is plain
+data (`Comparison.to_dict`), for the CLI, the report and any Python caller.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..benchmarks import parse_benchmark
+from ..errors import UserError
+from ..ledger import SETTLED
+from ..types import SampleResult
+from .baselines import benchmark_family
+from .data import RunReport
+
+NOT_DISTINGUISHABLE = "not distinguishable"
+
+
+@dataclass
+class Line:
+    """One compared number: where it sits in the scores tree ("overall", "by_task/qasper")."""
+
+    key: str
+    a: float
+    b: float
+    diff: float
+    ci: list[float]
+    p: float
+    distinguishable: bool
+
+
+@dataclass
+class Comparison:
+    benchmark: str
+    run_a: str
+    run_b: str
+    label_a: str
+    label_b: str
+    n_matched: int
+    n_only_a: int  # scored by A only: left out
+    n_only_b: int
+    method: str
+    lines: list[Line]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _scored(run: RunReport) -> dict[tuple[str, str], SampleResult]:
+    """The run's scored samples by (task, sample id), as its aggregate saw them."""
+    out = {}
+    for r in run.samples:
+        if r["status"] in SETTLED and r["score"] is not None:
+            out[(r["task"], r["sample_id"])] = SampleResult(
+                sample_id=r["sample_id"], task=r["task"], status="ok", prediction=r["prediction"],
+                score=float(r["score"]), meta=json.loads(r["meta_json"] or "{}"))
+    return out
+
+
+def _flatten(tree: dict[str, Any], prefix: str = "") -> list[Line]:
+    lines = []
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and "diff" in value:
+            lines.append(Line(path, value["a"], value["b"], value["diff"], value["ci"], value["p"],
+                              value["distinguishable"]))
+        elif isinstance(value, dict):
+            lines += _flatten(value, path + "/")
+    return lines
+
+
+def compare_runs(a: RunReport, b: RunReport, seed: int | None = None) -> Comparison:
+    """B - A on the samples both runs scored; a UserError when they are runs of different
+    benchmarks or share no scored sample."""
+    from ..estimators import intervals
+
+    family = benchmark_family(a.benchmark)
+    if family != benchmark_family(b.benchmark):
+        raise UserError(f"run {a.run_id[:12]} is {a.benchmark} and run {b.run_id[:12]} is {b.benchmark}: "
+                        "compare needs two runs of the same benchmark")
+    scored_a, scored_b = _scored(a), _scored(b)
+    matched = sorted(scored_a.keys() & scored_b.keys())
+    if not matched:
+        raise UserError(f"runs {a.run_id[:12]} and {b.run_id[:12]} have no scored sample in common "
+                        "(matched by task and sample id)")
+    benchmark, _ = parse_benchmark(a.benchmark)
+    plan_a = benchmark.resampling_plan([scored_a[k] for k in matched])
+    plan_b = benchmark.resampling_plan([scored_b[k] for k in matched])
+    try:
+        tree = intervals.compare(plan_a, plan_b, seed=intervals.SEED if seed is None else seed)
+    except ValueError:
+        raise UserError(f"runs {a.run_id[:12]} and {b.run_id[:12]} group their common samples differently "
+                        "(different data?); compare runs made on the same data") from None
+    method = (f"paired bootstrap ({intervals.N_RESAMPLES} resamples, 95% percentile interval) and paired "
+              f"permutation test ({intervals.N_RESAMPLES} swaps), on {len(matched)} samples scored by both")
+    return Comparison(family, a.run_id, b.run_id, a.label, b.label, len(matched), len(scored_a) - len(matched),
+                      len(scored_b) - len(matched), method, _flatten(tree))
+
+
+def render_text(c: Comparison) -> list[str]:
+    """One line per compared number, aligned; "not distinguishable" where the interval covers 0."""
+    head = [f"{c.benchmark}: B - A, A = {c.label_a}, B = {c.label_b}",
+            f"{c.method}" + (f"; left out: {c.n_only_a} scored by A only, {c.n_only_b} by B only"
+                             if c.n_only_a or c.n_only_b else "")]
+    width = max(len(line.key) for line in c.lines)
+    body = [f"{line.key:<{width}}  A {line.a:7.2f}  B {line.b:7.2f}  B-A {line.diff:+7.2f}  "
+            f"95% CI [{line.ci[0]:+.2f}, {line.ci[1]:+.2f}]  p {line.p:.4f}"
+            + ("" if line.distinguishable else f"  {NOT_DISTINGUISHABLE}") for line in c.lines]
+    return head + body
