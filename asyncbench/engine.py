@@ -83,11 +83,16 @@ class Engine:
 
     # -- durable writes ----------------------------------------------------------------
     async def writer(self) -> None:
-        """Write responses as they arrive, in small batches, until cancelled."""
+        """Write responses as they arrive, in small batches, until cancelled; between
+        batches, let go of the file when another process waits for it."""
         while True:
-            await self._flush_event.wait()
-            self._flush_event = anyio.Event()
-            await self.flush()
+            with anyio.move_on_after(0.1):
+                await self._flush_event.wait()
+            if self._flush_event.is_set():
+                self._flush_event = anyio.Event()
+                await self.flush()
+            elif not self._db_lock.locked():
+                self.store.release_if_wanted()
 
     async def flush(self) -> None:
         async with self._db_lock:
@@ -360,7 +365,7 @@ def _open_in_background(path: Path) -> Future[Store]:
     following it. A failure (the file locked by another process) is raised where the store
     is first needed, by `result()`."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="open-cache")
-    future = pool.submit(Store, path)
+    future = pool.submit(Store, path, True)  # kept open between batches while nobody else waits
     pool.shutdown(wait=False)
     return future
 

@@ -13,11 +13,14 @@
 - `prompts`: the prompt of each request as sent (after truncation), once per request
   key however many runs send it: what the per-sample view shows beside the answer.
 
-Several processes share one file: DuckDB lets one process at a time open it, so a Store
-holds no connection between operations. Each operation (or a `session()` grouping
-several) opens the file, works and closes it, retrying for up to LOCK_WAIT_S while
-another process holds it (benchmarks/concurrent_writers.md measures this against one
-held connection). Closing checkpoints, so a response is durable once its write returns.
+Several processes share one file: DuckDB lets one process at a time open it. Each
+operation (or a `session()` grouping several) opens the file, works and closes it,
+retrying for up to LOCK_WAIT_S while another process holds it. A run's store
+(`keep_open=True`) keeps its connection between batches as long as nobody else wants the
+file: a process that finds it locked creates `<cache>.wait`, and the holder closes at the
+end of its current batch, or within 0.1 s when idle (`release_if_wanted`). Alone, a run
+writes as fast as with one held connection; shared, each batch opens and closes the
+file (benchmarks/concurrent_writers.md). Every write commits before it returns.
 Writes are batched into one columnar statement (row-by-row commits manage ~300 rows/s).
 """
 
@@ -144,8 +147,10 @@ class CachedResponse:
 class Store:
     """A DuckDB file holding the cache, runs and results. Use as a context manager."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, keep_open: bool = False) -> None:
         self.path = Path(path).expanduser()
+        self.keep_open = keep_open
+        self.wait_file = self.path.with_name(self.path.name + ".wait")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -179,19 +184,34 @@ class Store:
                 yield self
             finally:
                 self._depth -= 1
+                if self._depth == 0 and (not self.keep_open or self.wait_file.exists()):
+                    self._release()
+
+    def _release(self) -> None:
+        con, self._con = self._con, None
+        if con is not None:
+            con.close()
+
+    def release_if_wanted(self) -> None:
+        """Close the kept connection if another process waits for the file (called by
+        the run's writer every 0.1 s, so an idle run does not keep others waiting)."""
+        if self._con is not None and self.wait_file.exists():
+            with self._lock:
                 if self._depth == 0:
-                    con, self._con = self._con, None
-                    con.close()
+                    self._release()
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         """Connect, waiting (with jittered backoff) while another process holds the file."""
         import duckdb
 
         deadline = time.monotonic() + LOCK_WAIT_S
-        delay = 0.005
+        delay, waited = 0.005, False
         while True:
             try:
-                return duckdb.connect(str(self.path))
+                con = duckdb.connect(str(self.path))
+                if waited:
+                    self.wait_file.unlink(missing_ok=True)
+                return con
             except duckdb.IOException as exc:
                 if "lock" not in str(exc).lower():
                     raise _corrupt(self.path, exc) from None
@@ -203,6 +223,8 @@ class Store:
             except duckdb.Error as exc:
                 raise _corrupt(self.path, exc) from None
             self.lock_waits += 1
+            waited = True
+            self.wait_file.touch()  # asks a run that keeps the file open to let go
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.1)
 
@@ -455,7 +477,10 @@ class Store:
         return int(row[0]) if row else 0
 
     def close(self) -> None:
-        """Nothing to release between operations; kept so a Store reads as a resource."""
+        """Release a kept connection (a `keep_open` store at the end of its run)."""
+        with self._lock:
+            if self._depth == 0:
+                self._release()
 
     def __enter__(self) -> Store:
         return self
