@@ -227,3 +227,27 @@ def test_sigkill_of_one_writer_loses_at_most_its_in_flight_requests(tmp_path, st
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads((tmp_path / "a" / "run.json").read_text())
     assert summary["complete"] and summary["invocations"][1]["sent"] == 150 - stored["model-a"]
+
+
+def test_report_reads_runs_from_several_cache_files(tmp_path, start_sim):
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 6)
+    ids = []
+    for name in ("a", "b"):
+        done = _cli("run", f"jsonl:{data}", "--model", f"openai-compat:model-{name}", "--base-url",
+                    sim.base_url + "/v1", "--cache", str(tmp_path / f"{name}.duckdb"), "--out", str(tmp_path / name),
+                    "--no-progress")
+        assert done.returncode == 0, done.stderr
+        ids.append(json.loads((tmp_path / name / "run.json").read_text())["run_id"])
+    caches = ["--cache", str(tmp_path / "a.duckdb"), "--cache", str(tmp_path / "b.duckdb")]
+    every = _cli("report", *caches, "--format", "json")
+    assert every.returncode == 0, every.stderr
+    assert [r["run_id"] for r in json.loads(every.stdout)["runs"]] == ids
+    picked = _cli("report", ids[1][:6], ids[0][:6], *caches, "--format", "json")
+    assert [r["run_id"] for r in json.loads(picked.stdout)["runs"]] == [ids[1], ids[0]]
+    html = _cli("report", *caches, "--out", str(tmp_path / "r.html"))
+    assert html.returncode == 0, html.stderr
+    text = (tmp_path / "r.html").read_text()
+    assert all(f'id="samples-data-{i}"' in text for i in ids)  # each run's samples from its own file
+    missing = _cli("report", "nosuch", *caches)
+    assert missing.returncode == 2 and "2 cache files" in missing.stderr

@@ -21,7 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_ids", nargs="*", metavar="RUN_ID", help="run ids or unique prefixes (default: every finished run)")
     p.add_argument("--format", choices=FORMATS, help="output format (default: from --out's suffix, else table)")
     p.add_argument("--out", help="write the report to this file instead of stdout")
-    p.add_argument("--cache", help="DuckDB cache file (default: ~/.cache/asyncbench/cache.duckdb)")
+    p.add_argument("--cache", action="append",
+                   help="DuckDB cache file; repeat to report runs from several (default: $ASYNCBENCH_CACHE or "
+                        "~/.cache/asyncbench/cache.duckdb)")
     p.add_argument("--no-references", action="store_false", dest="references",
                    help="leave out the papers' published reference rows")
 
@@ -41,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
     from ..store import default_cache_path
 
     fmt = _format(args)
-    runs = load_runs(args.cache or default_cache_path(), args.run_ids)
+    runs = load_runs(args.cache or [default_cache_path()], args.run_ids)
     report = build_report(runs, with_references=args.references)
     if fmt == "table":
         from rich.console import Console
@@ -71,9 +73,7 @@ def main(args: argparse.Namespace) -> int:
         from ..report.samples import load_samples
         from ..store import Store
 
-        store = Store(Path(args.cache or default_cache_path()).expanduser())
-        with store.session():
-            samples = {r.run_id: load_samples(store, r.run_id) for r in runs}
+        samples = {r.run_id: load_samples(Store(r.cache or default_cache_path()), r.run_id) for r in runs}
         text = render_html(report, runs, samples)
     if args.out:
         out = Path(args.out).expanduser()

@@ -10,7 +10,9 @@ the per-sample rows.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +73,7 @@ class RunReport:
     tasks: list[TaskStats]
     endpoints: list[EndpointStats]
     samples: list[dict[str, Any]] = field(repr=False, default_factory=list)
+    cache: Path | None = field(default=None, repr=False)  # the file the run is stored in
 
     @property
     def label(self) -> str:
@@ -157,15 +160,20 @@ def _load_one(store: Store, run: dict[str, Any]) -> RunReport:
     )
 
 
-def select_runs(stored: list[dict[str, Any]], wanted: list[str], path: Path) -> list[dict[str, Any]]:
+def select_runs(stored: list[dict[str, Any]], wanted: list[str], where: str) -> list[dict[str, Any]]:
     """Runs named by id or unique id prefix, in the order given; with none named, every
     finished run. A run id is a hash of the settings that change results and re-running
     the same command continues the same run, so "every run" is already "the latest of
-    each model and setting"."""
+    each model and setting". `stored` may come from several cache files (a run found in
+    two, e.g. a copy, counts once: the first file's)."""
+    unique: dict[str, dict[str, Any]] = {}
+    for r in stored:
+        unique.setdefault(r["run_id"], r)
+    stored = list(unique.values())
     if not wanted:
         done = [r for r in stored if r["summary_json"]]
         if not done:
-            raise UserError(f"no finished runs in {path}; run `asyncbench run BENCHMARK --model SPEC` first "
+            raise UserError(f"no finished runs in {where}; run `asyncbench run BENCHMARK --model SPEC` first "
                             f"or pass --cache FILE")
         return done
     picked: list[dict[str, Any]] = []
@@ -173,10 +181,10 @@ def select_runs(stored: list[dict[str, Any]], wanted: list[str], path: Path) -> 
         matches = [r for r in stored if r["run_id"].startswith(want)]
         if not matches:
             known = ", ".join(r["run_id"] for r in stored[-5:]) or "none"
-            raise UserError(f"no run {want!r} in {path} (latest: {known}); `asyncbench report` with no "
+            raise UserError(f"no run {want!r} in {where} (latest: {known}); `asyncbench report` with no "
                             f"RUN_ID shows the latest run of each model")
         if len(matches) > 1:
-            raise UserError(f"run id prefix {want!r} matches {len(matches)} runs in {path}; give more characters")
+            raise UserError(f"run id prefix {want!r} matches {len(matches)} runs in {where}; give more characters")
         if not matches[0]["summary_json"]:
             raise UserError(f"run {matches[0]['run_id']} has no summary yet (still running or interrupted); "
                             f"finish it with `asyncbench run --resume {matches[0]['run_id']}`")
@@ -184,10 +192,23 @@ def select_runs(stored: list[dict[str, Any]], wanted: list[str], path: Path) -> 
     return picked
 
 
-def load_runs(cache: str | Path, run_ids: list[str]) -> list[RunReport]:
-    path = Path(cache).expanduser()
-    if not path.is_file():
-        raise UserError(f"no cache file at {path}; run a benchmark first or pass --cache FILE")
-    with Store(path).session() as store:  # one consistent read; writers wait meanwhile
-        chosen = select_runs(store.runs(), run_ids, path)
-        return [_load_one(store, run) for run in chosen]
+def load_runs(cache: str | Path | Sequence[str | Path], run_ids: list[str]) -> list[RunReport]:
+    """Runs from one cache file or several (teams that run models on different machines
+    report them together); each file is read in one session, other processes wait."""
+    paths = [Path(c).expanduser() for c in ([cache] if isinstance(cache, (str, Path)) else cache)]
+    for path in paths:
+        if not path.is_file():
+            raise UserError(f"no cache file at {path}; run a benchmark first or pass --cache FILE")
+    stored: list[dict[str, Any]] = []
+    for path in paths:
+        stored += [dict(r, cache=path) for r in Store(path).runs()]
+    where = str(paths[0]) if len(paths) == 1 else f"{len(paths)} cache files ({', '.join(map(str, paths))})"
+    chosen = select_runs(stored, run_ids, where)
+    loaded: list[RunReport] = []
+    for path in paths:
+        mine = [r for r in chosen if r["cache"] == path]
+        if mine:
+            with Store(path).session() as store:  # one consistent read; writers wait meanwhile
+                loaded += [dataclasses.replace(_load_one(store, run), cache=path) for run in mine]
+    order = {r["run_id"]: i for i, r in enumerate(chosen)}
+    return sorted(loaded, key=lambda r: order[r.run_id])
