@@ -353,6 +353,16 @@ def test_a_v1_cache_is_migrated_with_its_runs_history(tmp_path: Path) -> None:
     (run,) = load_runs(path, ["r1"])
     assert run.ledger["cost_usd"]["total"] == 0.5 and run.partial == "partial 2/3"
     assert run.ledger["invocations"][0]["saved_by_cache_usd"] == 0.25
+    # and on to v3: its samples are viewable, without the prompts and references v1 never kept
+    from asyncbench.report.samples import load_samples
+    from asyncbench.store.duckdb_store import SCHEMA_VERSION
+
+    records = load_samples(Store(path), "r1")
+    assert [(r.sample_id, r.status, r.prompt, r.references) for r in records] == [
+        ("a", "answered", None, []), ("b", "from_cache", None, []), ("c", "failed", None, [])]
+    con = duckdb.connect(str(path), read_only=True)
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
+    con.close()
 
 
 @needs_data
