@@ -150,7 +150,8 @@ def load_params(params_dir: Path) -> IrtParams:
     if len(np.unique(sorted_anchors)) != len(sorted_anchors) or sorted_anchors.min() < 0 or sorted_anchors.max() >= N_ITEMS:
         raise UserError(f"{params_dir}/anchors.json: anchors must be distinct column indices in [0, {N_ITEMS})")
     ability = np.asarray(raw["ability"], dtype=float) if "ability" in raw else None
-    params = IrtParams(disc, diff, np.sort(sorted_anchors), ability, source=str(params_dir))
+    source = "shipped" if params_dir.resolve() == SHIPPED else str(params_dir)  # no machine's path in run.json
+    params = IrtParams(disc, diff, np.sort(sorted_anchors), ability, source=source)
     extra_path = params_dir / "estimator.json"
     if extra_path.exists():
         extra = _read_json(extra_path)
