@@ -65,6 +65,7 @@ class Options(TypedDict, total=False):
     sandbox_own_python: bool
     # MiniLongBench
     estimate_method: Literal["irt", "direct", "blend"]
+    estimate_params: str  # "shipped", "release" or a directory
     # 100-LongBench
     lengths: Sequence[str] | str
     base_lengths: Sequence[str] | str

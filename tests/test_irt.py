@@ -148,7 +148,7 @@ def test_cli_json_and_errors(tmp_path, capsys):
     y = json.loads((DATA / "example_reference_scores.json").read_text())["scores_in_sorted_anchor_order"]
     path = tmp_path / "a.json"
     path.write_text(json.dumps({"scores": y}))
-    assert main(["estimate", "minilongbench", "--anchor-scores", str(path), "--json",
+    assert main(["estimate", "minilongbench", "--anchor-scores", str(path), "--json", "--params", "release",
                  "--data-dir", str(DATA.parent)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out["irt"]) == {"overall", "by_category", "by_dataset"} and out["method"] == "irt"

@@ -80,7 +80,9 @@ def parse_benchmark(spec: str, extra: Mapping[str, Any] | None = None,
 
         cls = {"longbench": LongBench, "longbench-e": LongBenchE, "minilongbench": MiniLongBench}[name]
         if cls is MiniLongBench:
-            return MiniLongBench(data_dir=data_dir, method=str((extra or {}).get("estimate_method", "irt"))), selected
+            opts = extra or {}
+            return MiniLongBench(data_dir=data_dir, method=str(opts.get("estimate_method", "blend")),
+                                 params=str(opts.get("estimate_params", "shipped"))), selected
         return cls(), selected
     if name == "bamboo":
         from .bamboo import BambooBenchmark

@@ -413,11 +413,14 @@ class MiniLongBench(_LongBenchFamily):
     name: str = "minilongbench"
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--estimate-method", "MiniLongBench: headline estimate method", choices=("irt", "direct", "blend"),
-                  default="irt"),
+                  default="blend"),
+        CliOption("--estimate-params", "MiniLongBench: IRT parameters, shipped (default), release or a directory",
+                  default="shipped"),
     )
     # configuration (from the run's options), never changed by the stages
     data_dir: Path | None = None
-    method: str = "irt"
+    method: str = "blend"
+    params: str = "shipped"  # the shipped parameters use the release's 237 anchors, whose prompts runs have
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         return load_minilongbench(opts)
@@ -428,7 +431,7 @@ class MiniLongBench(_LongBenchFamily):
         return out
 
     def estimate(self, results: list[SampleResult]) -> dict[str, Any]:
-        """The IRT (and direct) estimate of full LongBench from the 237 anchor scores.
+        """The estimates of full LongBench from the 237 anchor scores, with `overall_ci90`.
         The release's convention (no first-line cut for trec, triviaqa, samsum, lsht) is
         used for these: its IRT parameters were fitted to scores computed that way (see
         ../shared/data/README.md); they are recomputed here from the predictions."""
@@ -446,7 +449,7 @@ class MiniLongBench(_LongBenchFamily):
                               "the estimate needs all of them"}
         rows = [by_position[p] for p in range(237)]
         scores = [float(release.get(r.sample_id, r.score or 0.0)) for r in rows]
-        est = estimate_from_anchor_scores(scores, method=self.method, anchor_tokens=[r.prompt_tokens for r in rows],
+        est = estimate_from_anchor_scores(scores, self.params, self.method, [r.prompt_tokens for r in rows],
                                           data_dir=self.data_dir)
         est["available"] = True
         return est

@@ -1,9 +1,10 @@
 """Estimate full-LongBench scores from a model's 237 MiniLongBench anchor scores.
 
 Input: `{"scores": [237 floats in sorted-anchor order]}` or `{"scores": {dataset:
-[floats]}}` (or the mapping at top level), scores on the 0-1 scale. Prints the IRT and
-direct estimates per dataset, per category and Overall, and the anchors' share of the
-full benchmark's length.
+[floats]}}` (or the mapping at top level), scores on the 0-1 scale. Prints the IRT,
+direct and blended estimates per dataset, per category and Overall, the headline Overall
+with its 90% interval (`overall_ci90`), and the anchors' share of the full benchmark's
+length. The parameters are the shipped ones unless `--params release` or `--params DIR`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from typing import Any
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--anchor-scores", required=True, metavar="FILE.json", help="the model's anchor scores")
-    parser.add_argument("--method", choices=("irt", "direct", "blend"), default="irt", help="headline method (default irt)")
-    parser.add_argument("--params", metavar="DIR", help="IRT parameters + anchors (default: <data-dir>/minilongbench)")
-    parser.add_argument("--data-dir", metavar="DIR", help="data directory (or ASYNCBENCH_DATA_DIR); else the release is downloaded")
+    parser.add_argument("--method", choices=("irt", "direct", "blend"),
+                        help="headline method (default: the parameters', blend for the shipped ones)")
+    parser.add_argument("--params", default="shipped", metavar="shipped|release|DIR",
+                        help="shipped (default: the improved fit on 30 models), release (<data-dir>/minilongbench, "
+                             "else downloaded) or a directory from `asyncbench minilongbench build`")
+    parser.add_argument("--data-dir", metavar="DIR", help="data directory (or ASYNCBENCH_DATA_DIR) for --params release")
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -54,7 +58,9 @@ def render(result: dict[str, Any]) -> str:
     lines.append(f"{'Overall':28s} " + " ".join(f"{fmt(result[m]['overall']):>7s}" for m in methods))
     cost = result["token_cost"]
     lines.append("")
-    lines.append(f"estimated LongBench Overall ({result['method']}): {100 * result['overall']:.2f}")
+    ci = result.get("overall_ci90")
+    lines.append(f"estimated LongBench Overall ({result['method']}): {100 * result['overall']:.2f}"
+                 + (f" (90% interval {100 * ci[0]:.2f} to {100 * ci[1]:.2f})" if ci else ""))
     lines.append(f"cost: {cost['anchor_samples']} of {cost['full_samples']} samples, "
                  f"{100 * cost['fraction']:.1f}% of the full benchmark's length ({100 * cost['saved_fraction']:.1f}% saved)")
     return "\n".join(lines)
@@ -65,7 +71,6 @@ def main(args: argparse.Namespace) -> int:
     from ..estimators.irt import estimate_from_anchor_scores
 
     scores = read_anchor_scores(Path(args.anchor_scores))
-    params_dir = Path(args.params) if args.params else None
-    result = estimate_from_anchor_scores(scores, params_dir, args.method, data_dir=resolve_data_dir(args.data_dir))
+    result = estimate_from_anchor_scores(scores, args.params, args.method, data_dir=resolve_data_dir(args.data_dir))
     print(json.dumps(result, indent=1) if args.json else render(result))
     return 0

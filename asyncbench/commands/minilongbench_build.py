@@ -5,6 +5,13 @@ representations start from `--embeddings` (an .npy of per-sample text embeddings
 to --dims here) or from `--texts` (JSONL, one {"text": ...} per sample, embedded with
 --embedder). Writes irt_parameters.json, anchors.json and estimator.json to --out, which
 `asyncbench estimate minilongbench --params` reads.
+
+`--anchors FILE` keeps those anchors (the release's 237, whose prompts a run has) and fits
+only the item parameters; `--cost-aware` instead selects anchors for a length budget
+(`--budget`, a share of the full benchmark). Unless `--interval-folds 0`, a leave-models-out
+cross-validation of the same build over the given models calibrates the 90% interval
+(estimators/conformal.py). Same inputs, same bytes: the parameters shipped in
+asyncbench/data/minilongbench are rebuilt by the command in its README.md.
 """
 
 from __future__ import annotations
@@ -25,6 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dims", type=int, default=10)
     parser.add_argument("--ratio", type=float, default=0.95, help="fraction of samples removed (p)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--anchors", metavar="anchors.json", help="keep these anchors; fit only the item parameters")
+    parser.add_argument("--cost-aware", action="store_true", help="choose anchors for the --budget of length")
+    parser.add_argument("--budget", type=float, default=0.03, help="--cost-aware: share of the full benchmark's length")
+    parser.add_argument("--method", choices=("irt", "direct", "blend"), default="blend", help="headline estimate")
+    parser.add_argument("--interval-folds", type=int, default=3, help="CV folds calibrating the interval (0: none)")
 
 
 def _load_npy(path: str, what: str) -> Any:
@@ -57,7 +69,8 @@ def _read_texts(path: Path) -> list[str]:
 def main(args: argparse.Namespace) -> int:
     from ..errors import UserError
     from ..estimators.build import Recipe, build, get_embedder
-    from ..estimators.irt import N_ITEMS
+    from ..estimators.crossval import conformal_scores
+    from ..estimators.irt import N_ITEMS, token_cost
 
     data = _load_npy(args.scores, "scores")
     scores = data["scores"] if hasattr(data, "files") else data
@@ -71,10 +84,45 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("pass --embeddings FILE.npy or --texts FILE.jsonl for the item initialisation")
     if emb.ndim != 2 or emb.shape[0] != N_ITEMS:
         raise UserError(f"embeddings must have one row per sample ({N_ITEMS}), got {emb.shape}")
+    if args.anchors and args.cost_aware:
+        raise UserError("--anchors keeps given anchors and --cost-aware selects new ones: pass one of them")
+    if not 0 < args.budget < 1:
+        raise UserError(f"--budget is a share of the full benchmark's length in (0, 1), got {args.budget}")
+    if args.interval_folds == 1 or args.interval_folds > len(scores):
+        raise UserError(f"--interval-folds must be 0 or 2..{len(scores)} (the number of models), got {args.interval_folds}")
     base = Recipe() if args.recipe == "release" else Recipe.improved()
     base.dims, base.ratio, base.seed = args.dims, args.ratio, args.seed
-    result = build(scores, emb, base)
+    if args.cost_aware:
+        base.selection, base.budget = "cost", args.budget
+    anchors = _read_anchors(Path(args.anchors)) if args.anchors else None
+    result = build(scores, emb, base, anchors)
+    result.params.method = args.method
+    if args.interval_folds:
+        result.params.conformal = conformal_scores(scores, emb, base, anchors, args.interval_folds, args.seed)
     out = Path(args.out)
-    result.params.save(out, {"recipe": args.recipe, "thresholds": result.thresholds, "train_loss": result.train_loss})
-    print(f"wrote {len(result.params.anchors)} anchors and IRT parameters (d={args.dims}) to {out}")
+    result.params.save(out, {"recipe": args.recipe, "selection": base.selection, "budget": base.budget,
+                             "models": int(len(scores)), "interval_folds": args.interval_folds,
+                             "thresholds": result.thresholds, "train_loss": result.train_loss})
+    cost = token_cost(result.params.anchors)
+    print(f"wrote {len(result.params.anchors)} anchors ({100 * cost['fraction']:.2f}% of the full benchmark's length) "
+          f"and IRT parameters (d={args.dims}, headline {args.method}) to {out}")
     return 0
+
+
+def _read_anchors(path: Path) -> Any:
+    """Sorted anchor indices from an anchors.json (`sorted_anchors` or `anchors`)."""
+    import numpy as np
+
+    from ..errors import UserError
+    from ..estimators.irt import N_ITEMS
+
+    try:
+        raw = json.loads(path.read_text())
+        anchors = np.unique(np.asarray(raw.get("sorted_anchors") or raw["anchors"], dtype=int))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file; pass --anchors anchors.json") from None
+    except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+        raise UserError(f'{path}: expected {{"anchors": [column indices]}}') from None
+    if len(anchors) == 0 or anchors.min() < 0 or anchors.max() >= N_ITEMS:
+        raise UserError(f"{path}: anchors must be column indices in [0, {N_ITEMS})")
+    return anchors

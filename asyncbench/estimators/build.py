@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..longbench_table import CATEGORIES, CATEGORY_OF
-from .irt import DATASET_NAMES, DATASETS, N_ITEMS, IrtParams, dataset_index, dataset_slices, estimate_irt
+from .irt import AVG_LENGTH, DATASET_NAMES, DATASETS, N_ITEMS, IrtParams, dataset_index, dataset_slices, estimate_irt
 
 THRESHOLD_GRID = np.linspace(0.01, 0.99, 100)
 
@@ -42,7 +42,8 @@ class Recipe:
     dims: int = 10
     ratio: float = 0.95  # p: the fraction of samples removed
     labels: str = "global"  # "global" | "per-dataset" threshold, or "soft" (no binarisation)
-    selection: str = "category"  # "category" (release) | "dataset" (weight-stratified)
+    selection: str = "category"  # "category" (release) | "dataset" (weight-stratified) | "cost"
+    budget: float = 0.03  # selection "cost": the anchors' share of the full benchmark's length
     theta_prior: float = 0.0
     calibrate: bool = False
     max_iter: int = 300
@@ -91,6 +92,13 @@ def make_labels(scores: np.ndarray, mode: str) -> tuple[np.ndarray, dict[str, fl
 # ---------------------------------------------------------------- 2. representation learning
 
 
+def single_thread() -> Any:
+    """A context in which BLAS (numpy, scipy, scikit-learn) uses one thread."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(1)
+
+
 def pca(x: np.ndarray, d: int) -> np.ndarray:
     """Top-d principal-component scores of the rows of x (centred SVD)."""
     centred = x - x.mean(axis=0)
@@ -128,7 +136,10 @@ def fit_irt(labels: np.ndarray, init_disc: np.ndarray, max_iter: int = 300, seed
         g_diff = -d * r.sum(axis=0) + diff
         return float(loss), np.concatenate([g_theta.ravel(), g_disc.ravel(), g_diff])
 
-    res = minimize(loss_and_grad, x0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter})
+    # One BLAS thread: these products are small, and threaded OpenBLAS spins 20x slower on a
+    # busy machine; one thread also makes the result independent of the core count.
+    with single_thread():
+        res = minimize(loss_and_grad, x0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter})
     theta, disc, diff = unpack(res.x)
     return disc, diff, theta, float(res.fun) / labels.size
 
@@ -171,12 +182,60 @@ def _kmeans_anchors(features: np.ndarray, members: np.ndarray, k: int, weights: 
     return chosen
 
 
-def select_anchors(disc: np.ndarray, diff: np.ndarray, n_anchors: int, selection: str, seed: int = 0) -> np.ndarray:
-    """Sorted anchor indices: K-Means centres over (a_j, b_j) within each group."""
+def sample_lengths() -> np.ndarray:
+    """Each sample's expected prompt length: its dataset's LongBench average from the paper's
+    Table 1 (words, characters for Chinese), since the full texts are not available offline."""
+    units = np.empty(N_ITEMS)
+    for name, sl in dataset_slices().items():
+        units[sl] = AVG_LENGTH[name][0]
+    return units
+
+
+def cost_aware_counts(scores: np.ndarray, budget: float, minimum: int = 2) -> np.ndarray:
+    """Anchors per dataset that minimise the sampling variance of the Overall for a length budget.
+
+    The Overall's variance from n_d anchors of dataset d is Σ W_d² σ_d² / n_d (W_d its weight
+    in the Overall, σ_d the spread of its item scores over the training models); under a
+    cost Σ n_d c_d (c_d its average length) the optimum is Neyman's allocation with costs,
+    n_d ∝ W_d σ_d / √c_d. Rounded counts (at least `minimum`, at most the dataset) are
+    scaled to the largest that stays within `budget` × the full benchmark's length.
+    """
+    slices = list(dataset_slices().values())
+    lengths = sample_lengths()
+    cost = np.array([lengths[sl.start] for sl in slices])
+    size = np.array([sl.stop - sl.start for sl in slices])
+    weight = np.array([balance_weights()[sl].sum() for sl in slices])
+    spread = np.array([np.sqrt(scores[:, sl].var(axis=1).mean()) for sl in slices])
+    rate = weight * spread / np.sqrt(cost)
+    allowed = budget * lengths.sum()
+
+    def counts(scale: float) -> np.ndarray:
+        out: np.ndarray = np.clip(np.round(scale * rate), minimum, size).astype(int)
+        return out
+
+    low, high = 0.0, float(size.max() / rate.min())
+    for _ in range(100):  # bisection on the scale: the largest allocation within the budget
+        mid = (low + high) / 2
+        low, high = (mid, high) if counts(mid) @ cost <= allowed else (low, mid)
+    return counts(low)
+
+
+def select_anchors(disc: np.ndarray, diff: np.ndarray, n_anchors: int, selection: str, seed: int = 0,
+                   scores: np.ndarray | None = None, budget: float = 0.03) -> np.ndarray:
+    """Sorted anchor indices: K-Means centres over (a_j, b_j) within each group.
+
+    "cost" groups by dataset with `cost_aware_counts(scores, budget)` anchors each
+    (n_anchors is then ignored: the budget sets the number).
+    """
     features = np.hstack([disc, diff[:, None]])
     weights = balance_weights()
     ds_index = dataset_index()
-    if selection == "category":
+    if selection == "cost":
+        if scores is None:
+            raise ValueError("cost-aware selection needs the training scores")
+        groups = [np.flatnonzero(ds_index == k) for k in range(len(DATASETS))]
+        counts = list(cost_aware_counts(scores, budget))
+    elif selection == "category":
         groups = [np.flatnonzero(np.isin(ds_index, [DATASET_NAMES.index(d) for d in members]))
                   for members in CATEGORIES.values()]
         counts = [int(len(g) / N_ITEMS * n_anchors) for g in groups]
@@ -214,16 +273,22 @@ def fit_calibration(params: IrtParams, scores: np.ndarray, shrink: float = 1.0) 
     return out
 
 
-def build(scores: np.ndarray, init_embeddings: np.ndarray, recipe: Recipe = Recipe()) -> BuildResult:
-    """Algorithm 1 on a (models × 4,750) score table."""
+def build(scores: np.ndarray, init_embeddings: np.ndarray, recipe: Recipe = Recipe(),
+          anchors: np.ndarray | None = None) -> BuildResult:
+    """Algorithm 1 on a (models × 4,750) score table.
+
+    Given `anchors`, they are kept and only the item parameters are fitted: a run can only
+    use anchors whose prompts it has (the release's 237, in the data's samples/).
+    """
     if scores.ndim != 2 or scores.shape[1] != N_ITEMS:
         raise ValueError(f"scores must be (models, {N_ITEMS}), got {scores.shape}")
     init = init_embeddings if init_embeddings.shape[1] == recipe.dims else pca(init_embeddings, recipe.dims)
     labels, thresholds = make_labels(scores, recipe.labels)
     disc, diff, ability, loss = fit_irt(labels, init, recipe.max_iter, recipe.seed)
-    n_anchors = int((1 - recipe.ratio) * N_ITEMS)
-    anchors = select_anchors(disc, diff, n_anchors, recipe.selection, recipe.seed)
-    params = IrtParams(disc, diff, anchors, ability, theta_prior=recipe.theta_prior, source="built")
+    if anchors is None:
+        n_anchors = int((1 - recipe.ratio) * N_ITEMS)
+        anchors = select_anchors(disc, diff, n_anchors, recipe.selection, recipe.seed, scores, recipe.budget)
+    params = IrtParams(disc, diff, np.sort(anchors), ability, theta_prior=recipe.theta_prior, source="built")
     if recipe.calibrate:
         params.calibration = fit_calibration(params, scores)
     return BuildResult(params, thresholds, loss)

@@ -14,8 +14,14 @@ LongBench does: per-dataset means, per-category means of those, Overall = mean o
 categories, all on the 0-1 scale.
 
 Parameters built by `asyncbench minilongbench build` may add an `estimator.json` with a
-prior on θ and a per-dataset linear calibration (see build.py); without it (the release's
-parameters) the estimate is exactly the release's.
+prior on θ, a per-dataset linear calibration (see build.py), the headline method and the
+cross-validated scores that calibrate the 90% interval (see conformal.py); without it
+(the release's parameters) the estimate is exactly the release's, with no interval.
+
+Which parameters: "shipped" (the default: the improved recipe fitted on all 30 models of
+the release's score table, on the release's 237 anchors, in asyncbench/data/minilongbench),
+"release" (the release's own files: `<data_dir>/minilongbench`, else downloaded), or a
+directory written by `asyncbench minilongbench build`.
 """
 
 from __future__ import annotations
@@ -94,19 +100,30 @@ class IrtParams:
     theta_prior: float = 0.0
     calibration: dict[str, tuple[float, float]] = field(default_factory=dict)
     source: str = ""
+    method: str = "irt"  # the headline estimate
+    conformal: dict[str, list[float]] = field(default_factory=dict)  # method -> CV residuals (conformal.py)
 
     def save(self, out_dir: Path, extra: Mapping[str, Any] | None = None) -> None:
         """Write irt_parameters.json + anchors.json (release format) and estimator.json."""
         out_dir.mkdir(parents=True, exist_ok=True)
-        params = {"disc": self.disc.tolist(), "diff": self.diff.reshape(-1, 1).tolist()}
+        params = {"disc": _round(self.disc), "diff": _round(self.diff.reshape(-1, 1))}
         if self.ability is not None:
-            params["ability"] = self.ability.tolist()
+            params["ability"] = _round(self.ability)
         (out_dir / "irt_parameters.json").write_text(json.dumps(params))
         anchors = [int(i) for i in self.anchors]
         (out_dir / "anchors.json").write_text(json.dumps({"anchors": anchors, "sorted_anchors": sorted(anchors)}))
-        est = {"theta_prior": self.theta_prior, "calibration": {k: list(v) for k, v in self.calibration.items()}}
+        est: dict[str, Any] = {"theta_prior": self.theta_prior, "method": self.method,
+                               "calibration": {k: list(v) for k, v in self.calibration.items()}}
+        if self.conformal:
+            est["conformal"] = self.conformal
         est.update(extra or {})
         (out_dir / "estimator.json").write_text(json.dumps(est, indent=1))
+
+
+def _round(values: np.ndarray) -> Any:
+    """Nested lists of floats to 7 significant digits: a third of the size, and estimates
+    move by < 1e-6."""
+    return json.loads(json.dumps(np.vectorize(lambda v: float(f"{v:.7g}"))(values).tolist()))
 
 
 def _read_json(path: Path) -> Any:
@@ -133,13 +150,30 @@ def load_params(params_dir: Path) -> IrtParams:
     if len(np.unique(sorted_anchors)) != len(sorted_anchors) or sorted_anchors.min() < 0 or sorted_anchors.max() >= N_ITEMS:
         raise UserError(f"{params_dir}/anchors.json: anchors must be distinct column indices in [0, {N_ITEMS})")
     ability = np.asarray(raw["ability"], dtype=float) if "ability" in raw else None
-    params = IrtParams(disc, diff, np.sort(sorted_anchors), ability, source=str(params_dir))
+    source = "shipped" if params_dir.resolve() == SHIPPED else str(params_dir)  # no machine's path in run.json
+    params = IrtParams(disc, diff, np.sort(sorted_anchors), ability, source=source)
     extra_path = params_dir / "estimator.json"
     if extra_path.exists():
         extra = _read_json(extra_path)
         params.theta_prior = float(extra.get("theta_prior", 0.0))
         params.calibration = {k: (float(v[0]), float(v[1])) for k, v in extra.get("calibration", {}).items()}
+        params.method = str(extra.get("method", "irt"))
+        params.conformal = {str(k): [float(x) for x in v] for k, v in extra.get("conformal", {}).items()}
+        if params.method not in METHODS:
+            raise UserError(f"{extra_path}: unknown method {params.method!r}; expected one of {', '.join(METHODS)}")
     return params
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "minilongbench"
+
+
+def resolve_params_dir(spec: str | Path | None, data_dir: Path | None) -> Path:
+    """"shipped" (or None: the default), "release", or a directory of parameters."""
+    if spec is None or str(spec) == "shipped":
+        return SHIPPED
+    if str(spec) == "release":
+        return default_params_dir(data_dir)
+    return Path(spec)
 
 
 def default_params_dir(data_dir: Path | None) -> Path:
@@ -369,23 +403,33 @@ def token_cost(anchors: np.ndarray, anchor_tokens: Sequence[int] | None = None) 
 
 
 def estimate(params: IrtParams, scores: Sequence[float] | Mapping[str, Sequence[float]],
-             method: str = "irt", anchor_tokens: Sequence[int] | None = None) -> dict[str, Any]:
-    """Both estimates, the chosen method's Overall, and the cost of the anchors."""
+             method: str | None = None, anchor_tokens: Sequence[int] | None = None) -> dict[str, Any]:
+    """The three estimates, the headline's Overall (`method`, else the parameters'), its
+    90% interval `overall_ci90` when the parameters carry a calibration (each method's
+    as `ci90`), and the cost of the anchors."""
+    from .conformal import interval
+
+    method = method or params.method
     if method not in METHODS:
         raise UserError(f"unknown estimation method {method!r}; choose one of {', '.join(METHODS)}")
     y = anchor_vector(scores, params.anchors)
     result: dict[str, Any] = {"irt": estimate_irt(params, y), "direct": estimate_direct(params.anchors, y)}
     result["blend"] = estimate_blend(result["irt"], result["direct"])
-    result.update({"method": method, "overall": result[method]["overall"],
-                   "calibrated": bool(params.calibration), "theta_prior": params.theta_prior,
+    result.update({"method": method, "overall": result[method]["overall"]})
+    if params.conformal:
+        for m in METHODS:
+            result[m]["ci90"] = interval(result[m]["overall"], params.conformal[m])
+        result["overall_ci90"] = result[method]["ci90"]
+    result.update({"calibrated": bool(params.calibration), "theta_prior": params.theta_prior,
                    "params": params.source, "token_cost": token_cost(params.anchors, anchor_tokens)})
     return result
 
 
 def estimate_from_anchor_scores(scores: Sequence[float] | Mapping[str, Sequence[float]],
-                                params_dir: Path | None = None, method: str = "irt",
+                                params: str | Path | None = None, method: str | None = None,
                                 anchor_tokens: Sequence[int] | None = None,
                                 data_dir: Path | None = None) -> dict[str, Any]:
-    """Entry point for the run engine: `params_dir` (or `<data_dir>/minilongbench`, or the
-    downloaded release) -> `estimate(...)`. Scores are on the 0-1 scale."""
-    return estimate(load_params(params_dir or default_params_dir(data_dir)), scores, method, anchor_tokens)
+    """Entry point for the run engine: `params` ("shipped", the default; "release": the
+    release's files from `<data_dir>/minilongbench` or downloaded; or a directory) ->
+    `estimate(...)`. Scores are on the 0-1 scale."""
+    return estimate(load_params(resolve_params_dir(params, data_dir)), scores, method, anchor_tokens)

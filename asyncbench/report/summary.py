@@ -82,9 +82,12 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     if isinstance(est, dict) and est.get("available"):
         cost = est.get("token_cost") or {}
         saved = cost.get("saved_prompt_tokens_estimate")
+        ci90 = est.get("overall_ci90")
+        others = ", ".join(f"{m} {100 * est[m]['overall']:.2f}" for m in ("irt", "direct", "blend") if m in est)
         console.print(
             f"[bold]estimated full LongBench overall[/] ({est['method']}): {100 * est['overall']:.2f}"
-            f"  (irt {100 * est['irt']['overall']:.2f}, direct {100 * est['direct']['overall']:.2f}); "
+            + (f" [90% interval {100 * ci90[0]:.2f}-{100 * ci90[1]:.2f}]" if ci90 else "")
+            + f"  ({others}); "
             f"the 237 anchors cost {100 * cost.get('fraction', 0):.1f}% of the full benchmark's tokens"
             + (f", ~{saved:,} prompt tokens saved" if saved else ""))
     elif isinstance(est, dict):

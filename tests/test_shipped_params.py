@@ -1,0 +1,79 @@
+"""The parameters shipped in asyncbench/data/minilongbench: rebuilt bit-for-bit by the
+command in their README, the release's anchors, and the estimate's calibrated interval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from asyncbench.cli import main
+from asyncbench.estimators import build as B
+from asyncbench.estimators import irt
+from asyncbench.estimators.conformal import interval
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench"
+needs_data = pytest.mark.skipif(not (DATA / "longbench_scores.npz").exists(), reason="../shared/data missing")
+FILES = ("irt_parameters.json", "anchors.json", "estimator.json")
+
+
+@needs_data
+def test_shipped_parameters_rebuild_bit_for_bit(tmp_path):
+    readme = (irt.SHIPPED / "README.md").read_text()
+    command = readme.split("    asyncbench minilongbench build ")[1].split("\n\n")[0].replace("\\\n", " ").split()
+    out = command.index("--out")
+    command[out + 1] = str(tmp_path)
+    root = Path(__file__).resolve().parents[1]
+    args = [str(root / a) if a.startswith("../") else a for a in command]
+    assert main(["minilongbench", "build", *args]) == 0
+    for name in FILES:
+        assert (tmp_path / name).read_bytes() == (irt.SHIPPED / name).read_bytes(), name
+
+
+@needs_data
+def test_shipped_parameters_keep_the_release_anchors():
+    shipped, release = irt.load_params(irt.SHIPPED), irt.load_params(DATA)
+    assert np.array_equal(shipped.anchors, release.anchors)  # the prompts in samples/ are these
+    assert shipped.method == "blend" and {len(v) for v in shipped.conformal.values()} == {30}
+    assert release.method == "irt" and not release.conformal
+
+
+@needs_data
+def test_estimate_has_a_90_percent_interval_by_default(tmp_path, capsys):
+    scores = np.load(DATA / "longbench_scores.npz")["scores"]
+    anchors = json.loads((DATA / "anchors.json").read_text())["sorted_anchors"]
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({"scores": scores[5, anchors].tolist()}))
+    assert main(["estimate", "minilongbench", "--anchor-scores", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    low, high = out["overall_ci90"]
+    assert out["method"] == "blend" and 0 <= low < out["overall"] < high <= 1 and high - low < 0.15
+    assert all(m["ci90"][0] <= m["overall"] <= m["ci90"][1] for m in (out["irt"], out["direct"], out["blend"]))
+    assert main(["estimate", "minilongbench", "--anchor-scores", str(path), "--params", "release",
+                 "--data-dir", str(DATA.parent)]) == 0
+    text = capsys.readouterr().out
+    assert "estimated LongBench Overall (irt)" in text and "90% interval" not in text
+
+
+def test_conformal_interval_uses_the_split_conformal_order_statistics():
+    residuals = np.linspace(-0.05, 0.05, 101)  # sorted; n = 101
+    low, high = interval(0.5, residuals)
+    assert low == pytest.approx(0.5 + residuals[4]) and high == pytest.approx(0.5 + residuals[96])
+    assert interval(0.5, [0.01, -0.02]) == pytest.approx([0.48, 0.51])  # few residuals: min and max
+    assert interval(0.99, [0.0, 0.05]) == [0.99, 1.0]  # clipped to the scale
+
+
+@needs_data
+def test_cost_aware_counts_respect_the_budget():
+    scores = np.load(DATA / "longbench_scores.npz")["scores"][:20]
+    lengths = B.sample_lengths()
+    for budget in (0.02, 0.03):
+        counts = B.cost_aware_counts(scores, budget)
+        per_sample = np.array([lengths[sl.start] for sl in irt.dataset_slices().values()])
+        assert counts.min() >= 2 and counts @ per_sample <= budget * lengths.sum()
+        assert counts[irt.DATASET_NAMES.index("lcc")] > counts[irt.DATASET_NAMES.index("narrativeqa")]  # cheap code
+    params = irt.load_params(DATA)
+    anchors = B.select_anchors(params.disc, params.diff, 0, "cost", scores=scores, budget=0.03)
+    assert irt.token_cost(anchors)["fraction"] <= 0.03
