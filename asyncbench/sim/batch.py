@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from .formats import ROUTES, BadRequest, WireFormat
 
@@ -156,17 +156,22 @@ class BatchService:
 
     async def _files(self, request: web.BaseRequest, method: str, rest: list[str]) -> web.Response:
         if method == "POST" and not rest:
+            # read as a stream: batch files are far larger than aiohttp's 1 MB body limit
+            fields: dict[str, tuple[str | None, bytes]] = {}
             try:
-                form = await request.post()
-            except (ValueError, AssertionError):
+                reader = await request.multipart()
+                while (part := await reader.next()) is not None:
+                    if isinstance(part, BodyPartReader) and part.name:
+                        fields[part.name] = (part.filename, bytes(await part.read()))
+            except (ValueError, AssertionError, KeyError):
                 return _openai_error(400, "the body must be multipart/form-data with 'file' and 'purpose'")
-            purpose, upload = form.get("purpose"), form.get("file")
-            if not isinstance(purpose, str) or not purpose:
+            purpose = fields.get("purpose", (None, b""))[1].decode("utf-8", "replace")
+            if not purpose:
                 return _openai_error(400, "'purpose' is a required property", param="purpose")
-            if not isinstance(upload, web.FileField):
+            if "file" not in fields:
                 return _openai_error(400, "'file' is a required property", param="file")
-            f = SimFile(self._id("file-"), upload.filename or "upload.jsonl", purpose, upload.file.read(),
-                        int(time.time()))
+            name, content = fields["file"]
+            f = SimFile(self._id("file-"), name or "upload.jsonl", purpose, content, int(time.time()))
             self.files[f.id] = f
             return _json(f.meta())
         found = self.files.get(rest[0]) if rest else None

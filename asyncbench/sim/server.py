@@ -423,7 +423,14 @@ def _answer(call: Call, prompt: str, prompt_tokens: int, cap: int, cache_ok: boo
 async def start_server(config: SimConfig) -> tuple[web.BaseRunner, SimServer, int]:
     """Start listening; returns the runner (to clean up), the handler state and the port."""
     sim = SimServer(config)
-    server = web.Server(sim.handle, access_log=None, handler_cancellation=True)
+    max_body = max(config.openai_batch_max_bytes, config.anthropic_batch_max_bytes) + (1 << 20)
+
+    def make_request(message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
+        # bodies up to the batch limits (aiohttp's default refuses more than 1 MB)
+        return web.BaseRequest(message, payload, protocol, writer, task, asyncio.get_running_loop(),
+                               client_max_size=max_body)
+
+    server = web.Server(sim.handle, access_log=None, handler_cancellation=True, request_factory=make_request)
     runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port, backlog=1024)
