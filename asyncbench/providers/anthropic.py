@@ -107,16 +107,14 @@ class AnthropicProvider(ProviderBase):
         return BatchStatus(b.processing_status, b.processing_status == "ended", counts)
 
     async def batch_results(self, base_url: str, batch_id: str) -> BatchResult:
-        import httpx
-
         client = self._client(base_url)
         async with _errors():
             b = await client.messages.batches.retrieve(batch_id)
             if not b.results_url:
                 raise ProviderError("transient", f"batch {batch_id} has no results_url yet")
-            raw = await client.get(b.results_url, cast_to=httpx.Response)
+            raw = await client.get(b.results_url, cast_to=str)
         out: BatchResult = {}
-        for line in raw.content.splitlines():
+        for line in str(raw).splitlines():
             try:
                 item = json.loads(line)
                 cid, result = str(item["custom_id"]), item["result"]

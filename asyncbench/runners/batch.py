@@ -14,7 +14,7 @@
   live with `fallback="live"` (at list price), up to `max_attempts` in all. Fatal errors
   (a bad request, a prompt too long) are outcomes at once.
 - `wait=False` (`--no-wait`): submit, collect what has already ended, and return; what is
-  still in a batch is a failed outcome of kind "pending" (the run ends partial), which
+  still in a batch is a failed outcome ("pending in batch ...": the run ends partial), which
   the same command later collects.
 - `--max-cost` reserves each request's estimate at the batch price before submitting.
 - A client whose provider has no batch API (a judge on another server) is sent live.
@@ -140,8 +140,8 @@ class BatchRunner:
                     for k in b.keys:
                         if k in by_key and by_key[k].index not in outcomes:
                             self.pending += 1
-                            finish(k, error=ProviderError("pending", f"in batch {b.batch_id} ({b.state}); run the "
-                                                          "same command again to collect it"))
+                            finish(k, error=ProviderError("transient", f"pending in batch {b.batch_id} ({b.state}); "
+                                                          "run the same command again to collect it"))
             if not retry:
                 break
             again = [k for k, _ in retry if attempts[k] < self.max_attempts]
