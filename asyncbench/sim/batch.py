@@ -31,14 +31,11 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import BodyPartReader, web
 
 from .formats import ROUTES, BadRequest, WireFormat
-
-if TYPE_CHECKING:
-    from .server import SimServer
 
 _CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _OPENAI_ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
@@ -89,7 +86,7 @@ class SimBatch:
 class BatchService:
     """Files and batches of one simulator; batches run as background tasks."""
 
-    def __init__(self, server: SimServer) -> None:
+    def __init__(self, server: Any) -> None:  # the SimServer (server.py imports this module)
         self.server = server
         self.files: dict[str, SimFile] = {}
         self.batches: dict[str, SimBatch] = {}
@@ -103,10 +100,8 @@ class BatchService:
         path, method = request.path.rstrip("/"), request.method
         parts = path.split("/")[1:]  # ["v1", ...]
         if parts[1] == "messages":
-            from .server import _check_anthropic_headers
-
             try:
-                _check_anthropic_headers(request)
+                self.server.check_anthropic_headers(request)
             except BadRequest as exc:
                 return _anthropic_error(exc.status, exc.kind, str(exc))
             rest = parts[3:]
@@ -446,7 +441,7 @@ class BatchService:
         refusal = server.check_context(fmt, call, text)
         if refusal is not None:
             server.stats.context_length_errors += 1
-            return refusal.status, json.loads(refusal.body)  # type: ignore[arg-type]
+            return refusal.status, json.loads(refusal.body)
         cfg = server.config
         if cfg.error_rate and random.Random(f"{cfg.seed}:{fingerprint}:{attempt}:batch").random() < cfg.error_rate:
             server.stats.errors_5xx += 1

@@ -138,6 +138,10 @@ class SimServer:
             ("POST", "/stats/reset"): self._reset_stats,
         }
 
+    @staticmethod
+    def check_anthropic_headers(request: web.BaseRequest) -> None:
+        _check_anthropic_headers(request)
+
     def reset(self) -> None:
         """Forget counters, the log, attempts and cache state; refill the rate limits."""
         self.stats = SimStats()
