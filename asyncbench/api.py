@@ -57,6 +57,9 @@ class Options(TypedDict, total=False):
     backend: Literal["local", "ray"]
     ray_address: str
     ray_workers: int
+    batch: bool
+    batch_fallback: Literal["batch", "live"]
+    no_wait: bool
     # BAMBOO
     length: Literal["4k", "16k", "both"]
     skip_bad_rows: bool

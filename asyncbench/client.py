@@ -29,7 +29,7 @@ class ModelClient:
         self.provider = provider
         self.api_key = api_key  # handed to Ray workers only; never stored or printed
         self.price: Price = prices.price(spec.model, by_prefix=provider.priced_by_prefix,
-                                         billed=provider.bills_per_token)
+                                         billed=provider.bills_per_token, provider=spec.provider)
         self.limiter = RateLimiter(rpm, tpm)
         self.pool = EndpointPool(spec.base_urls, cfg.concurrency)
         # Token counting for TPM: tiktoken for OpenAI models, ceil(chars/4) otherwise.

@@ -63,6 +63,9 @@ class RunConfig:
     prices: str | None = None
     progress: bool | None = None
     backend: str = "local"  # "local" | "ray"
+    batch: bool = False  # through the provider's batch API (runners/batch.py)
+    batch_fallback: str = "batch"  # requests a batch did not answer: "batch" (the next one) | "live"
+    no_wait: bool = False  # --batch: submit, collect what has ended, and exit
     ray_address: str | None = None
     ray_workers: int = 2
     extra: dict[str, Any] = field(default_factory=dict)
@@ -79,6 +82,10 @@ class RunConfig:
         _whole("--max-attempts", self.max_attempts, 1, 100)
         _whole("--ray-workers", self.ray_workers, 1, 1024)
         _whole("--repeat", self.repeat, 0, 1_000_000)
+        if self.batch_fallback not in ("batch", "live"):
+            raise UserError(f"--batch-fallback must be batch or live (got {self.batch_fallback!r})")
+        if self.no_wait and not self.batch:
+            raise UserError("--no-wait goes with --batch (submit the batches and exit)")
         if self.limit is not None:
             _whole("--limit", self.limit, 1, 10**9)
         if self.max_input_tokens is not None:

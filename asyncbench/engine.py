@@ -240,13 +240,15 @@ class _Generation:
         engine, req, usage = self.engine, self.requests[i], resp.usage
         if engine.secrets and any(s in resp.text for s in engine.secrets):
             resp.text = redact(resp.text)  # a server that echoes the key into its answer
-        cost = self.client.price.cost(usage)
+        cost = self.client.price.cost(usage, resp.discount)
         self.sources[i] = "sent"
         engine.paid_keys.add(self.keys[i])
+        # saved: the batch discount (what the list price would have been, less what was paid)
         engine.pending_ledger.append(self._entry(
             i, "sent", prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-            cached_prompt_tokens=usage.cached_prompt_tokens, cost_usd=cost, latency_ms=resp.latency_ms,
-            attempts=attempts))
+            cached_prompt_tokens=usage.cached_prompt_tokens, cost_usd=cost,
+            saved_usd=self.client.price.cost(usage) - cost if resp.discount != 1.0 else 0.0,
+            latency_ms=resp.latency_ms, attempts=attempts))
         engine.latencies.fresh.append(resp.latency_ms)
         canonical = req.canonical()
         # the prompt itself is benchmark data (and the key is its hash): keep only its size
@@ -329,6 +331,10 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
             # The same model as judge is the same client: one limiter and pool for both.
             judge = client if same else make_client(judge_spec, cfg, prices, None, None)
         unpriced = _check_prices(cfg, [c for c in (client, judge) if c is not None])
+        if cfg.batch and client.provider.batch_limits is None:
+            from .runners.batch import no_batch_api
+
+            raise no_batch_api(spec.label)
         if not cfg.dry_run:
             runner = make_runner(cfg)
         try:
@@ -432,6 +438,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
             invocation = InvocationEntry(len(before.invocations) + 1, t_start, pid=os.getpid(),
                                          host=socket.gethostname())
             store.put_invocation(run_id, invocation)
+        runner.bind(store, run_id)
         # --max-cost is the run's budget across its invocations: what earlier ones paid counts
         budget = Budget(cfg.max_cost, spent=sum(g.cost_usd for g in before.requests))
         engine = Engine(store, run_id, invocation.invocation, cfg.progress, budget, runner,
@@ -557,7 +564,7 @@ async def _score(benchmark: Benchmark, samples: list[Sample], generated: Generat
             r.prompt_tokens = ans.usage.prompt_tokens
             r.completion_tokens = ans.usage.completion_tokens
             r.cached_prompt_tokens = ans.usage.cached_prompt_tokens
-            r.cost_usd = client.price.cost(ans.usage)
+            r.cost_usd = client.price.cost(ans.usage, ans.discount)
             r.latency_ms = ans.latency_ms
             ok_samples.append(s)
             ok_preds.append(ans.text)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -24,13 +24,18 @@ from .types import Usage
 class Price:
     input: float
     output: float
-    cached_input: float
+    cached_input: float  # a prompt-cache read
     priced: bool = True  # False: a billed model missing from the table (its costs read 0)
+    cache_write: float | None = None  # a prompt-cache write (Anthropic: 1.25x input); None: input
+    batch: float = 1.0  # the share of the price paid through the provider's batch API
 
-    def cost(self, usage: Usage) -> float:
-        uncached = max(0, usage.prompt_tokens - usage.cached_prompt_tokens)
-        return (uncached * self.input + usage.cached_prompt_tokens * self.cached_input
-                + usage.completion_tokens * self.output) / 1e6
+    def cost(self, usage: Usage, discount: float = 1.0) -> float:
+        """USD for this usage; `discount` is the share paid (`batch` for a batch answer)."""
+        written = usage.cache_write_tokens
+        uncached = max(0, usage.prompt_tokens - usage.cached_prompt_tokens - written)
+        write = self.input if self.cache_write is None else self.cache_write
+        return discount * (uncached * self.input + usage.cached_prompt_tokens * self.cached_input
+                           + written * write + usage.completion_tokens * self.output) / 1e6
 
     def estimate(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self.input + completion_tokens * self.output) / 1e6
@@ -75,15 +80,27 @@ class PriceTable:
         shipped = json.loads(resources.files("asyncbench.data").joinpath("prices.json").read_text())
         self.version = shipped["version"]
         self.models: dict[str, Price] = {k: Price(**v) for k, v in shipped["models"].items()}
+        # per provider: the share paid through its batch API, and the cache-write price
+        # as a multiple of the input price
+        self.batch_discount: dict[str, float] = dict(shipped.get("batch_discount", {}))
+        self.cache_write_multiplier: dict[str, float] = dict(shipped.get("cache_write_multiplier", {}))
         if user_file:
             self.models.update(_read_prices(Path(user_file)))
             self.version += f"+{Path(user_file).name}"
 
-    def price(self, model: str, *, by_prefix: bool, billed: bool = False) -> Price:
+    def price(self, model: str, *, by_prefix: bool, billed: bool = False, provider: str | None = None) -> Price:
+        found = self._find(model, by_prefix) or (UNPRICED if billed else FREE)
+        if provider is None:
+            return found
+        mult = self.cache_write_multiplier.get(provider)
+        write = found.cache_write if found.cache_write is not None or mult is None else found.input * mult
+        return replace(found, cache_write=write, batch=self.batch_discount.get(provider, 1.0))
+
+    def _find(self, model: str, by_prefix: bool) -> Price | None:
         if model in self.models:
             return self.models[model]
         if by_prefix:
             best = max((k for k in self.models if model.startswith(k)), key=len, default=None)
             if best:
                 return self.models[best]
-        return UNPRICED if billed else FREE
+        return None

@@ -91,7 +91,8 @@ class Request:
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cached_prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0  # read from the provider's prompt cache (part of prompt_tokens)
+    cache_write_tokens: int = 0  # written to it (Anthropic; part of prompt_tokens, billed 1.25x)
 
 
 @dataclass
@@ -105,6 +106,9 @@ class Response:
     endpoint: str = ""
     # Parsed rate-limit state from response headers (see limits.parse_ratelimit_headers).
     ratelimit: dict[str, float] = field(default_factory=dict)
+    # the share of the price paid: the provider's batch discount for an answer that came
+    # through its batch API (runners/batch.py), 1.0 for a live one
+    discount: float = 1.0
 
 
 @dataclass

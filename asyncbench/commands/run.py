@@ -51,6 +51,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="local (default): this process; ray: requests and scoring on Ray workers")
     p.add_argument("--ray-address", help="Ray cluster: auto | HOST:PORT | ray://HOST:10001 (default: start a local one)")
     p.add_argument("--ray-workers", type=int, default=2, help="generation workers with --backend ray (default 2)")
+    p.add_argument("--batch", action="store_true",
+                   help="send uncached requests through the provider's batch API (OpenAI, Anthropic): half "
+                        "price, results within 24 h; an interrupted run is re-attached by the same command")
+    p.add_argument("--no-wait", action="store_true",
+                   help="with --batch: submit the batches and exit (exit 3, partial); the same command later "
+                        "collects the results")
+    p.add_argument("--batch-fallback", choices=("batch", "live"), default="batch",
+                   help="requests a batch did not answer (expired, server error): in the next batch (default) "
+                        "or live at list price")
     p.add_argument("--no-progress", action="store_false", dest="progress", default=None,
                    help="no progress bar (default: shown on a terminal only)")
     p.add_argument("--progress", action="store_true", dest="progress",
@@ -135,7 +144,8 @@ def main(args: argparse.Namespace) -> int:
         for k in ("resolved_model", "endpoint_id"):
             stored.pop(k, None)
         stored.update(cache=args.cache, progress=args.progress, dry_run=False, backend=args.backend,
-                      ray_address=args.ray_address, ray_workers=args.ray_workers)
+                      ray_address=args.ray_address, ray_workers=args.ray_workers, batch=args.batch,
+                      no_wait=args.no_wait, batch_fallback=args.batch_fallback)
         cfg = RunConfig(**stored)
     else:
         if not args.benchmark:
@@ -149,7 +159,8 @@ def main(args: argparse.Namespace) -> int:
             max_input_tokens=args.max_input_tokens, tokenizer=args.tokenizer, temperature=args.temperature,
             repeat=args.repeat, judge=args.judge, judge_base_urls=args.judge_base_urls, prices=args.prices,
             progress=args.progress, backend=args.backend, ray_address=args.ray_address,
-            ray_workers=args.ray_workers, extra=_extra(args),
+            ray_workers=args.ray_workers, batch=args.batch, no_wait=args.no_wait,
+            batch_fallback=args.batch_fallback, extra=_extra(args),
         )
     summary = anyio.run(execute, cfg)
     if args.json or cfg.dry_run:

@@ -44,6 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-context-tokens", type=int, default=131072,
                         help="context window: prompt + max_tokens above it gets the API's context-length error")
     parser.add_argument("--seed", type=int, default=0, help="seed of the fault and jitter draws")
+    parser.add_argument("--batch-turnaround-s", type=float, default=1.0,
+                        help="seconds a batch (OpenAI Batch, Anthropic Message Batches) takes to end (default 1)")
+    parser.add_argument("--batch-expire", type=int, default=0,
+                        help="the first N batches expire with half their requests unprocessed (default 0)")
+    parser.add_argument("--batch-max-requests", type=int,
+                        help="requests per batch, both APIs (default: the real limits, 50,000 and 100,000)")
+    parser.add_argument("--batch-max-bytes", type=int,
+                        help="bytes per batch, both APIs (default: the real limits, 200 MB and 256 MB)")
     parser.add_argument("--model-id", default="asyncbench-sim", help="model name reported by /info and /v1/models")
 
 
@@ -72,6 +80,12 @@ def main(args: argparse.Namespace) -> int:
         max_context_tokens=args.max_context_tokens,
         seed=args.seed,
         model_id=args.model_id,
+        batch_turnaround_s=args.batch_turnaround_s,
+        batch_expire=args.batch_expire,
+        **({"openai_batch_max_requests": args.batch_max_requests,
+            "anthropic_batch_max_requests": args.batch_max_requests} if args.batch_max_requests else {}),
+        **({"openai_batch_max_bytes": args.batch_max_bytes,
+            "anthropic_batch_max_bytes": args.batch_max_bytes} if args.batch_max_bytes else {}),
     )
 
     def announce(port: int) -> None:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from ..types import Request, Response, Usage
-from .base import ProviderBase, classify_status
+from .base import BatchResult, BatchStatus, ProviderBase, classify_status
 
 
 class AnthropicProvider(ProviderBase):
@@ -22,10 +24,12 @@ class AnthropicProvider(ProviderBase):
     key_env = "ANTHROPIC_API_KEY"
     priced_by_prefix = True
     bills_per_token = True
+    batch_limits = (100_000, 256 * 1024 * 1024)
 
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
         super().__init__(model, api_key, api)
         self._clients: dict[str, Any] = {}
+        self.batch_cut_at: dict[str, list[str]] = {}  # custom_id -> whitespace stops to apply
 
     def _client(self, base_url: str) -> Any:
         import anthropic
@@ -35,13 +39,11 @@ class AnthropicProvider(ProviderBase):
                                                                    max_retries=0)
         return self._clients[base_url]
 
-    async def send(self, request: Request, base_url: str, timeout: float) -> Response:
-        import anthropic
-
+    def _params(self, request: Request) -> tuple[dict[str, Any], list[str]]:
+        """The messages API parameters (as sent in a body) and the whitespace stop
+        sequences applied to the answer here instead."""
         messages = request.messages or [{"role": "user", "content": request.prompt or ""}]
         system = [m["content"] for m in messages if m["role"] == "system"]
-        # The 2.x SDK no longer lists `temperature` as an argument; the messages API still
-        # takes it, so greedy decoding goes in the body.
         params = dict(request.params)
         # The messages API refuses whitespace-only stop sequences ("\n" for samsum): those
         # are applied to the answer here instead, after its first non-blank character.
@@ -49,11 +51,22 @@ class AnthropicProvider(ProviderBase):
         cut_at = [s for s in stops if not s.strip()]
         if kept := [s for s in stops if s.strip()]:
             params["stop_sequences"] = kept
-        body = {"model": self.model, "max_tokens": request.max_tokens,
-                "messages": [m for m in messages if m["role"] != "system"],
-                "extra_body": {"temperature": request.temperature, **params}}
+        body: dict[str, Any] = {"model": self.model, "max_tokens": request.max_tokens,
+                                "messages": [m for m in messages if m["role"] != "system"],
+                                "temperature": request.temperature, **params}
         if system:
             body["system"] = "\n".join(system)
+        return body, cut_at
+
+    async def send(self, request: Request, base_url: str, timeout: float) -> Response:
+        import anthropic
+
+        params, cut_at = self._params(request)
+        # The 2.x SDK no longer lists `temperature` as an argument; the messages API still
+        # takes it, so greedy decoding and the other parameters go in the body.
+        named = ("model", "max_tokens", "messages", "system")
+        body: dict[str, Any] = {k: params.pop(k) for k in named if k in params}
+        body["extra_body"] = params
         t0 = time.perf_counter()
         try:
             raw = await self._client(base_url).messages.with_raw_response.create(**body, timeout=timeout)
@@ -61,31 +74,109 @@ class AnthropicProvider(ProviderBase):
             data = json.loads(await raw.read())
         except anthropic.APIStatusError as exc:
             info = parse_ratelimit_headers(exc.response.headers)
-            body_ = exc.body if isinstance(exc.body, dict) else {}
-            code = (body_.get("error") or {}).get("type") if isinstance(body_.get("error"), dict) else None
-            raise classify_status(exc.status_code, str(exc.message), retry_after=info.get("retry_after"),
-                                  ratelimit=info, code=code) from None
+            raise _classified(exc, info) from None
         except anthropic.APITimeoutError:
             raise ProviderError("transient", f"timed out after {timeout:g}s") from None
         except anthropic.APIConnectionError as exc:
             raise ProviderError("transient", f"connection error: {exc}") from None
         except ValueError as exc:
             raise ProviderError("transient", f"malformed response body: {exc}") from None
-        try:
-            text = "".join(b.get("text", "") for b in data["content"] if b.get("type") == "text")
-            u = data.get("usage") or {}
-            usage = Usage(prompt_tokens=int(u.get("input_tokens") or 0) + int(u.get("cache_read_input_tokens") or 0),
-                          completion_tokens=int(u.get("output_tokens") or 0),
-                          cached_prompt_tokens=int(u.get("cache_read_input_tokens") or 0))
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise ProviderError("transient", f"unexpected response shape: {exc}") from None
-        for stop in cut_at:
-            start = len(text) - len(text.lstrip())
-            if (at := text.find(stop, start + 1)) != -1:
-                text = text[:at]
-        return Response(text=text, usage=usage, latency_ms=(time.perf_counter() - t0) * 1000,
-                        finish_reason=data.get("stop_reason"), endpoint=base_url, ratelimit=info)
+        resp = parse_message(data, cut_at)
+        resp.latency_ms = (time.perf_counter() - t0) * 1000
+        resp.endpoint, resp.ratelimit = base_url, info
+        return resp
+
+    # -- Message Batches: the requests in one POST, results as JSONL at results_url ----
+    def batch_entry(self, request: Request, custom_id: str) -> dict[str, Any]:
+        params, cut_at = self._params(request)
+        if cut_at:  # applied to the answer when the results come (this or a later process)
+            self.batch_cut_at[custom_id] = cut_at
+        return {"custom_id": custom_id, "params": params}
+
+    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str]) -> str:
+        async with _errors():
+            batch = await self._client(base_url).messages.batches.create(requests=entries)
+        return str(batch.id)
+
+    async def batch_poll(self, base_url: str, batch_id: str) -> BatchStatus:
+        async with _errors():
+            b = await self._client(base_url).messages.batches.retrieve(batch_id)
+        rc = b.request_counts
+        counts = {"processing": rc.processing, "succeeded": rc.succeeded, "errored": rc.errored,
+                  "canceled": rc.canceled, "expired": rc.expired}
+        return BatchStatus(b.processing_status, b.processing_status == "ended", counts)
+
+    async def batch_results(self, base_url: str, batch_id: str) -> BatchResult:
+        client = self._client(base_url)
+        async with _errors():
+            b = await client.messages.batches.retrieve(batch_id)
+            if not b.results_url:
+                raise ProviderError("transient", f"batch {batch_id} has no results_url yet")
+            raw = await client.get(b.results_url, cast_to=str)
+        out: BatchResult = {}
+        for line in str(raw).splitlines():
+            try:
+                item = json.loads(line)
+                cid, result = str(item["custom_id"]), item["result"]
+                kind = result["type"]
+            except (ValueError, KeyError, TypeError):
+                continue  # not a result line: its request is sent again
+            if kind == "succeeded":
+                try:
+                    out[cid] = parse_message(result.get("message") or {}, self.batch_cut_at.get(cid, []))
+                    out[cid].endpoint = base_url  # type: ignore[union-attr]
+                except ProviderError as exc:
+                    out[cid] = exc
+            elif kind == "errored":
+                err = ((result.get("error") or {}).get("error") or {})
+                etype, message = str(err.get("type") or ""), str(err.get("message") or "")
+                status = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
+                          "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,
+                          "overloaded_error": 529}.get(etype, 500)
+                out[cid] = classify_status(status, f"{etype}: {message}", code=etype)
+            else:  # canceled, expired: not run, send it again
+                out[cid] = ProviderError("transient", f"{kind}: the request was not processed in its batch")
+        return out
 
     async def aclose(self) -> None:
         for client in self._clients.values():
             await client.close()
+
+
+def parse_message(data: dict[str, Any], cut_at: list[str]) -> Response:
+    """A messages API answer (live or from a batch) as a Response (latency to be set)."""
+    try:
+        text = "".join(b.get("text", "") for b in data["content"] if b.get("type") == "text")
+        u = data.get("usage") or {}
+        read = int(u.get("cache_read_input_tokens") or 0)
+        written = int(u.get("cache_creation_input_tokens") or 0)
+        usage = Usage(prompt_tokens=int(u.get("input_tokens") or 0) + read + written,
+                      completion_tokens=int(u.get("output_tokens") or 0),
+                      cached_prompt_tokens=read, cache_write_tokens=written)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ProviderError("transient", f"unexpected response shape: {exc}") from None
+    for stop in cut_at:
+        start = len(text) - len(text.lstrip())
+        if (at := text.find(stop, start + 1)) != -1:
+            text = text[:at]
+    return Response(text=text, usage=usage, latency_ms=0.0, finish_reason=data.get("stop_reason"))
+
+
+def _classified(exc: Any, info: dict[str, float] | None = None) -> ProviderError:
+    body_ = exc.body if isinstance(exc.body, dict) else {}
+    code = (body_.get("error") or {}).get("type") if isinstance(body_.get("error"), dict) else None
+    return classify_status(exc.status_code, str(exc.message), retry_after=(info or {}).get("retry_after"),
+                           ratelimit=info, code=code)
+
+
+@asynccontextmanager
+async def _errors() -> AsyncIterator[None]:
+    """The SDK's errors on batch calls, classified as for a request."""
+    import anthropic
+
+    try:
+        yield
+    except anthropic.APIStatusError as exc:
+        raise _classified(exc) from None
+    except (anthropic.APITimeoutError, anthropic.APIConnectionError) as exc:
+        raise ProviderError("transient", f"connection error: {exc}") from None

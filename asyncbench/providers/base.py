@@ -28,6 +28,22 @@ class ModelSpec:
         return f"{self.provider}:{self.model}"
 
 
+@dataclass
+class BatchStatus:
+    """One poll of a provider batch: its state in the provider's words, whether it ended
+    (results can be downloaded), and its request counts."""
+
+    state: str
+    ended: bool
+    counts: dict[str, int] = field(default_factory=dict)
+    error: str | None = None  # why a batch failed as a whole (its input did not validate)
+
+
+# What a batch result is for one request: its answer, or a classified error (an expired
+# or cancelled request, a server error: transient, sent again; a bad request: fatal).
+BatchResult = dict[str, "Response | ProviderError"]
+
+
 class Provider(Protocol):
     @property
     def name(self) -> str: ...
@@ -59,6 +75,8 @@ class ProviderBase:
     # The provider bills per token: a model of it missing from the price table is unpriced
     # (unknown cost), not free as a self-hosted one is.
     bills_per_token: ClassVar[bool] = False
+    # A batch API (runners/batch.py): (max requests, max bytes) per batch; None: none.
+    batch_limits: ClassVar[tuple[int, int] | None] = None
 
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
         self.model = model
@@ -77,6 +95,22 @@ class ProviderBase:
 
     async def aclose(self) -> None:
         """Close pooled connections."""
+
+    # -- batch API (providers with `batch_limits`) ------------------------------------
+    def batch_entry(self, request: Request, custom_id: str) -> dict[str, Any]:
+        """One request as a line of this provider's batch input."""
+        raise NotImplementedError
+
+    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str]) -> str:
+        """Submit one batch; returns its id."""
+        raise NotImplementedError
+
+    async def batch_poll(self, base_url: str, batch_id: str) -> BatchStatus:
+        raise NotImplementedError
+
+    async def batch_results(self, base_url: str, batch_id: str) -> BatchResult:
+        """custom_id -> answer or classified error, for every request the batch reports."""
+        raise NotImplementedError
 
     async def server_tokenizer(self, base_urls: list[str]) -> Any:
         """The model's own tokenizer as its server offers it (a `Tokenizer` with `spans`),

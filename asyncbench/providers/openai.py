@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from ..types import Request, Response
-from .base import ProviderBase, classify_status
+from .base import BatchResult, BatchStatus, ProviderBase, classify_status
 from .openai_wire import parse_body, request_body
 
 
@@ -26,6 +28,7 @@ class OpenAIProvider(ProviderBase):
     tiktoken_counts = True
     priced_by_prefix = True
     bills_per_token = True
+    batch_limits = (50_000, 200 * 1024 * 1024)
 
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
         super().__init__(model, api_key, api)
@@ -40,16 +43,21 @@ class OpenAIProvider(ProviderBase):
                                                          max_retries=0)
         return self._clients[base_url]
 
-    async def send(self, request: Request, base_url: str, timeout: float) -> Response:
-        import openai
-
-        client = self._client(base_url)
+    def _body(self, request: Request) -> tuple[dict[str, Any], bool]:
+        """The request body, and whether it goes to the completions endpoint."""
         completion = self.api == "completion" or request.messages is None
         body = request_body(request, "completion" if completion else "chat")
         if not completion and self.model.startswith(("o1", "o3", "o4", "gpt-5")):
             # reasoning models take max_completion_tokens and only the default temperature
             body["max_completion_tokens"] = body.pop("max_tokens")
             body.pop("temperature", None)
+        return body, completion
+
+    async def send(self, request: Request, base_url: str, timeout: float) -> Response:
+        import openai
+
+        client = self._client(base_url)
+        body, completion = self._body(request)
         endpoint = client.completions if completion else client.chat.completions
         t0 = time.perf_counter()
         try:
@@ -71,6 +79,83 @@ class OpenAIProvider(ProviderBase):
         return Response(text=text, usage=usage, latency_ms=(time.perf_counter() - t0) * 1000,
                         finish_reason=finish, endpoint=base_url, ratelimit=info)
 
+    # -- OpenAI Batch: a JSONL file of requests, then a batch over it ------------------
+    def batch_entry(self, request: Request, custom_id: str) -> dict[str, Any]:
+        body, completion = self._body(request)
+        return {"custom_id": custom_id, "method": "POST",
+                "url": "/v1/completions" if completion else "/v1/chat/completions", "body": body}
+
+    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str]) -> str:
+        client = self._client(base_url)
+        data = "".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in entries).encode()
+        async with _errors():
+            f = await client.files.create(file=("asyncbench-batch.jsonl", data), purpose="batch")
+            batch = await client.batches.create(input_file_id=f.id, endpoint=entries[0]["url"],
+                                                completion_window="24h", metadata=meta)
+        return str(batch.id)
+
+    async def batch_poll(self, base_url: str, batch_id: str) -> BatchStatus:
+        async with _errors():
+            b = await self._client(base_url).batches.retrieve(batch_id)
+        rc = b.request_counts
+        counts = {"total": rc.total, "completed": rc.completed, "failed": rc.failed} if rc is not None else {}
+        error = None
+        if b.status == "failed":
+            errs = (b.errors.data if b.errors is not None else None) or []
+            error = "; ".join(f"{e.code} (line {e.line}): {e.message}" for e in errs[:3]) or "batch failed"
+        return BatchStatus(b.status, b.status in ("completed", "failed", "expired", "cancelled"), counts, error)
+
+    async def batch_results(self, base_url: str, batch_id: str) -> BatchResult:
+        client = self._client(base_url)
+        async with _errors():
+            b = await client.batches.retrieve(batch_id)
+            lines: list[bytes] = []
+            for file_id in (b.output_file_id, b.error_file_id):
+                if file_id:
+                    lines += (await client.files.content(file_id)).content.splitlines()
+        out: BatchResult = {}
+        for raw in lines:
+            if not raw.strip():
+                continue
+            try:
+                line = json.loads(raw)
+                cid = str(line["custom_id"])
+            except (ValueError, KeyError, TypeError):
+                continue  # not a result line: its request is sent again
+            resp, err = line.get("response") or {}, line.get("error")
+            if resp.get("status_code") == 200:
+                try:
+                    text, usage, finish = parse_body(resp.get("body") or {})
+                    out[cid] = Response(text=text, usage=usage, latency_ms=0.0, finish_reason=finish,
+                                        endpoint=base_url)
+                except ProviderError as exc:
+                    out[cid] = exc
+            elif resp.get("status_code"):
+                body = resp.get("body") or {}
+                found = body.get("error")
+                e: dict[str, Any] = found if isinstance(found, dict) else {}
+                out[cid] = classify_status(int(resp["status_code"]), str(e.get("message") or body),
+                                           code=e.get("code") if isinstance(e.get("code"), str) else None)
+            else:  # batch_expired, batch_cancelled: not run, send it again
+                why: dict[str, Any] = err if isinstance(err, dict) else {}
+                out[cid] = ProviderError("transient",
+                                         f"{why.get('code') or 'not run'}: {why.get('message') or ''}")
+        return out
+
     async def aclose(self) -> None:
         for client in self._clients.values():
             await client.close()
+
+
+@asynccontextmanager
+async def _errors() -> AsyncIterator[None]:
+    """The SDK's errors on batch calls, classified as for a request."""
+    import openai
+
+    try:
+        yield
+    except openai.APIStatusError as exc:
+        code = exc.code if isinstance(getattr(exc, "code", None), str) else None
+        raise classify_status(exc.status_code, exc.message, code=code) from None
+    except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+        raise ProviderError("transient", f"connection error: {exc}") from None

@@ -1,5 +1,5 @@
-"""Runners (see base.py): `local` (this process) and `ray` (Ray workers; Ray is imported
-only when chosen, as it is an optional extra)."""
+"""Runners (see base.py): `local` (this process), `ray` (Ray workers; Ray is imported
+only when chosen, as it is an optional extra) and `batch` (the provider's batch API)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,13 @@ from .local import LocalRunner
 
 def make_runner(cfg: RunConfig) -> Runner:
     """The runner the config names."""
+    if cfg.batch:
+        if cfg.backend != "local":
+            raise UserError("--batch sends through the provider's batch API: it takes no --backend")
+        from .batch import BatchRunner
+
+        return BatchRunner(cfg.timeout_s, cfg.max_attempts, wait=not cfg.no_wait, fallback=cfg.batch_fallback,
+                           progress=cfg.progress)
     if cfg.backend == "local":
         return LocalRunner(cfg.timeout_s, cfg.max_attempts)
     if cfg.backend != "ray":

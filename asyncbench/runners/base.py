@@ -9,10 +9,13 @@ through a provider's batch API — the idea of httpx's `AsyncBaseTransport`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..client import ModelClient
 from ..scheduler import Budget, Job, Outcome, SchedulerStats
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 # map_chunks(fn, [args, ...]) -> [fn(*args), ...], possibly on other machines.
 MapChunks = Callable[[Callable[..., Any], list[tuple[Any, ...]]], list[Any]]
@@ -46,6 +49,10 @@ class Runner(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """What run.json records about the runner."""
+        ...
+
+    def bind(self, store: Store, run_id: str) -> None:
+        """The run's store and id, once it is open (the batch runner records its batches)."""
         ...
 
     def close(self) -> None: ...

@@ -26,7 +26,7 @@ class LocalRunner:
     async def run(self, client: ModelClient, jobs: AsyncIterable[Job], *, budget: Budget,
                   on_outcome: Callable[[Outcome], None]) -> list[Outcome]:
         def cost_of(r: Response) -> float:
-            return client.price.cost(r.usage)
+            return client.price.cost(r.usage, r.discount)
 
         scheduler = Scheduler(client.provider, client.pool, client.limiter, budget=budget,
                               timeout_s=self.timeout_s, max_attempts=self.max_attempts,
@@ -45,6 +45,9 @@ class LocalRunner:
 
     def describe(self) -> dict[str, Any]:
         return {"name": "local"}
+
+    def bind(self, store: Any, run_id: str) -> None:
+        pass
 
     def close(self) -> None:
         pass

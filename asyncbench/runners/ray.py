@@ -227,6 +227,9 @@ class RayRunner:
         results: list[Any] = self.ray.get([self._apply.remote(fn_ref, *args) for args in calls])
         return results
 
+    def bind(self, store: Any, run_id: str) -> None:
+        pass
+
     def close(self) -> None:
         for group in self._groups.values():
             for w in group.workers:

@@ -1,6 +1,7 @@
 """The endpoint simulator: a real HTTP server on 127.0.0.1 speaking OpenAI, Anthropic and TGI.
 
 Routes: POST /v1/chat/completions, /v1/completions (OpenAI; also TGI's Messages API),
+the batch APIs (batch.py: /v1/files, /v1/batches, /v1/messages/batches),
 POST /v1/messages (Anthropic), POST /generate, GET /info, GET /health (TGI), GET /v1/models,
 GET /stats[?log=1], POST /stats/reset.
 
@@ -75,6 +76,14 @@ class SimConfig:
     max_context_tokens: int = 131072
     seed: int = 0
     model_id: str = "asyncbench-sim"
+    # Batch APIs (batch.py): seconds from submission to results, how many of the first
+    # batches expire (half their requests unprocessed), and the providers' size limits.
+    batch_turnaround_s: float = 1.0
+    batch_expire: int = 0
+    openai_batch_max_requests: int = 50_000
+    openai_batch_max_bytes: int = 200 * 1024 * 1024
+    anthropic_batch_max_requests: int = 100_000
+    anthropic_batch_max_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
         rates = {
@@ -88,7 +97,7 @@ class SimConfig:
                 raise UserError(f"simulator: {name} must be between 0 and 1, got {value}")
         if sum(rates.values()) > 1.0:
             raise UserError("simulator: error, drop, stall and malformed rates must add up to at most 1")
-        for name in ("latency_ms", "per_token_ms", "jitter_ms", "stall_s"):
+        for name in ("latency_ms", "per_token_ms", "jitter_ms", "stall_s", "batch_turnaround_s", "batch_expire"):
             if getattr(self, name) < 0:
                 raise UserError(f"simulator: {name} must not be negative")
         if self.burst_s <= 0:
@@ -118,6 +127,9 @@ class SimServer:
         self._next_id = 0
         self._pieces: dict[str, int] = {}  # the vLLM-style tokenizer's vocabulary, grown as it is used
         self._piece_list: list[str] = []
+        from .batch import BatchService
+
+        self.batches = BatchService(self)
         self._simple = {
             ("GET", "/health"): self._health,
             ("GET", "/info"): self._info,
@@ -125,6 +137,10 @@ class SimServer:
             ("GET", "/stats"): self._get_stats,
             ("POST", "/stats/reset"): self._reset_stats,
         }
+
+    @staticmethod
+    def check_anthropic_headers(request: web.BaseRequest) -> None:
+        _check_anthropic_headers(request)
 
     def reset(self) -> None:
         """Forget counters, the log, attempts and cache state; refill the rate limits."""
@@ -144,6 +160,8 @@ class SimServer:
         simple = self._simple.get((request.method, request.path))
         if simple is not None:
             return simple(request)
+        if request.path.startswith(("/v1/files", "/v1/batches", "/v1/messages/batches")):
+            return await self.batches.handle(request)
         return _json({"error": f"no route {request.method} {request.path}"}, 404)
 
     # ------------------------------------------------------------ small endpoints
@@ -274,11 +292,27 @@ class SimServer:
                 stats.rate_limited += 1
                 return self._rate_limited(fmt, decision.reason, decision.retry_after, headers)
 
-        cap = call.max_tokens or CHAT_DEFAULT_MAX_TOKENS
-        cache_ok = fingerprint in self._served and (fmt.api == "openai" or b"cache_control" in raw)
-        answers = [_answer(call, p, n, cap, cache_ok) for p, n in zip(call.prompts, prompt_tokens)]
+        answers = self.answers(fmt, call, fingerprint, raw)
         completion = sum(a.completion_tokens for a in answers)
         return await self._deliver(request, fmt, call, answers, completion, fingerprint, attempt, headers, arrived)
+
+    def answers(self, fmt: WireFormat, call: Call, fingerprint: str, raw: bytes) -> list[Answer]:
+        """The model's answers to a parsed call, with the prompt-cache usage (live and batch)."""
+        cap = call.max_tokens or CHAT_DEFAULT_MAX_TOKENS
+        cache_ok = fingerprint in self._served and (fmt.api == "openai" or b"cache_control" in raw)
+        return [_answer(call, p, count_tokens(p), cap, cache_ok) for p in call.prompts]
+
+    def served(self, fingerprint: str, answers: list[Answer]) -> None:
+        """Count a successful answer as billed, and remember its prompt for prompt caching."""
+        stats = self.stats
+        stats.ok += 1
+        stats.prompt_tokens += sum(a.prompt_tokens for a in answers)
+        stats.completion_tokens += sum(a.completion_tokens for a in answers)
+        stats.cached_tokens += sum(a.cached_tokens for a in answers)
+        self._served.add(fingerprint)
+
+    def check_context(self, fmt: WireFormat, call: Call, text: str) -> web.Response | None:
+        return self._check_context(fmt, call, text, max(count_tokens(p) for p in call.prompts))
 
     def _check_context(self, fmt: WireFormat, call: Call, text: str, prompt_tokens: int) -> web.Response | None:
         limit = self.config.max_context_tokens
@@ -354,11 +388,7 @@ class SimServer:
         if fault == "malformed":
             stats.malformed += 1
             return web.Response(body=payload[: max(1, len(payload) // 2)], headers=headers, content_type=_JSON)
-        stats.ok += 1
-        stats.prompt_tokens += sum(a.prompt_tokens for a in answers)
-        stats.completion_tokens += completion
-        stats.cached_tokens += sum(a.cached_tokens for a in answers)
-        self._served.add(fingerprint)
+        self.served(fingerprint, answers)
         return web.Response(body=payload, headers=headers, content_type=_JSON)
 
 
@@ -397,7 +427,14 @@ def _answer(call: Call, prompt: str, prompt_tokens: int, cap: int, cache_ok: boo
 async def start_server(config: SimConfig) -> tuple[web.BaseRunner, SimServer, int]:
     """Start listening; returns the runner (to clean up), the handler state and the port."""
     sim = SimServer(config)
-    server = web.Server(sim.handle, access_log=None, handler_cancellation=True)
+    max_body = max(config.openai_batch_max_bytes, config.anthropic_batch_max_bytes) + (1 << 20)
+
+    def make_request(message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
+        # bodies up to the batch limits (aiohttp's default refuses more than 1 MB)
+        return web.BaseRequest(message, payload, protocol, writer, task, asyncio.get_running_loop(),
+                               client_max_size=max_body)
+
+    server = web.Server(sim.handle, access_log=None, handler_cancellation=True, request_factory=make_request)
     runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, config.host, config.port, backlog=1024)

@@ -29,6 +29,10 @@ class SimStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    # batch APIs: batches accepted (OpenAI POST /v1/batches, Anthropic POST
+    # /v1/messages/batches) and the requests they carried
+    batches_submitted: int = 0
+    batch_requests: int = 0
     routes: Counter[str] = field(default_factory=Counter)
     log: list[str] = field(default_factory=list)
     # arrival time (Unix seconds) of each logged request: lets a test check the rate the

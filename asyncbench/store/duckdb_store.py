@@ -76,6 +76,13 @@ _SCHEMA = [
         rate_limited BIGINT, transient_errors BIGINT, complete BOOLEAN, finished BOOLEAN, pid INTEGER,
         host VARCHAR, PRIMARY KEY (run_id, invocation))""",
     "CREATE TABLE IF NOT EXISTS prompts (key VARCHAR PRIMARY KEY, prompt VARCHAR)",
+    # provider batches (runners/batch.py), recorded the moment they are created so that a
+    # crashed or interrupted run re-attaches to them instead of submitting twice
+    """CREATE TABLE IF NOT EXISTS batches (
+        batch_id VARCHAR PRIMARY KEY, run_id VARCHAR, provider VARCHAR, model VARCHAR, endpoint VARCHAR,
+        base_url VARCHAR, n_requests BIGINT, state VARCHAR, counts_json VARCHAR, submitted_at DOUBLE,
+        updated_at DOUBLE, collected BOOLEAN)""",
+    "CREATE TABLE IF NOT EXISTS batch_requests (batch_id VARCHAR, key VARCHAR, custom_id VARCHAR)",
 ]
 LEDGER_COLUMNS = ("invocation", "purpose", "task", "source", "key", "sample_id", "prompt_tokens", "completion_tokens",
                   "cached_prompt_tokens", "cost_usd", "saved_usd", "latency_ms", "attempts")
@@ -370,6 +377,48 @@ class Store:
         rows = self.con.execute("SELECT key, min(invocation) FROM ledger_requests WHERE run_id = ? AND source = 'sent' "
                                 "GROUP BY key", [run_id]).fetchall()
         return {k: int(i) for k, i in rows}
+
+    # -- provider batches ---------------------------------------------------------------
+    @_in_session
+    def put_batch(self, batch_id: str, run_id: str, provider: str, model: str, endpoint: str, base_url: str,
+                  keys: Sequence[str], submitted_at: float) -> None:
+        """Record a submitted batch and the request keys in it (one transaction)."""
+        con = self.con
+        con.execute("BEGIN")
+        con.execute("INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, 'submitted', '{}', ?, ?, false)",
+                    [batch_id, run_id, provider, model, endpoint, base_url, len(keys), submitted_at, submitted_at])
+        con.execute(f"INSERT INTO batch_requests SELECT {_unnest(3)}",
+                    [[batch_id] * len(keys), list(keys), list(keys)])
+        con.execute("COMMIT")
+
+    @_in_session
+    def update_batch(self, batch_id: str, state: str, counts: dict[str, int], collected: bool = False) -> None:
+        self.con.execute("UPDATE batches SET state = ?, counts_json = ?, updated_at = ?, collected = ? "
+                         "WHERE batch_id = ?", [state, json.dumps(counts, sort_keys=True), time.time(), collected,
+                                                batch_id])
+
+    @_in_session
+    def open_batches(self, provider: str, endpoint: str, keys: Sequence[str]) -> list[tuple[str, str, float, list[str]]]:
+        """Batches not yet collected that hold any of `keys` (any run's: a request key is
+        the same request whoever submitted it): (batch id, base URL, submitted at, the
+        keys among `keys`), oldest first."""
+        if not keys:
+            return []
+        rows = self.con.execute(
+            "SELECT b.batch_id, b.base_url, b.submitted_at, list(r.key) FROM batches b JOIN batch_requests r "
+            "USING (batch_id) WHERE NOT b.collected AND b.provider = $1 AND b.endpoint = $2 "
+            "AND r.key IN (SELECT unnest($3)) GROUP BY ALL ORDER BY b.submitted_at",
+            [provider, endpoint, list(keys)]).fetchall()
+        return [(str(b), str(u), float(t), list(k)) for b, u, t, k in rows]
+
+    @_in_session
+    def batches(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        cols = ("batch_id", "run_id", "provider", "model", "n_requests", "state", "counts_json", "submitted_at",
+                "updated_at", "collected")
+        where = " WHERE run_id = ?" if run_id else ""
+        cur = self.con.execute(f"SELECT {', '.join(cols)} FROM batches{where} ORDER BY submitted_at",
+                               [run_id] if run_id else [])
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
 
     @_in_session
     def put_prompts(self, rows: Sequence[tuple[str, str]]) -> None:

@@ -1,0 +1,286 @@
+"""BatchRunner (`--batch`): a run's uncached requests through the provider's batch API
+(OpenAI Batch, Anthropic Message Batches) at the batch price (half of list).
+
+- Jobs are split into batches under the provider's limits (requests and bytes per
+  batch), each submitted and recorded in the store (batch id and the request keys in it)
+  the moment the provider returns its id. A run interrupted after that (Ctrl-C, SIGKILL,
+  `--no-wait`) is re-attached by the same command: requests in a batch not yet collected
+  are never submitted again; the runner polls that batch instead.
+- Batches are polled with a growing interval (`poll_s` up to `max_poll_s`); each change
+  of state or counts is one line on stderr. An ended batch's results go to the engine's
+  `on_outcome` as they are read, the path live answers take (cache, ledger, journal), and
+  the batch is then marked collected.
+- Expired, cancelled and server-errored requests are sent again: in the next batch, or
+  live with `fallback="live"` (at list price), up to `max_attempts` in all. Fatal errors
+  (a bad request, a prompt too long) are outcomes at once.
+- `wait=False` (`--no-wait`): submit, collect what has already ended, and return; what is
+  still in a batch is a failed outcome ("pending in batch ...": the run ends partial), which
+  the same command later collects.
+- `--max-cost` reserves each request's estimate at the batch price before submitting.
+- A client whose provider has no batch API (a judge on another server) is sent live.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ..client import ModelClient
+from ..errors import ProviderError, UserError
+from ..scheduler import Budget, Job, Outcome, SchedulerStats
+from ..secrets import strip_userinfo
+from .base import MapChunks, add_stats
+from .local import LocalRunner
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+
+def no_batch_api(label: str) -> UserError:
+    return UserError(f"--batch: {label} has no batch API (openai: and anthropic: models have one); "
+                     "run it without --batch")
+
+
+@dataclass
+class _Batch:
+    batch_id: str
+    base_url: str
+    submitted_at: float
+    keys: list[str]
+    state: str = "submitted"
+    counts: dict[str, int] = field(default_factory=dict)
+    ended: bool = False
+
+
+class BatchRunner:
+    name = "batch"
+    map_chunks: MapChunks | None = None
+
+    def __init__(self, timeout_s: float, max_attempts: int, *, wait: bool = True, fallback: str = "batch",
+                 progress: bool | None = None, poll_s: float = 0.5, max_poll_s: float = 30.0) -> None:
+        self.live = LocalRunner(timeout_s, max_attempts)
+        self.max_attempts = max_attempts
+        self.wait = wait
+        self.fallback = fallback
+        self.progress = progress is not False
+        self.poll_s = poll_s
+        self.max_poll_s = max_poll_s
+        self._stats = SchedulerStats()
+        self.store: Store | None = None
+        self.run_id = ""
+        self.aborted: str | None = None
+        self.submitted: list[str] = []  # batch ids this process submitted
+        self.attached: list[str] = []  # batch ids of earlier processes it collected from
+        self.pending = 0  # requests left in batches not ended (--no-wait)
+
+    def bind(self, store: Store, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+
+    def _say(self, line: str) -> None:
+        if self.progress:
+            print(f"asyncbench: {line}", file=sys.stderr, flush=True)
+
+    async def run(self, client: ModelClient, jobs: AsyncIterable[Job], *, budget: Budget,
+                  on_outcome: Callable[[Outcome], None]) -> list[Outcome]:
+        provider = client.provider
+        if provider.batch_limits is None:
+            return await self.live.run(client, jobs, budget=budget, on_outcome=on_outcome)
+        if self.store is None:
+            raise RuntimeError("BatchRunner.run before bind(store, run_id)")
+        store = self.store
+        todo = [j async for j in jobs]
+        outcomes: dict[int, Outcome] = {}
+        by_key: dict[str, Job] = {}
+        for job in todo:
+            by_key.setdefault(job.request.key(), job)
+        entries = {k: provider.batch_entry(j.request, k) for k, j in by_key.items()}
+        attempts = dict.fromkeys(by_key, 0)
+        reserved: dict[str, float] = {}
+        endpoint = client.spec.endpoint_id
+        # re-attach to batches an earlier process submitted and did not collect
+        tracked: list[_Batch] = []
+        held: set[str] = set()
+        for batch_id, base_url, submitted_at, keys in await anyio.to_thread.run_sync(
+                store.open_batches, client.spec.provider, endpoint, list(by_key)):
+            keys = [k for k in keys if k not in held]
+            held.update(keys)
+            url = next((u for u in client.spec.base_urls if strip_userinfo(u) == base_url), client.spec.base_urls[0])
+            tracked.append(_Batch(batch_id, url, submitted_at, keys))
+            self.attached.append(batch_id)
+            for k in keys:
+                attempts[k] += 1
+                reserved[k] = by_key[k].est_cost * client.price.batch
+                budget.reserved += reserved[k] if budget.max_cost is not None else 0.0
+        if tracked:
+            self._say(f"re-attached to {len(tracked)} batch(es) holding {len(held)} request(s); nothing of them "
+                      "is submitted again")
+        fresh = [k for k in by_key if k not in held]
+
+        def finish(key: str, response: Any = None, error: ProviderError | None = None, skipped: bool = False) -> None:
+            job = by_key[key]
+            out = Outcome(job.index, response=response, error=error, attempts=attempts[key], skipped=skipped)
+            outcomes[job.index] = out
+            on_outcome(out)
+
+        while True:
+            tracked += await self._submit(client, fresh, entries, by_key, attempts, reserved, budget, finish)
+            fresh = []
+            retry = await self._collect(client, tracked, by_key, attempts, reserved, budget, finish)
+            tracked = [b for b in tracked if not b.ended]
+            if not self.wait:
+                for b in tracked:
+                    for k in b.keys:
+                        if k in by_key and by_key[k].index not in outcomes:
+                            self.pending += 1
+                            finish(k, error=ProviderError("transient", f"pending in batch {b.batch_id} ({b.state}); "
+                                                          "run the same command again to collect it"))
+            if not retry:
+                break
+            again = [k for k, _ in retry if attempts[k] < self.max_attempts]
+            for k, err in retry:
+                if attempts[k] >= self.max_attempts:
+                    finish(k, error=err)
+            if not again:
+                break
+            if self.fallback == "live":
+                self._say(f"{len(again)} request(s) not answered in their batch: sending them live (list price)")
+                live_jobs = [by_key[k] for k in again]
+                for out in await self.live.run(client, _aiter(live_jobs), budget=budget, on_outcome=on_outcome):
+                    outcomes[out.index] = out
+                break
+            self._say(f"{len(again)} request(s) not answered in their batch: submitting them in a new batch")
+            fresh = again
+        return [outcomes[j.index] for j in todo if j.index in outcomes]
+
+    async def _submit(self, client: ModelClient, keys: list[str], entries: dict[str, dict[str, Any]],
+                      by_key: dict[str, Job], attempts: dict[str, int], reserved: dict[str, float], budget: Budget,
+                      finish: Callable[..., None]) -> list[_Batch]:
+        """Submit `keys` in batches under the provider's limits, each recorded at once."""
+        provider, store = client.provider, self.store
+        assert provider.batch_limits is not None and store is not None
+        max_requests, max_bytes = provider.batch_limits
+        max_requests = int(os.environ.get("ASYNCBENCH_BATCH_MAX_REQUESTS", max_requests))
+        max_bytes = int(os.environ.get("ASYNCBENCH_BATCH_MAX_BYTES", max_bytes))
+        chunks: list[list[str]] = []
+        size = 0
+        for k in keys:
+            est = by_key[k].est_cost * client.price.batch
+            if not budget.reserve(est):
+                finish(k, skipped=True)
+                continue
+            reserved[k] = est
+            n = len(json.dumps(entries[k], ensure_ascii=False, separators=(",", ":")).encode()) + 1
+            # a little room for the envelope around the lines (Anthropic's JSON body)
+            if not chunks or len(chunks[-1]) >= max_requests or size + n > max_bytes * 0.98:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(k)
+            size += n
+        out = []
+        base_url = client.spec.base_urls[0]
+        for chunk in chunks:
+            try:
+                batch_id = await provider.batch_submit(base_url, [entries[k] for k in chunk],
+                                                       {"asyncbench_run": self.run_id})
+            except ProviderError as exc:
+                for k in chunk:
+                    attempts[k] += 1
+                    budget.settle(reserved.pop(k, 0.0), 0.0)
+                    finish(k, error=exc)
+                continue
+            now = time.time()
+            # recorded before anything else happens: from here a crash re-attaches
+            await anyio.to_thread.run_sync(store.put_batch, batch_id, self.run_id, client.spec.provider,
+                                           client.spec.model, client.spec.endpoint_id, strip_userinfo(base_url),
+                                           chunk, now)
+            for k in chunk:
+                attempts[k] += 1
+            self._stats.requests_sent += len(chunk)
+            self.submitted.append(batch_id)
+            self._say(f"batch {batch_id}: submitted {len(chunk)} request(s) to {client.spec.label}")
+            out.append(_Batch(batch_id, base_url, now, chunk))
+        return out
+
+    async def _collect(self, client: ModelClient, tracked: list[_Batch], by_key: dict[str, Job],
+                       attempts: dict[str, int], reserved: dict[str, float], budget: Budget,
+                       finish: Callable[..., None]) -> list[tuple[str, ProviderError]]:
+        """Poll until every batch ended (or once, without waiting); hand their results on.
+        Returns the requests to send again, with their last error."""
+        provider, store = client.provider, self.store
+        assert store is not None
+        retry: list[tuple[str, ProviderError]] = []
+        delay = self.poll_s
+        while True:
+            for b in [b for b in tracked if not b.ended]:
+                try:
+                    status = await provider.batch_poll(b.base_url, b.batch_id)
+                except ProviderError as exc:
+                    if exc.kind == "fatal":  # the batch is gone (404): its requests go again
+                        b.ended = True
+                        retry += [(k, exc) for k in b.keys if k in by_key]
+                        await anyio.to_thread.run_sync(store.update_batch, b.batch_id, "lost", {}, True)
+                    continue
+                if (status.state, status.counts) != (b.state, b.counts):
+                    b.state, b.counts = status.state, status.counts
+                    counts = ", ".join(f"{k} {v}" for k, v in status.counts.items())
+                    self._say(f"batch {b.batch_id}: {status.state} ({counts})")
+                    await anyio.to_thread.run_sync(store.update_batch, b.batch_id, status.state, status.counts)
+                if not status.ended:
+                    continue
+                results = {} if status.error else await provider.batch_results(b.base_url, b.batch_id)
+                latency = (time.time() - b.submitted_at) * 1000
+                for k in b.keys:
+                    if k not in by_key:
+                        continue  # answered meanwhile (another run), or not in this call
+                    got = results.get(k)
+                    if got is None:
+                        got = ProviderError("fatal" if status.error else "transient",
+                                            f"batch {b.batch_id} {status.state}: {status.error or 'no result'}")
+                    if isinstance(got, ProviderError):
+                        budget.settle(reserved.pop(k, 0.0), 0.0)
+                        if got.kind == "fatal":
+                            finish(k, error=got)
+                        else:
+                            retry.append((k, got))
+                        continue
+                    got.latency_ms = latency
+                    got.discount = client.price.batch
+                    budget.settle(reserved.pop(k, 0.0), client.price.cost(got.usage, got.discount))
+                    finish(k, response=got)
+                b.ended = True
+                # after the answers went to the engine (journal first): a crash before this
+                # line re-attaches and finds them in the cache
+                await anyio.to_thread.run_sync(store.update_batch, b.batch_id, status.state, status.counts, True)
+            if not self.wait or all(b.ended for b in tracked):
+                return retry
+            await anyio.sleep(delay)
+            delay = min(delay * 1.5, self.max_poll_s)
+
+    def stats(self) -> SchedulerStats:
+        total = SchedulerStats()
+        add_stats(total, self._stats)
+        add_stats(total, self.live.stats())  # live fallback and clients without a batch API
+        return total
+
+    def endpoint_health(self, client: ModelClient) -> list[dict[str, Any]]:
+        return client.pool.health()
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": "batch", "fallback": self.fallback, "wait": self.wait, "batches_submitted": self.submitted,
+                "batches_reattached": self.attached, "pending_requests": self.pending}
+
+    def close(self) -> None:
+        pass
+
+
+async def _aiter(items: list[Job]) -> AsyncIterator[Job]:
+    for item in items:
+        yield item

@@ -1,0 +1,168 @@
+"""`--batch` end to end: real `asyncbench run` subprocesses, the simulator's batch APIs
+and DuckDB files, no mocks. A batch run gives the live run's answers and scores at half
+the price; a run killed after submitting is re-attached by the same command without
+submitting anything again; expired requests are sent again; --no-wait collects later."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from asyncbench.sim.testing import sim_subprocess
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+pytestmark = pytest.mark.skipif(not (DATA / "bamboo").is_dir(), reason="../shared/data is not beside the checkout")
+
+
+def _cmd(tmp: Path, name: str, url: str, *extra: str, model: str = "openai:gpt-4o-mini",
+         bench: tuple[str, ...] = ("minilongbench",)) -> list[str]:
+    base = url + "/v1" if model.startswith("openai") else url
+    return [sys.executable, "-m", "asyncbench.cli", "run", *bench, "--model", model, "--base-url", base,
+            "--data-dir", str(DATA), "--cache", str(tmp / f"{name}.duckdb"), "--out", str(tmp / name), "--json",
+            *extra]
+
+
+def _env(**more: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    return dict(env, PYTHONPATH=str(REPO), **more)
+
+
+def _run(cmd: list[str], **env: str) -> tuple[int, dict[str, Any], str]:
+    done = subprocess.run(cmd, env=_env(**env), capture_output=True, text=True, timeout=300)
+    run_json = Path(cmd[cmd.index("--out") + 1]) / "run.json"
+    summary = json.loads(run_json.read_text()) if run_json.exists() else {}
+    return done.returncode, summary, done.stderr
+
+
+def _stats(url: str) -> dict[str, Any]:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/stats", timeout=10) as r:
+        return dict(json.loads(r.read()))
+
+
+def _reset(url: str) -> None:
+    """Forget counters and the simulator's prompt cache (a second run pays in full)."""
+    import urllib.request
+
+    urllib.request.urlopen(urllib.request.Request(f"{url}/stats/reset", method="POST", data=b""), timeout=10).read()
+
+
+def _answers(tmp: Path, name: str) -> dict[str, tuple[str, float | None]]:
+    con = duckdb.connect(str(tmp / f"{name}.duckdb"), read_only=True)
+    rows = con.execute("select sample_id, prediction, score from results where purpose = 'eval'").fetchall()
+    con.close()
+    return {s: (p, sc) for s, p, sc in rows}
+
+
+def test_a_batch_run_of_minilongbench_equals_the_live_run_at_half_the_price(tmp_path: Path) -> None:
+    with sim_subprocess(["--batch-turnaround-s", "0.3"]) as url:
+        rc, live, _ = _run(_cmd(tmp_path, "live", url))
+        assert rc == 0
+        _reset(url)
+        rc, batch, err = _run(_cmd(tmp_path, "batch", url, "--batch"))
+        assert rc == 0, err
+        after = _stats(url)
+    assert after["requests"] == 0  # nothing went live
+    assert after["batches_submitted"] == 1 and after["batch_requests"] == 237
+    assert "completed (total 237, completed 237, failed 0)" in err
+    assert batch["scores"] == live["scores"]
+    assert _answers(tmp_path, "batch") == _answers(tmp_path, "live")
+    assert batch["cost_usd"]["total"] == pytest.approx(live["cost_usd"]["total"] / 2, rel=1e-3)
+    con = duckdb.connect(str(tmp_path / "batch.duckdb"), read_only=True)
+    saved, paid = con.execute("select sum(saved_usd), sum(cost_usd) from ledger_requests").fetchone()  # type: ignore[misc]
+    n, collected = con.execute("select sum(n_requests), bool_and(collected) from batches").fetchone()  # type: ignore[misc]
+    con.close()
+    assert saved == pytest.approx(paid, rel=1e-6) and (n, collected) == (237, True)
+
+
+def test_a_batch_run_of_bamboo_through_anthropic_equals_the_live_run(tmp_path: Path) -> None:
+    bench = ("bamboo", "--length", "4k", "--skip-bad-rows")
+    model = "anthropic:claude-haiku-4-5"
+    with sim_subprocess(["--batch-turnaround-s", "0.3"]) as url:
+        rc, live, err = _run(_cmd(tmp_path, "live", url, model=model, bench=bench))
+        assert rc in (0, 3), err
+        _reset(url)
+        rc2, batch, err = _run(_cmd(tmp_path, "batch", url, "--batch", model=model, bench=bench))
+        stats = _stats(url)
+    assert rc2 == rc, err
+    assert stats["batches_submitted"] == 1
+    assert batch["scores"] == live["scores"]
+    assert _answers(tmp_path, "batch") == _answers(tmp_path, "live")
+
+
+def test_sigkill_after_submission_then_the_same_command_submits_nothing_new(tmp_path: Path) -> None:
+    with sim_subprocess(["--batch-turnaround-s", "3"]) as url:
+        cmd = _cmd(tmp_path, "b", url, "--batch", "--progress")
+        proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if "submitted 237 request(s)" in line or not line:
+                break
+        assert "submitted" in line
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+        assert _stats(url)["batches_submitted"] == 1
+        rc, summary, err = _run(cmd)
+        stats = _stats(url)
+    assert rc == 0, err
+    assert "re-attached to 1 batch(es) holding 237 request(s)" in err
+    assert stats["batches_submitted"] == 1 and stats["batch_requests"] == 237 and stats["requests"] == 0
+    assert summary["complete"]
+
+
+def test_expired_requests_go_in_the_next_batch_or_live(tmp_path: Path) -> None:
+    with sim_subprocess(["--batch-turnaround-s", "0.2", "--batch-expire", "1"]) as url:
+        rc, _, err = _run(_cmd(tmp_path, "again", url, "--batch", "--limit", "2"))
+        stats = _stats(url)
+        assert rc == 0, err
+        assert stats["batches_submitted"] == 2 and "submitting them in a new batch" in err
+        # 42 requests: the first batch answers 21 and expires; the other 21 go in a second
+        assert stats["requests"] == 0 and (stats["ok"], stats["batch_requests"]) == (42, 63)
+    with sim_subprocess(["--batch-turnaround-s", "0.2", "--batch-expire", "1"]) as url:
+        rc, summary, err = _run(_cmd(tmp_path, "live", url, "--batch", "--limit", "2", "--batch-fallback", "live"))
+        stats = _stats(url)
+    assert rc == 0, err
+    assert stats["batches_submitted"] == 1 and stats["requests"] > 0 and "sending them live" in err
+    assert summary["complete"]
+
+
+def test_no_wait_submits_and_exits_partial_then_the_same_command_collects(tmp_path: Path) -> None:
+    with sim_subprocess(["--batch-turnaround-s", "1"]) as url:
+        rc, summary, err = _run(_cmd(tmp_path, "nw", url, "--batch", "--no-wait", "--limit", "1"))
+        assert rc == 3 and not summary["complete"], err
+        time.sleep(1.5)
+        rc, summary, err = _run(_cmd(tmp_path, "nw", url, "--batch", "--no-wait", "--limit", "1"))
+        stats = _stats(url)
+    assert rc == 0 and summary["complete"], err
+    assert stats["batches_submitted"] == 1
+
+
+def test_batches_are_split_to_the_providers_limits(tmp_path: Path) -> None:
+    with sim_subprocess(["--batch-turnaround-s", "0.2", "--batch-max-requests", "100"]) as url:
+        rc, _, err = _run(_cmd(tmp_path, "split", url, "--batch"), ASYNCBENCH_BATCH_MAX_REQUESTS="100")
+        stats = _stats(url)
+    assert rc == 0, err
+    assert stats["batches_submitted"] == 3 and stats["batch_requests"] == 237
+
+
+def test_a_provider_without_a_batch_api_is_one_clear_line(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "asyncbench.cli", "run", "minilongbench", "--model", "sim",
+                           "--data-dir", str(DATA), "--cache", str(tmp_path / "c.duckdb"), "--batch"],
+                          env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith(
+        "--batch: openai-compat:sim has no batch API (openai: and anthropic: models have one); run it without --batch")
