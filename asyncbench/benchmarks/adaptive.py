@@ -151,10 +151,13 @@ class AdaptiveLongBench(LongBench):
         items = [item_of(s) for s in samples]
         test.observe(items, [irt_score(r) if r.status == "ok" else None for r in results])
         est = test.report()
+        # tokens of the requests the test needed, each distinct request once (two samples
+        # with the same prompt are sent once): what a first run pays, whatever the cache holds
+        distinct = {r.key or r.sample_id: r for r in scored}.values()
         est.update({"stop_reason": how.get("stop_reason", est["stop_reason"]),
                     "trajectory": how.get("trajectory", []), "pool_size": how.get("pool_size"),
-                    "prompt_tokens": sum(r.prompt_tokens for r in scored),
-                    "completion_tokens": sum(r.completion_tokens for r in scored)})
+                    "prompt_tokens": sum(r.prompt_tokens for r in distinct),
+                    "completion_tokens": sum(r.completion_tokens for r in distinct)})
         est["tokens"] = est["prompt_tokens"] + est["completion_tokens"]
         est.pop("by_dataset", None)
         return est
