@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 "tokens": float(cost[anchors].sum()), "samples": float(len(anchors))} for i in test_rows]
     rows.append(summarise("237 anchors, release estimator", release))
     rows.append(summarise("237 anchors, MAP + residuals", [fixed(anchors, i, residuals) for i in test_rows]))
-    for resid, name in ((residuals, "adaptive"), (None, "adaptive, no residual model")):
+    for resid, name in ((residuals, "adaptive"), (None, "adaptive, no misfit term")):
         for target in targets if resid is not None else targets[:2]:
             runs = []
             for i in test_rows:

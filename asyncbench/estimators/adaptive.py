@@ -24,8 +24,11 @@ items are asked:
   Overall in θ. The second term is the sampling noise of the samples not asked around
   their predicted means (P(1−P) bounds the variance of a score in [0, 1] with mean P):
   the truth is the model's realised full-LongBench score, not its expected score. The
-  SE does not include the IRT model's misfit; benchmarks/adaptive.md measures how the
-  interval covers the truth on held-out models.
+  With a misfit model (`Residuals`, per-dataset shifts δ_d learnt on the training
+  models) a sample not asked is predicted P_j(θ̂) + δ̂_d, its noise is σ_d², and
+  SE² gains Σ_d c_d² Var(δ_d | answers) (c_d: the Overall's weight of the samples of d
+  not asked). The SE is model-based: benchmarks/adaptive.md measures how the interval
+  covers the truth on held-out models (it is optimistic: misfit dominates).
 * Selection is targeted (c-optimal), not the trace of the information: the next item is
   the one that most reduces SE² per token of its request. Adding item j with information
   i_j = P_j(1−P_j) lowers gᵀCg by i_j (gᵀC ã_j)² / (1 + i_j ã_jᵀ C ã_j) (a rank-one
@@ -371,7 +374,10 @@ class AdaptiveTest:
                 "pool_size": int(self.pool.size), "by_category": est.by_category, "by_dataset": est.by_dataset,
                 "theta": [round(float(t), 6) for t in est.theta], "trajectory": self.trajectory,
                 "scale": "0-1", "se_method": "delta method on the Laplace posterior of θ (MAP, Gaussian prior "
-                                             "from the training models) + noise of the samples not asked"}
+                                             "from the training models) + per-dataset misfit + noise of the "
+                                             "samples not asked; model-based, optimistic on held-out models "
+                                             "(benchmarks/adaptive.md)",
+                "misfit_model": self.residuals is not None}
 
 
 def run_replay(test: AdaptiveTest, truth_scores: Mapping[int, float] | np.ndarray) -> AdaptiveTest:
