@@ -65,6 +65,12 @@ class Options(TypedDict, total=False):
     sandbox_own_python: bool
     # MiniLongBench
     estimate_method: Literal["irt", "direct", "blend"]
+    # LongBench adaptive testing (benchmarks/adaptive.py)
+    adaptive: bool
+    target_se: float
+    adaptive_batch: int
+    adaptive_start: int
+    adaptive_max_samples: int
     # 100-LongBench
     lengths: Sequence[str] | str
     base_lengths: Sequence[str] | str
