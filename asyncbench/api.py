@@ -69,6 +69,12 @@ class Options(TypedDict, total=False):
     # MiniLongBench
     estimate_method: Literal["irt", "direct", "blend"]
     estimate_params: str  # "shipped", "release" or a directory
+    # LongBench adaptive testing (benchmarks/adaptive.py)
+    adaptive: bool
+    target_se: float
+    adaptive_batch: int
+    adaptive_start: int
+    adaptive_max_samples: int
     # 100-LongBench
     lengths: Sequence[str] | str
     base_lengths: Sequence[str] | str

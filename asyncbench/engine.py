@@ -464,15 +464,21 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         async with anyio.create_task_group() as tg:
             tg.start_soon(engine.writer)
             try:
+                administer = getattr(benchmark, "administer", None)
                 if isinstance(samples, list):
                     kept, prep_report = await benchmark.prepare(samples, ctx)
-                    kept_requests: Iterable[Request] = [build(s) for s in kept]
+                    kept_requests: Iterable[Request] = [build(s) for s in kept] if administer is None else []
                 else:  # streamed: prepare() is the identity for such benchmarks
                     kept, prep_report = [], {}
                     kept_requests = (build(s) for s in _collect(samples, kept))
-                generated = await engine.generate(client, kept_requests, "eval", kept,
-                                                  label=f"{cfg.benchmark} {spec.label}")
-                results = await _score(benchmark, kept, generated, client, truncated, ctx)
+                if administer is not None:  # adaptive: the benchmark chooses each batch (benchmarks/adaptive.py)
+                    kept, generated, results, more = await _administer(administer, kept, engine, client, build,
+                                                                       benchmark, truncated, ctx, cfg.benchmark)
+                    prep_report = {**prep_report, **more}
+                else:
+                    generated = await engine.generate(client, kept_requests, "eval", kept,
+                                                      label=f"{cfg.benchmark} {spec.label}")
+                    results = await _score(benchmark, kept, generated, client, truncated, ctx)
             except Exception as exc:
                 failure = exc
             await engine.flush()
@@ -509,6 +515,23 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
             store.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)
     write_out(out, summary)
     return summary
+
+
+async def _administer(administer: Any, samples: list[Sample], engine: Engine, client: ModelClient,
+                      build: Any, benchmark: Benchmark, truncated: dict[str, int], ctx: RunContext,
+                      label: str) -> tuple[list[Sample], Generated, list[SampleResult], dict[str, Any]]:
+    """Rounds of generate + score, each batch chosen by the benchmark from the answers so
+    far; returns the samples asked, their answers and results in the order asked."""
+    async def ask(batch: list[Sample]) -> tuple[Generated, list[SampleResult]]:
+        generated = await engine.generate(client, [build(s) for s in batch], "eval", batch,
+                                          label=f"{label} {client.spec.label} (adaptive, {len(batch)})")
+        return generated, await _score(benchmark, batch, generated, client, truncated, ctx)
+
+    rounds, report = await administer(samples, ask)
+    asked = [s for batch, _, _ in rounds for s in batch]
+    generated = Generated([a for _, g, _ in rounds for a in g.answers], [x for _, g, _ in rounds for x in g.sources],
+                          [k for _, g, _ in rounds for k in g.keys])
+    return asked, generated, [r for _, _, rs in rounds for r in rs], report
 
 
 def _statuses(results: list[SampleResult], sources: list[str]) -> list[str]:

@@ -9,6 +9,9 @@ from typing import Any
 from ..errors import UserError
 from .base import Benchmark
 
+# options that only mean something with --adaptive
+ADAPTIVE_ONLY = ("target_se", "adaptive_batch", "adaptive_start", "adaptive_max_samples")
+
 NAMES = ("longbench", "longbench-e", "minilongbench", "bamboo", "100-longbench")
 
 
@@ -79,6 +82,12 @@ def parse_benchmark(spec: str, extra: Mapping[str, Any] | None = None,
         from .longbench import LongBench, LongBenchE, MiniLongBench
 
         cls = {"longbench": LongBench, "longbench-e": LongBenchE, "minilongbench": MiniLongBench}[name]
+        if cls is LongBench and (extra or {}).get("adaptive"):
+            from .adaptive import AdaptiveLongBench
+
+            return AdaptiveLongBench.from_options(dict(extra or {}), data_dir), selected
+        if cls is LongBench and any((extra or {}).get(k) is not None for k in ADAPTIVE_ONLY):
+            raise UserError("--target-se and the other --adaptive-* options need --adaptive")
         if cls is MiniLongBench:
             opts = extra or {}
             return MiniLongBench(data_dir=data_dir, method=str(opts.get("estimate_method", "blend")),

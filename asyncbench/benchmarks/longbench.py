@@ -389,6 +389,16 @@ class _LongBenchFamily:
 @dataclass
 class LongBench(_LongBenchFamily):
     name: str = "longbench"
+    # adaptive testing (benchmarks/adaptive.py): parse_benchmark picks AdaptiveLongBench
+    OPTIONS: ClassVar[tuple[CliOption, ...]] = (
+        CliOption("--adaptive", "LongBench: ask samples adaptively (by information per token about the Overall) "
+                  "and estimate the full-LongBench Overall; needs --target-se", kind="flag"),
+        CliOption("--target-se", "LongBench --adaptive: stop when the Overall's standard error (0-1 scale) is at "
+                  "most this", kind="float"),
+        CliOption("--adaptive-batch", "LongBench --adaptive: samples asked per round (default 16)", kind="int"),
+        CliOption("--adaptive-start", "LongBench --adaptive: start samples per dataset (default 1)", kind="int"),
+        CliOption("--adaptive-max-samples", "LongBench --adaptive: stop after this many samples", kind="int"),
+    )
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         return load_longbench_rows(opts, select_tasks(LONGBENCH_DATASETS, opts.tasks, self.name), file_suffix="")

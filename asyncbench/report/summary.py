@@ -48,7 +48,10 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     console.print(f"[bold]{summary['benchmark']}[/] with [bold]{summary['model']}[/]  run {summary['run_id']}"
                   f"  -> {summary.get('out_dir', '')}/run.json")
 
-    title = "Scores" + (" (averages over the 237 anchors, not full-LongBench scores: the estimate follows)"
+    est = scores.get("estimate")
+    title = "Scores" + ((" (averages over the samples asked, not full-LongBench scores: the estimate follows)"
+                         if isinstance(est, dict) and est.get("method") == "adaptive" else
+                         " (averages over the 237 anchors, not full-LongBench scores: the estimate follows)")
                         if "estimate" in scores else "")
     ci = scores.get("ci95") or {}
     table = Table(title=title + (f" — {partial}" if partial else ""), show_lines=False)
@@ -79,7 +82,13 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     console.print(table)
 
     est = scores.get("estimate")
-    if isinstance(est, dict) and est.get("available"):
+    if isinstance(est, dict) and est.get("available") and est.get("method") == "adaptive":
+        lo, hi = est["ci95"]
+        console.print(
+            f"[bold]estimated full LongBench overall[/] (adaptive): {100 * est['overall']:.2f} "
+            f"(95% CI {100 * lo:.2f}-{100 * hi:.2f}, SE {100 * est['se']:.2f}; target {100 * est['target_se']:.2f}) "
+            f"from {est['samples_used']} samples and {est['tokens']:,} tokens; stopped: {est['stop_reason']}")
+    elif isinstance(est, dict) and est.get("available"):
         cost = est.get("token_cost") or {}
         saved = cost.get("saved_prompt_tokens_estimate")
         ci90 = est.get("overall_ci90")
