@@ -56,7 +56,7 @@ import numpy as np
 
 from ..errors import UserError
 from ..longbench_table import CATEGORIES
-from .irt import DATASET_NAMES, DATASETS, IrtParams, aggregate, dataset_index, item_curve
+from .irt import DATASET_NAMES, DATASETS, IrtParams, aggregate, dataset_index, item_curve, soft_label_loss
 
 Z95 = 1.959963984540054
 
@@ -115,15 +115,9 @@ def fit_map(scores: np.ndarray, disc: np.ndarray, diff: np.ndarray, prior: Prior
     y = np.asarray(scores, dtype=float)
 
     def loss_and_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        raw = disc * theta[None, :] - diff[:, None]
-        active = (raw > -30.0) & (raw < 30.0)
-        p = 1.0 / (1.0 + np.exp(-np.clip(raw, -30.0, 30.0).sum(axis=1)))
-        loss = -np.sum(y * np.log(p + eps) + (1 - y) * np.log(1 - p + eps))
-        dz = -p * (1 - p) * (y / (p + eps) - (1 - y) / (1 - p + eps))
-        grad = (dz[:, None] * disc * active).sum(axis=0)
+        loss, grad = soft_label_loss(theta, y, disc, diff, eps)
         delta = theta - prior.mean
-        loss += 0.5 * float(delta @ prior.precision @ delta)
-        return float(loss), grad + prior.precision @ delta
+        return loss + 0.5 * float(delta @ prior.precision @ delta), grad + prior.precision @ delta
 
     x0 = prior.mean.copy() if start is None else start
     theta: np.ndarray = minimize(loss_and_grad, x0, jac=True, method="BFGS", options={"gtol": 1e-6}).x

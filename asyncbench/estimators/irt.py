@@ -236,29 +236,36 @@ def item_curve(theta: np.ndarray, disc: np.ndarray, diff: np.ndarray) -> np.ndar
     return p
 
 
+def soft_label_loss(theta: np.ndarray, y: np.ndarray, disc: np.ndarray, diff: np.ndarray,
+                    eps: float = 1e-10) -> tuple[float, np.ndarray]:
+    """The release's soft-label loss at θ and its analytic gradient (eps included, clipped
+    terms contributing nothing): what every θ fit here minimises, plus its own prior."""
+    raw = disc * theta[None, :] - diff[:, None]
+    active = (raw > -30.0) & (raw < 30.0)
+    p = 1.0 / (1.0 + np.exp(-np.clip(raw, -30.0, 30.0).sum(axis=1)))
+    loss = -np.sum(y * np.log(p + eps) + (1 - y) * np.log(1 - p + eps))
+    dz = -p * (1 - p) * (y / (p + eps) - (1 - y) / (1 - p + eps))
+    grad: np.ndarray = (dz[:, None] * disc * active).sum(axis=0)
+    return float(loss), grad
+
+
 def fit_theta(scores: np.ndarray, disc: np.ndarray, diff: np.ndarray, prior: float = 0.0,
               eps: float = 1e-10) -> np.ndarray:
     """θ minimising the release's soft-label loss (+ prior/2 · |θ|²), BFGS from 0.
 
-    The analytic gradient of exactly the release's objective (eps included, clipped terms
-    contributing nothing) replaces its finite differences: same optimum, ~10x fewer
-    function evaluations.
+    The analytic gradient of exactly the release's objective replaces its finite
+    differences: same optimum, ~10x fewer function evaluations.
     """
     from scipy.optimize import minimize
 
     y = np.asarray(scores, dtype=float)
 
     def loss_and_grad(theta: np.ndarray) -> tuple[float, np.ndarray]:
-        raw = disc * theta[None, :] - diff[:, None]
-        active = (raw > -30.0) & (raw < 30.0)
-        p = 1.0 / (1.0 + np.exp(-np.clip(raw, -30.0, 30.0).sum(axis=1)))
-        loss = -np.sum(y * np.log(p + eps) + (1 - y) * np.log(1 - p + eps))
-        dz = -p * (1 - p) * (y / (p + eps) - (1 - y) / (1 - p + eps))
-        grad = (dz[:, None] * disc * active).sum(axis=0)
+        loss, grad = soft_label_loss(theta, y, disc, diff, eps)
         if prior:
             loss += 0.5 * prior * float(theta @ theta)
             grad = grad + prior * theta
-        return float(loss), grad
+        return loss, grad
 
     theta: np.ndarray = minimize(loss_and_grad, np.zeros(disc.shape[1]), jac=True, method="BFGS",
                                  options={"gtol": 1e-8}).x
