@@ -32,6 +32,7 @@ from .errors import ProviderError, UserError
 from .ledger import NO_TASK, SETTLED, InvocationEntry, RequestEntry, SampleEntry, account, merge_sample
 from .pricing import SHAPE, PriceTable
 from .progress import RunProgress
+from .prompt_cache import PrefixPlan, mark_requests
 from .resolve import SimProcesses, prompt_budget, resolve_model, truncation_tokenizer
 from .run_summary import Latencies, dry_run_summary, out_dir, public_config, run_summary, write_out
 from .runners import Runner, make_runner
@@ -58,12 +59,20 @@ class Generated:
     keys: list[str]
 
 
+def mark_prefixes(client: ModelClient, requests: list[Request]) -> PrefixPlan:
+    """Mark the requests' shared prefixes for the provider's prompt cache (none where the
+    provider has no prompt cache)."""
+    least = client.provider.prompt_cache_min_tokens()
+    return PrefixPlan() if least is None else mark_requests(requests, client.count, least)
+
+
 class Engine:
     """Cache-first generation through the scheduler; one writer to the store."""
 
     def __init__(self, store: Store, run_id: str, invocation: int, progress_enabled: bool | None, budget: Budget,
-                 runner: Runner, journal: Journal) -> None:
+                 runner: Runner, journal: Journal, prompt_cache: bool = True) -> None:
         self.store = store
+        self.prompt_cache = prompt_cache  # --prompt-cache auto: mark shared prefixes (prompt_cache.py)
         self.journal = journal
         self.runner = runner
         self.run_id = run_id
@@ -140,6 +149,8 @@ class Engine:
         streamed data file); `samples[i]` is the sample of the i-th request, for the
         failure log, and may grow as the iterator runs."""
         total = len(requests) if isinstance(requests, Sized) else None
+        if self.prompt_cache and isinstance(requests, list):  # a streamed file is not marked
+            mark_prefixes(client, requests)
         runner = self.runner
         progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled,
                                stats=lambda: (runner.stats().retries, runner.stats().rate_limited))
@@ -212,7 +223,7 @@ class _Generation:
                             key=self.keys[i], sample_id=sid, **fields)
 
     def _from_cache(self, i: int, hit: CachedResponse) -> None:
-        usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens)
+        usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens, hit.cache_write_tokens)
         self.hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
         if hit.key in self.engine.paid_keys:  # sent earlier in this invocation, stored since
             self.sources[i] = "shared"
@@ -246,7 +257,7 @@ class _Generation:
         # saved: the batch discount (what the list price would have been, less what was paid)
         engine.pending_ledger.append(self._entry(
             i, "sent", prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-            cached_prompt_tokens=usage.cached_prompt_tokens, cost_usd=cost,
+            cached_prompt_tokens=usage.cached_prompt_tokens, cache_write_tokens=usage.cache_write_tokens, cost_usd=cost,
             saved_usd=self.client.price.cost(usage) - cost if resp.discount != 1.0 else 0.0,
             latency_ms=resp.latency_ms, attempts=attempts))
         engine.latencies.fresh.append(resp.latency_ms)
@@ -259,7 +270,8 @@ class _Generation:
             request_json=json.dumps(canonical, sort_keys=True), text=resp.text, finish_reason=resp.finish_reason,
             prompt_tokens=resp.usage.prompt_tokens, completion_tokens=resp.usage.completion_tokens,
             cached_prompt_tokens=resp.usage.cached_prompt_tokens, latency_ms=resp.latency_ms, cost_usd=cost,
-            served_by=strip_userinfo(resp.endpoint), created_at=time.time())
+            served_by=strip_userinfo(resp.endpoint), created_at=time.time(),
+            cache_write_tokens=resp.usage.cache_write_tokens)
         engine.pending_responses.append(row)
         engine.journal.append(row, engine.pending_ledger[-1])  # on disk now: a crash keeps it
         self._keep_prompt(i)
@@ -442,7 +454,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         # --max-cost is the run's budget across its invocations: what earlier ones paid counts
         budget = Budget(cfg.max_cost, spent=sum(g.cost_usd for g in before.requests))
         engine = Engine(store, run_id, invocation.invocation, cfg.progress, budget, runner,
-                        Journal(store.path, run_id))
+                        Journal(store.path, run_id), prompt_cache=cfg.prompt_cache == "auto")
 
         async def ctx_generate(reqs: list[Request], purpose: str) -> list[Response | ProviderError]:
             target = judge if purpose == "judge" and judge is not None else client
