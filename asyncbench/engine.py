@@ -32,7 +32,6 @@ from .errors import ProviderError, UserError
 from .ledger import NO_TASK, SETTLED, InvocationEntry, RequestEntry, SampleEntry, account, merge_sample
 from .pricing import SHAPE, PriceTable
 from .progress import RunProgress
-from .prompt_cache import PrefixPlan, mark_requests
 from .resolve import SimProcesses, prompt_budget, resolve_model, truncation_tokenizer
 from .run_summary import Latencies, dry_run_summary, out_dir, public_config, run_summary, write_out
 from .runners import Runner, make_runner
@@ -57,13 +56,6 @@ class Generated:
     answers: list[Response | ProviderError | None]
     sources: list[str]
     keys: list[str]
-
-
-def mark_prefixes(client: ModelClient, requests: list[Request]) -> PrefixPlan:
-    """Mark the requests' shared prefixes for the provider's prompt cache (none where the
-    provider has no prompt cache)."""
-    least = client.provider.prompt_cache_min_tokens()
-    return PrefixPlan() if least is None else mark_requests(requests, client.count, least)
 
 
 class Engine:
@@ -150,7 +142,7 @@ class Engine:
         failure log, and may grow as the iterator runs."""
         total = len(requests) if isinstance(requests, Sized) else None
         if self.prompt_cache and isinstance(requests, list):  # a streamed file is not marked
-            mark_prefixes(client, requests)
+            client.plan_prefixes(requests, mark=True)
         runner = self.runner
         progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled,
                                stats=lambda: (runner.stats().retries, runner.stats().rate_limited))

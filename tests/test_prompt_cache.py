@@ -231,3 +231,20 @@ def test_a_v3_cache_gains_the_cache_write_columns(tmp_path: Path) -> None:
     assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     con.close()
     assert SCHEMA_VERSION == 4
+
+
+@needs_data
+def test_the_dry_run_prices_list_batch_prompt_cache_and_both(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "asyncbench.cli", "run", "bamboo:paperqa,meetingqa", "--length", "4k",
+           "--model", "anthropic:claude-sonnet-4-5", "--base-url", "http://127.0.0.1:9", "--data-dir", str(DATA),
+           "--cache", str(tmp_path / "c.duckdb"), "--dry-run"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout)
+    modes = summary["by_purpose"]["eval"]["cost_usd_by_mode"]
+    assert modes["list"] == summary["estimated_cost_usd"]
+    assert modes["batch"] == pytest.approx(modes["list"] / 2, abs=1e-6)
+    assert modes["batch_prompt_cache"] == pytest.approx(modes["prompt_cache"] / 2, abs=1e-6)
+    assert modes["expected_cache_read_tokens"] >= 0.6 * summary["estimated_prompt_tokens"]
+    assert modes["expected_cache_write_tokens"] > 0 and modes["shared_prefix_groups"] >= 25
+    assert modes["batch_prompt_cache"] <= 0.4 * modes["list"]
