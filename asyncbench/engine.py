@@ -14,6 +14,7 @@ import os
 import socket
 import sys
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,6 +47,10 @@ from .types import Request, Response, Sample, SampleResult, Usage
 # Requests hashed and looked up per step after the first chunk: small enough that reading
 # a streamed data file never holds the event loop for long, large enough to batch lookups.
 STREAM_CHUNK = 256
+# The longest a shared-prefix group's other requests wait for its first one's answer
+# before they are sent anyway (the first is normally answered well within the provider's
+# 5-minute cache TTL).
+PREFIX_WAIT_S = 240.0
 
 
 @dataclass
@@ -147,6 +152,8 @@ class Engine:
         progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled,
                                stats=lambda: (runner.stats().retries, runner.stats().rate_limited))
         call = _Generation(self, client, iter(requests), purpose, samples, progress)
+        # prefix-aware order where jobs are sent as they come (not collected into a batch)
+        call.prefix_order = self.prompt_cache and runner.name == "local"
         try:
             with progress:
                 outcomes = await self.runner.run(client, call.jobs(), budget=self.budget, on_outcome=call.on_outcome)
@@ -175,6 +182,15 @@ class _Generation:
         self.hits: dict[int, Response] = {}
         self.first_index: dict[str, int] = {}
         self.duplicates: list[tuple[int, int]] = []
+        # --prompt-cache: a shared-prefix group's first request goes alone, the others
+        # wait (held) until it is answered, then go first; other requests fill meanwhile
+        self.prefix_order = False
+        self.opened: set[int] = set()  # groups whose first request was sent
+        self.released: set[int] = set()  # ... and answered (or failed)
+        self.leaders: dict[int, int] = {}  # request index -> the group it leads
+        self.held: dict[int, list[Job]] = {}
+        self.ready: deque[Job] = deque()
+        self.wake = anyio.Event()
 
     async def jobs(self) -> AsyncIterator[Job]:
         """The cache misses as jobs, chunk by chunk; hits and duplicates are settled here."""
@@ -188,6 +204,8 @@ class _Generation:
             self.keys.extend(chunk_keys)
             self.sources.extend(["skipped_budget"] * len(chunk))  # until an outcome says otherwise
             for i, key in enumerate(chunk_keys, start=lo):
+                while self.ready:  # groups whose first answer came: before new work
+                    yield self.ready.popleft()
                 hit = hits.get(key)
                 if hit is not None:
                     self._from_cache(i, hit)
@@ -201,8 +219,37 @@ class _Generation:
                     req = self.requests[i]
                     tokens = client.count(req.text()) + req.max_tokens
                     est = client.price.estimate(tokens - req.max_tokens, req.max_tokens)
-                    yield Job(index=i, request=req, tokens=tokens, est_cost=est)
+                    job = Job(index=i, request=req, tokens=tokens, est_cost=est)
+                    group = req.cache_group if self.prefix_order else -1
+                    if group < 0 or group in self.released:
+                        yield job
+                    elif group not in self.opened:
+                        self.opened.add(group)
+                        self.leaders[i] = group
+                        yield job
+                    else:
+                        self.held.setdefault(group, []).append(job)
         self.progress.set_total(len(self.requests))
+        while self.held or self.ready:  # the rest of the groups, as their first answers come
+            while self.ready:
+                yield self.ready.popleft()
+            if self.held:
+                with anyio.move_on_after(PREFIX_WAIT_S) as waited:
+                    await self.wake.wait()
+                self.wake = anyio.Event()
+                if waited.cancelled_caught:  # never left waiting: send what is held
+                    for jobs in self.held.values():
+                        self.ready.extend(jobs)
+                    self.released.update(self.held)
+                    self.held.clear()
+
+    def _release(self, i: int) -> None:
+        """Request i has its outcome: if it led a group, the group's others may go."""
+        group = self.leaders.pop(i, None)
+        if group is not None:
+            self.released.add(group)
+            self.ready.extend(self.held.pop(group, []))
+            self.wake.set()
 
     def _task(self, i: int) -> str:
         if self.samples is not None:
@@ -233,6 +280,7 @@ class _Generation:
     def on_outcome(self, outcome: Outcome) -> None:
         """Account for one outcome and queue its row for the store (written by the
         engine's writer in small batches)."""
+        self._release(outcome.index)
         if outcome.response is not None:
             self._answered(outcome.index, outcome.response, outcome.attempts)
         elif outcome.error is not None:

@@ -158,7 +158,8 @@ def plan_prefixes(texts: Sequence[str | None], count: Callable[[str], int], min_
 def mark_requests(requests: Sequence[Request], count: Callable[[str], int], min_tokens: int) -> PrefixPlan:
     """Plan the requests' shared prefixes and set each member's `cache_prefix`."""
     plan = plan_prefixes([prompt_text(r) for r in requests], count, min_tokens)
-    for g in plan.groups:
+    for n, g in enumerate(plan.groups):
         for i in g.members:
             requests[i].cache_prefix = g.chars
+            requests[i].cache_group = n
     return plan

@@ -54,6 +54,9 @@ class Request:
     # requests of the run, marked for the provider's prompt cache (prompt_cache.py); not
     # in the key, as it does not change the answer
     cache_prefix: int = field(default=0, compare=False)
+    # ... and its group among the run's requests (-1: none): the engine sends a group's
+    # first request alone and the rest once it is answered (the prefix is cached then)
+    cache_group: int = field(default=-1, compare=False)
     _key: str | None = field(default=None, repr=False, compare=False)
 
     def canonical(self) -> dict[str, Any]:

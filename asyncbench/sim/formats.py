@@ -54,6 +54,8 @@ class Answer:
     finish: str  # "stop" | "length" | "stop_sequence"
     cached_tokens: int = 0  # read from the prompt cache
     cache_write_tokens: int = 0  # written to it (Anthropic's cache_creation_input_tokens)
+    # prompt-cache entries this answer writes, usable once it is delivered (digests)
+    cache_puts: list[bytes] = field(default_factory=list, repr=False)
 
 
 def _content_text(content: Any) -> str:

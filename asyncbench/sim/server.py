@@ -18,8 +18,9 @@ Faults and jitter are drawn from `Random(f"{seed}:{prompt sha256}:{attempt}")`, 
 reproducible whatever the arrival order, and a retry draws afresh, so retries eventually
 succeed.
 
-Prompt caching (`prompt_cache`), with a TTL of `prompt_cache_ttl_s` (300 s, refreshed
-on each hit), a cache entry usable as soon as its request is answered:
+Prompt caching, with a TTL of `prompt_cache_ttl_s` (300 s, refreshed on each hit); as at
+the providers, a prefix written by a request can be read once that request has been
+answered (requests sent together before then all write it):
 - Anthropic: only blocks marked `cache_control` are cached: the prompt up to the end of
   the last marked block is written (`cache_creation_input_tokens`) when it is at least
   the model's minimum (2,048 tokens for a "haiku" model, 1,024 otherwise), and read
@@ -320,9 +321,9 @@ class SimServer:
         for p in call.prompts:
             a = _answer(call, p, count_tokens(p), cap, repeat)
             if fmt.api == "anthropic" and call.cache_marks:
-                a.cached_tokens, a.cache_write_tokens = self._marked_cache(call)
+                a.cached_tokens, a.cache_write_tokens = self._marked_cache(call, a.cache_puts)
             elif fmt.api == "openai" and call.body.get("prompt_cache_key"):
-                a.cached_tokens = max(a.cached_tokens, self._automatic_cache(p, a.prompt_tokens))
+                a.cached_tokens = max(a.cached_tokens, self._automatic_cache(p, a.prompt_tokens, a.cache_puts))
             out.append(a)
         return out
 
@@ -334,8 +335,9 @@ class SimServer:
         self._prefix_cache[digest] = now + self.config.prompt_cache_ttl_s
         return True
 
-    def _marked_cache(self, call: Call) -> tuple[int, int]:
-        """Anthropic: (tokens read, tokens written) for the blocks marked `cache_control`."""
+    def _marked_cache(self, call: Call, puts: list[bytes]) -> tuple[int, int]:
+        """Anthropic: (tokens read, tokens written) for the blocks marked `cache_control`;
+        the entry to write goes to `puts`."""
         now = time.monotonic()
         least = 2048 if "haiku" in call.model.lower() else 1024
         marks = [(m, count_tokens(m)) for m in call.cache_marks]
@@ -350,16 +352,15 @@ class SimServer:
         longest, tokens = marks[-1]
         if tokens <= read:
             return read, 0
-        self._prefix_cache[hashlib.sha256(longest.encode("utf-8", "surrogatepass")).digest()[:16]] = (
-            now + self.config.prompt_cache_ttl_s)
+        puts.append(hashlib.sha256(longest.encode("utf-8", "surrogatepass")).digest()[:16])
         return read, tokens - read
 
-    def _automatic_cache(self, prompt: str, prompt_tokens: int) -> int:
+    def _automatic_cache(self, prompt: str, prompt_tokens: int, puts: list[bytes]) -> int:
         """OpenAI: the longest 128-token-aligned prefix (≥ 1,024 tokens) of this prompt an
-        earlier request sent; every such prefix of this one is cached from now on."""
+        earlier answered request sent; every other such prefix of this one goes to `puts`."""
         if prompt_tokens < 1024:
             return 0
-        now, ttl = time.monotonic(), self.config.prompt_cache_ttl_s
+        now = time.monotonic()
         h = hashlib.sha256()
         step = 128 * 4  # 128 tokens of ceil(chars / 4)
         cached = 0
@@ -371,7 +372,7 @@ class SimServer:
             if self._cache_hit(digest, now):
                 cached = k * 128
             else:
-                self._prefix_cache[digest] = now + ttl
+                puts.append(digest)
         return min(cached, prompt_tokens)
 
     def served(self, fingerprint: str, answers: list[Answer]) -> None:
@@ -383,6 +384,10 @@ class SimServer:
         stats.cached_tokens += sum(a.cached_tokens for a in answers)
         stats.cache_write_tokens += sum(a.cache_write_tokens for a in answers)
         self._served.add(fingerprint)
+        expiry = time.monotonic() + self.config.prompt_cache_ttl_s
+        for a in answers:  # what this answer wrote to the prompt cache is readable from now
+            for digest in a.cache_puts:
+                self._prefix_cache[digest] = expiry
 
     def check_context(self, fmt: WireFormat, call: Call, text: str) -> web.Response | None:
         return self._check_context(fmt, call, text, max(count_tokens(p) for p in call.prompts))
