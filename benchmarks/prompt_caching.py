@@ -1,6 +1,7 @@
 """What prompt caching and the batch APIs cost on BAMBOO, via the simulator.
 
     .venv/bin/python benchmarks/prompt_caching.py [MODEL ...]
+    .venv/bin/python benchmarks/prompt_caching.py plan    # the cost of finding the prefixes
 
 For each model (default: anthropic:claude-sonnet-4-5, openai:gpt-4.1, openai:gpt-4o-mini)
 BAMBOO (both lengths, --skip-bad-rows) runs four times against the simulator, each with a
@@ -53,7 +54,38 @@ def run(tmp: Path, url: str, model: str, mode: str) -> tuple[dict[str, Any], lis
     return json.loads(Path(tmp, name, "run.json").read_text()), by_task, wall
 
 
+def plan_cost() -> None:
+    """Seconds `plan_prefixes` takes on engine_throughput.py's 1,000 unique long prompts
+    (24 MB, nothing shared) and on BAMBOO's prompts (both lengths), tokens counted as the
+    engine counts them for an OpenAI model (tiktoken)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from engine_throughput import write_data
+
+    from asyncbench.benchmarks import parse_benchmark
+    from asyncbench.benchmarks.base import LoadOptions
+    from asyncbench.prompt_cache import plan_prefixes
+    from asyncbench.tokenizers import get_tokenizer
+
+    count = get_tokenizer("o200k_base").count
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "long.jsonl"
+        write_data(path, 1000, (2000, 8000), 16)
+        unique = [json.loads(line)["prompt"] for line in path.open()]
+    bench, tasks = parse_benchmark("bamboo", {"length": "both", "skip_bad_rows": True}, DATA)
+    bamboo = [s.prompt or "" for s in bench.load(LoadOptions(data_dir=DATA, tasks=tasks, limit=None,
+                                                               extra={"length": "both", "skip_bad_rows": True}))]
+    for name, texts in (("1,000 unique long prompts", unique), ("BAMBOO, both lengths", bamboo)):
+        t0 = time.perf_counter()
+        plan = plan_prefixes(texts, count, 1024)
+        dt = time.perf_counter() - t0
+        print(f"| {name} | {len(texts):,} prompts, {sum(map(len, texts)) / 1e6:.1f} MB | {dt * 1000:.0f} ms "
+              f"| {len(plan.groups)} groups, {plan.marked} requests marked |")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["plan"]:
+        plan_cost()
+        return
     models = sys.argv[1:] or MODELS
     cost_rows, share_rows = [], []
     with tempfile.TemporaryDirectory() as d, sim_subprocess(["--batch-turnaround-s", "0.2"]) as url:

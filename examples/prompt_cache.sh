@@ -16,9 +16,12 @@ for _ in $(seq 50); do grep -q "listening on" "$TMP/sim.out" && break; sleep 0.1
 URL=$(sed -n 's/listening on //p' "$TMP/sim.out")
 RUN=(asyncbench run bamboo:paperqa,meetingqa --length 4k --data-dir "$DATA" --model anthropic:claude-sonnet-4-5
      --base-url "$URL" --json --no-progress)
-show() { .venv/bin/python -c 'import json,sys; s=json.load(sys.stdin); t=s["tokens"]["total"]
-print(f"{sys.argv[1]:>22}: ${s[\"cost_usd\"][\"total\"]:.3f}  input {t[\"prompt_tokens\"]:,}, read from cache "
-      f"{t[\"cached_prompt_tokens\"]:,}, written {t[\"cache_write_tokens\"]:,}; overall score {s[\"scores\"][\"overall\"]}")' "$1"; }
+show() { .venv/bin/python -c '
+import json, sys
+s = json.load(sys.stdin)
+t = s["tokens"]["total"]
+print("%22s: $%.3f  input %d, read from cache %d, written %d; overall score %s" % (sys.argv[1], s["cost_usd"]["total"],
+      t["prompt_tokens"], t["cached_prompt_tokens"], t["cache_write_tokens"], s["scores"]["overall"]))' "$1"; }
 reset() { curl -s -X POST "$URL/stats/reset" > /dev/null; }   # empties the simulator's prompt cache
 "${RUN[@]}" --cache "$TMP/dry.duckdb" --dry-run | .venv/bin/python -c \
   'import json,sys; print("dry run, USD by mode:", json.load(sys.stdin)["by_purpose"]["eval"]["cost_usd_by_mode"])'
