@@ -146,8 +146,11 @@ class Engine:
         streamed data file); `samples[i]` is the sample of the i-th request, for the
         failure log, and may grow as the iterator runs."""
         total = len(requests) if isinstance(requests, Sized) else None
-        if self.prompt_cache and isinstance(requests, list):  # a streamed file is not marked
-            client.plan_prefixes(requests, mark=True)
+        if self.prompt_cache and isinstance(requests, list) and client.provider.prompt_cache_min_tokens():
+            # shared prefixes among the requests to be sent (a streamed file is not marked):
+            # a group's only uncached request would pay the cache write for nothing
+            _, hits = await self.keys_and_hits(requests)
+            client.plan_prefixes([r for r in requests if r.key() not in hits], mark=True)
         runner = self.runner
         progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled,
                                stats=lambda: (runner.stats().retries, runner.stats().rate_limited))

@@ -253,3 +253,32 @@ def test_the_dry_run_prices_list_batch_prompt_cache_and_both(tmp_path: Path) -> 
     assert modes["expected_cache_read_tokens"] >= 0.6 * summary["estimated_prompt_tokens"]
     assert modes["expected_cache_write_tokens"] > 0 and modes["shared_prefix_groups"] >= 25
     assert modes["batch_prompt_cache"] <= 0.4 * modes["list"]
+
+
+@needs_data
+def test_only_requests_still_to_send_are_grouped(tmp_path: Path) -> None:
+    """A re-run that needs one question per paper sends it unmarked: alone in its group,
+    it would pay the cache write (1.25x) for nothing."""
+    import duckdb
+
+    model = "anthropic:claude-sonnet-4-5"
+    with sim_subprocess() as url:
+        cmd = [sys.executable, "-m", "asyncbench.cli", "run", "bamboo:paperqa", "--length", "4k", "--model", model,
+               "--base-url", url, "--data-dir", str(DATA), "--cache", str(tmp_path / "c.duckdb"), "--json",
+               "--no-progress"]
+        env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+        first = subprocess.run([*cmd, "--out", str(tmp_path / "a")], capture_output=True, text=True, env=env)
+        assert first.returncode == 0, first.stderr[-2000:]
+        con = duckdb.connect(str(tmp_path / "c.duckdb"))
+        rows = con.execute("SELECT key, prompt FROM prompts").fetchall()
+        one_per_paper: dict[str, str] = {}
+        for key, prompt in sorted(rows):
+            one_per_paper.setdefault(json.loads(prompt)[0]["content"][:3000], key)
+        con.execute("DELETE FROM responses WHERE key IN (SELECT unnest($1))", [list(one_per_paper.values())])
+        con.close()
+        HTTP.post(url + "/stats/reset").raise_for_status()
+        second = subprocess.run([*cmd, "--out", str(tmp_path / "b")], capture_output=True, text=True, env=env)
+        assert second.returncode == 0, second.stderr[-2000:]
+        stats = HTTP.get(url + "/stats").json()
+    assert stats["ok"] == len(one_per_paper) >= 20
+    assert stats["cache_write_tokens"] == 0 and stats["cached_tokens"] == 0
