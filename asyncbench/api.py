@@ -60,6 +60,7 @@ class Options(TypedDict, total=False):
     batch: bool
     batch_fallback: Literal["batch", "live"]
     no_wait: bool
+    prompt_cache: Literal["auto", "off"]
     # BAMBOO
     length: Literal["4k", "16k", "both"]
     skip_bad_rows: bool

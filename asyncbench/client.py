@@ -14,6 +14,7 @@ from .config import RunConfig
 from .errors import UserError
 from .limits import RateLimiter
 from .pricing import Price, PriceTable
+from .prompt_cache import PrefixPlan, mark_requests, plan_prefixes, prompt_text
 from .providers import ModelSpec, ProviderBase, api_key_for, make_provider, provider_class
 from .scheduler import EndpointPool
 from .tokenizers import Tokenizer, approx_count, get_tokenizer, tiktoken_encoding_for
@@ -41,6 +42,16 @@ class ModelClient:
 
     def count(self, text: str) -> int:
         return self.counter.count(text) if self.counter else approx_count(text)
+
+    def plan_prefixes(self, requests: list[Request], mark: bool = False) -> PrefixPlan:
+        """The requests' shared prefixes for the provider's prompt cache (prompt_cache.py);
+        `mark`: set each member's `cache_prefix`. None where the provider has no prompt cache."""
+        least = self.provider.prompt_cache_min_tokens()
+        if least is None:
+            return PrefixPlan()
+        if mark:
+            return mark_requests(requests, self.count, least)
+        return plan_prefixes([prompt_text(r) for r in requests], self.count, least)
 
     def request(self, *, prompt: str | None = None, messages: list[dict[str, str]] | None = None,
                 max_tokens: int, temperature: float = 0.0, repeat: int = 0, chat: bool = True,

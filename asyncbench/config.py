@@ -66,6 +66,7 @@ class RunConfig:
     batch: bool = False  # through the provider's batch API (runners/batch.py)
     batch_fallback: str = "batch"  # requests a batch did not answer: "batch" (the next one) | "live"
     no_wait: bool = False  # --batch: submit, collect what has ended, and exit
+    prompt_cache: str = "auto"  # "auto": mark shared prompt prefixes for the provider's cache | "off"
     ray_address: str | None = None
     ray_workers: int = 2
     extra: dict[str, Any] = field(default_factory=dict)
@@ -84,6 +85,8 @@ class RunConfig:
         _whole("--repeat", self.repeat, 0, 1_000_000)
         if self.batch_fallback not in ("batch", "live"):
             raise UserError(f"--batch-fallback must be batch or live (got {self.batch_fallback!r})")
+        if self.prompt_cache not in ("auto", "off"):
+            raise UserError(f"--prompt-cache must be auto or off (got {self.prompt_cache!r})")
         if self.no_wait and not self.batch:
             raise UserError("--no-wait goes with --batch (submit the batches and exit)")
         if self.limit is not None:

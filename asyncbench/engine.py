@@ -14,6 +14,7 @@ import os
 import socket
 import sys
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence, Sized
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -46,6 +47,10 @@ from .types import Request, Response, Sample, SampleResult, Usage
 # Requests hashed and looked up per step after the first chunk: small enough that reading
 # a streamed data file never holds the event loop for long, large enough to batch lookups.
 STREAM_CHUNK = 256
+# The longest a shared-prefix group's other requests wait for its first one's answer
+# before they are sent anyway (the first is normally answered well within the provider's
+# 5-minute cache TTL).
+PREFIX_WAIT_S = 240.0
 
 
 @dataclass
@@ -62,8 +67,9 @@ class Engine:
     """Cache-first generation through the scheduler; one writer to the store."""
 
     def __init__(self, store: Store, run_id: str, invocation: int, progress_enabled: bool | None, budget: Budget,
-                 runner: Runner, journal: Journal) -> None:
+                 runner: Runner, journal: Journal, prompt_cache: bool = True) -> None:
         self.store = store
+        self.prompt_cache = prompt_cache  # --prompt-cache auto: mark shared prefixes (prompt_cache.py)
         self.journal = journal
         self.runner = runner
         self.run_id = run_id
@@ -140,10 +146,17 @@ class Engine:
         streamed data file); `samples[i]` is the sample of the i-th request, for the
         failure log, and may grow as the iterator runs."""
         total = len(requests) if isinstance(requests, Sized) else None
+        if self.prompt_cache and isinstance(requests, list) and client.provider.prompt_cache_min_tokens():
+            # shared prefixes among the requests to be sent (a streamed file is not marked):
+            # a group's only uncached request would pay the cache write for nothing
+            _, hits = await self.keys_and_hits(requests)
+            client.plan_prefixes([r for r in requests if r.key() not in hits], mark=True)
         runner = self.runner
         progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled,
                                stats=lambda: (runner.stats().retries, runner.stats().rate_limited))
         call = _Generation(self, client, iter(requests), purpose, samples, progress)
+        # prefix-aware order where jobs are sent as they come (not collected into a batch)
+        call.prefix_order = self.prompt_cache and runner.name == "local"
         try:
             with progress:
                 outcomes = await self.runner.run(client, call.jobs(), budget=self.budget, on_outcome=call.on_outcome)
@@ -172,6 +185,15 @@ class _Generation:
         self.hits: dict[int, Response] = {}
         self.first_index: dict[str, int] = {}
         self.duplicates: list[tuple[int, int]] = []
+        # --prompt-cache: a shared-prefix group's first request goes alone, the others
+        # wait (held) until it is answered, then go first; other requests fill meanwhile
+        self.prefix_order = False
+        self.opened: set[int] = set()  # groups whose first request was sent
+        self.released: set[int] = set()  # ... and answered (or failed)
+        self.leaders: dict[int, int] = {}  # request index -> the group it leads
+        self.held: dict[int, list[Job]] = {}
+        self.ready: deque[Job] = deque()
+        self.wake = anyio.Event()
 
     async def jobs(self) -> AsyncIterator[Job]:
         """The cache misses as jobs, chunk by chunk; hits and duplicates are settled here."""
@@ -185,6 +207,8 @@ class _Generation:
             self.keys.extend(chunk_keys)
             self.sources.extend(["skipped_budget"] * len(chunk))  # until an outcome says otherwise
             for i, key in enumerate(chunk_keys, start=lo):
+                while self.ready:  # groups whose first answer came: before new work
+                    yield self.ready.popleft()
                 hit = hits.get(key)
                 if hit is not None:
                     self._from_cache(i, hit)
@@ -198,8 +222,37 @@ class _Generation:
                     req = self.requests[i]
                     tokens = client.count(req.text()) + req.max_tokens
                     est = client.price.estimate(tokens - req.max_tokens, req.max_tokens)
-                    yield Job(index=i, request=req, tokens=tokens, est_cost=est)
+                    job = Job(index=i, request=req, tokens=tokens, est_cost=est)
+                    group = req.cache_group if self.prefix_order else -1
+                    if group < 0 or group in self.released:
+                        yield job
+                    elif group not in self.opened:
+                        self.opened.add(group)
+                        self.leaders[i] = group
+                        yield job
+                    else:
+                        self.held.setdefault(group, []).append(job)
         self.progress.set_total(len(self.requests))
+        while self.held or self.ready:  # the rest of the groups, as their first answers come
+            while self.ready:
+                yield self.ready.popleft()
+            if self.held:
+                with anyio.move_on_after(PREFIX_WAIT_S) as waited:
+                    await self.wake.wait()
+                self.wake = anyio.Event()
+                if waited.cancelled_caught:  # never left waiting: send what is held
+                    for jobs in self.held.values():
+                        self.ready.extend(jobs)
+                    self.released.update(self.held)
+                    self.held.clear()
+
+    def _release(self, i: int) -> None:
+        """Request i has its outcome: if it led a group, the group's others may go."""
+        group = self.leaders.pop(i, None)
+        if group is not None:
+            self.released.add(group)
+            self.ready.extend(self.held.pop(group, []))
+            self.wake.set()
 
     def _task(self, i: int) -> str:
         if self.samples is not None:
@@ -212,7 +265,7 @@ class _Generation:
                             key=self.keys[i], sample_id=sid, **fields)
 
     def _from_cache(self, i: int, hit: CachedResponse) -> None:
-        usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens)
+        usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens, hit.cache_write_tokens)
         self.hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
         if hit.key in self.engine.paid_keys:  # sent earlier in this invocation, stored since
             self.sources[i] = "shared"
@@ -230,6 +283,7 @@ class _Generation:
     def on_outcome(self, outcome: Outcome) -> None:
         """Account for one outcome and queue its row for the store (written by the
         engine's writer in small batches)."""
+        self._release(outcome.index)
         if outcome.response is not None:
             self._answered(outcome.index, outcome.response, outcome.attempts)
         elif outcome.error is not None:
@@ -246,7 +300,7 @@ class _Generation:
         # saved: the batch discount (what the list price would have been, less what was paid)
         engine.pending_ledger.append(self._entry(
             i, "sent", prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-            cached_prompt_tokens=usage.cached_prompt_tokens, cost_usd=cost,
+            cached_prompt_tokens=usage.cached_prompt_tokens, cache_write_tokens=usage.cache_write_tokens, cost_usd=cost,
             saved_usd=self.client.price.cost(usage) - cost if resp.discount != 1.0 else 0.0,
             latency_ms=resp.latency_ms, attempts=attempts))
         engine.latencies.fresh.append(resp.latency_ms)
@@ -259,7 +313,8 @@ class _Generation:
             request_json=json.dumps(canonical, sort_keys=True), text=resp.text, finish_reason=resp.finish_reason,
             prompt_tokens=resp.usage.prompt_tokens, completion_tokens=resp.usage.completion_tokens,
             cached_prompt_tokens=resp.usage.cached_prompt_tokens, latency_ms=resp.latency_ms, cost_usd=cost,
-            served_by=strip_userinfo(resp.endpoint), created_at=time.time())
+            served_by=strip_userinfo(resp.endpoint), created_at=time.time(),
+            cache_write_tokens=resp.usage.cache_write_tokens)
         engine.pending_responses.append(row)
         engine.journal.append(row, engine.pending_ledger[-1])  # on disk now: a crash keeps it
         self._keep_prompt(i)
@@ -442,7 +497,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         # --max-cost is the run's budget across its invocations: what earlier ones paid counts
         budget = Budget(cfg.max_cost, spent=sum(g.cost_usd for g in before.requests))
         engine = Engine(store, run_id, invocation.invocation, cfg.progress, budget, runner,
-                        Journal(store.path, run_id))
+                        Journal(store.path, run_id), prompt_cache=cfg.prompt_cache == "auto")
 
         async def ctx_generate(reqs: list[Request], purpose: str) -> list[Response | ProviderError]:
             target = judge if purpose == "judge" and judge is not None else client

@@ -77,6 +77,7 @@ class RequestEntry:
     saved_usd: float = 0.0  # what a cache hit cost when it was paid
     latency_ms: float | None = None
     attempts: int = 0
+    cache_write_tokens: int = 0  # written to the provider's prompt cache (part of prompt_tokens)
 
 
 @dataclass
@@ -129,6 +130,7 @@ class RequestGroup:
     cached_prompt_tokens: int = 0
     cost_usd: float = 0.0
     saved_usd: float = 0.0
+    cache_write_tokens: int = 0
 
 
 @dataclass
@@ -148,7 +150,7 @@ class Ledger:
     invocations: list[InvocationEntry]
 
 
-TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "cached_prompt_tokens")
+TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cache_write_tokens")
 
 
 @dataclass

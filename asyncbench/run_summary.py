@@ -58,6 +58,7 @@ def dry_run_summary(cfg: RunConfig, samples: list[Sample], requests: list[Reques
         target = judge if purpose == "judge" and judge is not None else client
         purposes[purpose] = {"requests": n, "prompt_tokens": tokens_in, "max_output_tokens": tokens_out,
                              "cost_usd": _estimate(target, tokens_in, tokens_out), "at_most": True}
+    purposes["eval"]["cost_usd_by_mode"] = _cost_by_mode(client, to_send, prompt_tokens, output_tokens)
     costs = [p["cost_usd"] for p in purposes.values()]
     total: float | str = "unpriced" if "unpriced" in costs else round(sum(float(c) for c in costs), 6)
     return {
@@ -69,6 +70,28 @@ def dry_run_summary(cfg: RunConfig, samples: list[Sample], requests: list[Reques
         "token_counting": "tiktoken" if client.counter else "approx ceil(chars/4)",
         "truncation": {**limits, "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())},
     }
+
+
+def _cost_by_mode(client: ModelClient, to_send: list[Request], prompt_tokens: int,
+                  output_tokens: int) -> dict[str, Any]:
+    """The eval requests' cost at list price, through the batch API (--batch), with the
+    prompt-cache reads and writes expected from their shared prefixes (--prompt-cache
+    auto: each group's first request writes the prefix, the others read it), and both."""
+    plan = client.plan_prefixes(to_send)
+    price = client.price
+    read, written = plan.expected_read_tokens, plan.expected_write_tokens
+    write_price = price.input if price.cache_write is None else price.cache_write
+    listed = price.estimate(prompt_tokens, output_tokens)
+    cached = (max(0, prompt_tokens - read - written) * price.input + read * price.cached_input
+              + written * write_price + output_tokens * price.output) / 1e6
+    modes: dict[str, Any] = {"list": listed, "batch": listed * price.batch, "prompt_cache": cached,
+                             "batch_prompt_cache": cached * price.batch}
+    if not price.priced:
+        modes = dict.fromkeys(modes, "unpriced")
+    else:
+        modes = {k: round(v, 6) for k, v in modes.items()}
+    return {**modes, "expected_cache_read_tokens": read, "expected_cache_write_tokens": written,
+            "shared_prefix_groups": len(plan.groups), "requests_in_groups": plan.marked}
 
 
 def _estimate(client: ModelClient, prompt_tokens: int, output_tokens: int) -> float | str:

@@ -348,7 +348,7 @@ def _validated(response: Response) -> Response:
     usage = response.usage
     if not isinstance(response.text, str):
         raise TypeError(f"answer text is {type(response.text).__name__}, not a string")
-    for name in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens"):
+    for name in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cache_write_tokens"):
         value = getattr(usage, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} is {value!r}, not a non-negative integer")

@@ -50,6 +50,13 @@ class Request:
     repeat: int = 0
     # the task a judge or prior request is made for: booked in the ledger, not in the key
     task: str | None = field(default=None, compare=False)
+    # --prompt-cache: the length (characters) of the prompt's prefix shared with other
+    # requests of the run, marked for the provider's prompt cache (prompt_cache.py); not
+    # in the key, as it does not change the answer
+    cache_prefix: int = field(default=0, compare=False)
+    # ... and its group among the run's requests (-1: none): the engine sends a group's
+    # first request alone and the rest once it is answered (the prefix is cached then)
+    cache_group: int = field(default=-1, compare=False)
     _key: str | None = field(default=None, repr=False, compare=False)
 
     def canonical(self) -> dict[str, Any]:

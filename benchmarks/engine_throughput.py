@@ -1,6 +1,10 @@
 """Engine throughput benchmarks against the simulator (a separate process on 127.0.0.1).
 
-    .venv/bin/python benchmarks/engine_throughput.py [overhead|long|limits|unknown|all]
+    .venv/bin/python benchmarks/engine_throughput.py [overhead|long|limits|unknown|all] [RUN OPTIONS]
+
+RUN OPTIONS go to the `long` scenario's `asyncbench run` (after its own), e.g.
+`long --model openai:gpt-4.1 --prompt-cache off` (benchmarks/prompt_caching.md compares
+`--prompt-cache auto` and `off` this way: the simulator speaks OpenAI too).
 
 Each scenario runs the real CLI (`asyncbench run jsonl:...`) end to end — loading, cache
 lookups, scheduling, DuckDB writes, scoring — with a fresh cache, and prints one row of
@@ -67,13 +71,14 @@ def overhead(tmp: Path) -> str:
             f"completed {s['samples']['settled']}/{n} |")
 
 
-def long_prompts(tmp: Path) -> str:
+def long_prompts(tmp: Path, *extra: str) -> str:
     n = 1000
     _, chars = write_data(tmp / "long.jsonl", n, (2000, 8000), 16)
     with sim_subprocess(["--latency-ms", "200"]) as url:
-        s, wall = run(tmp / "long.jsonl", url, "--concurrency", "64")
+        s, wall = run(tmp / "long.jsonl", url, "--concurrency", "64", *extra)
     ideal = math.ceil(n / 64) * 0.2  # 16 waves of 64 concurrent 200 ms requests
-    return (f"| {n} unique long prompts (2k-8k words, {chars / 1e6:.0f} MB), 200 ms latency, concurrency 64 | "
+    options = f" ({' '.join(extra)})" if extra else ""
+    return (f"| {n} unique long prompts (2k-8k words, {chars / 1e6:.0f} MB), 200 ms latency, concurrency 64{options} | "
             f"run wall {s['wall_s']:.2f} s (ideal {ideal:.2f} s; process {wall:.2f} s incl. start-up) | "
             f"completed {s['samples']['settled']}/{n} |")
 
@@ -101,7 +106,7 @@ def main() -> None:
         if which in ("overhead", "all"):
             rows.append(overhead(tmp))
         if which in ("long", "all"):
-            rows.append(long_prompts(tmp))
+            rows.append(long_prompts(tmp, *sys.argv[2:]))
         if which in ("limits", "all"):
             rows.append(limited(tmp, True))
         if which in ("unknown", "all"):

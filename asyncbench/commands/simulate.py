@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-context-tokens", type=int, default=131072,
                         help="context window: prompt + max_tokens above it gets the API's context-length error")
     parser.add_argument("--seed", type=int, default=0, help="seed of the fault and jitter draws")
+    parser.add_argument("--prompt-cache-ttl-s", type=float, default=300.0,
+                        help="prompt-cache entries expire this long after their last use (default 300, as the "
+                             "providers' 5 minutes)")
     parser.add_argument("--batch-turnaround-s", type=float, default=1.0,
                         help="seconds a batch (OpenAI Batch, Anthropic Message Batches) takes to end (default 1)")
     parser.add_argument("--batch-expire", type=int, default=0,
@@ -81,6 +84,7 @@ def main(args: argparse.Namespace) -> int:
         seed=args.seed,
         model_id=args.model_id,
         batch_turnaround_s=args.batch_turnaround_s,
+        prompt_cache_ttl_s=args.prompt_cache_ttl_s,
         batch_expire=args.batch_expire,
         **({"openai_batch_max_requests": args.batch_max_requests,
             "anthropic_batch_max_requests": args.batch_max_requests} if args.batch_max_requests else {}),

@@ -39,6 +39,10 @@ class AnthropicProvider(ProviderBase):
                                                                    max_retries=0)
         return self._clients[base_url]
 
+    def prompt_cache_min_tokens(self) -> int | None:
+        # the documented minimum cacheable prompt: 2,048 tokens for Haiku, 1,024 for the others
+        return 2048 if "haiku" in self.model else 1024
+
     def _params(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The messages API parameters (as sent in a body) and the whitespace stop
         sequences applied to the answer here instead."""
@@ -51,8 +55,16 @@ class AnthropicProvider(ProviderBase):
         cut_at = [s for s in stops if not s.strip()]
         if kept := [s for s in stops if s.strip()]:
             params["stop_sequences"] = kept
+        turns: list[dict[str, Any]] = [m for m in messages if m["role"] != "system"]
+        if request.cache_prefix and len(turns) == 1 and isinstance(turns[0].get("content"), str):
+            # --prompt-cache: the shared prefix as its own block, marked; the two blocks
+            # together are exactly the prompt
+            text, cut = turns[0]["content"], request.cache_prefix
+            turns = [{"role": turns[0]["role"], "content": [
+                {"type": "text", "text": text[:cut], "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": text[cut:]}]}]
         body: dict[str, Any] = {"model": self.model, "max_tokens": request.max_tokens,
-                                "messages": [m for m in messages if m["role"] != "system"],
+                                "messages": turns,
                                 "temperature": request.temperature, **params}
         if system:
             body["system"] = "\n".join(system)

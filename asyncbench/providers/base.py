@@ -83,6 +83,11 @@ class ProviderBase:
         self.api_key = api_key
         self.api = api
 
+    def prompt_cache_min_tokens(self) -> int | None:
+        """The shortest prefix this model's prompt cache takes, for `--prompt-cache auto`
+        (prompt_cache.py); None: the provider has no prompt cache to mark prefixes for."""
+        return None
+
     def sends_raw(self, chat: bool) -> bool:
         """Whether a sample goes as raw text (a completion endpoint) rather than as one
         chat message. `chat` is False for samples the official scripts send without a

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
+from ..prompt_cache import prefix_key, prompt_text
 from ..types import Request, Response
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status
 from .openai_wire import parse_body, request_body
@@ -43,6 +44,11 @@ class OpenAIProvider(ProviderBase):
                                                          max_retries=0)
         return self._clients[base_url]
 
+    def prompt_cache_min_tokens(self) -> int | None:
+        # prompts of 1,024 tokens and more are cached automatically (chat completions);
+        # a shared prefix gets a `prompt_cache_key` so that its requests route alike
+        return None if self.api == "completion" else 1024
+
     def _body(self, request: Request) -> tuple[dict[str, Any], bool]:
         """The request body, and whether it goes to the completions endpoint."""
         completion = self.api == "completion" or request.messages is None
@@ -51,6 +57,8 @@ class OpenAIProvider(ProviderBase):
             # reasoning models take max_completion_tokens and only the default temperature
             body["max_completion_tokens"] = body.pop("max_tokens")
             body.pop("temperature", None)
+        if request.cache_prefix and not completion and (text := prompt_text(request)) is not None:
+            body["prompt_cache_key"] = prefix_key(text[:request.cache_prefix])
         return body, completion
 
     async def send(self, request: Request, base_url: str, timeout: float) -> Response:

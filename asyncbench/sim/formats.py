@@ -36,6 +36,9 @@ class Call:
     max_tokens: int
     stop: list[str] = field(default_factory=list)
     body: dict[str, Any] = field(default_factory=dict)
+    # Anthropic: the prompt text up to the end of each block marked with `cache_control`
+    # (prefixes of `text()`), shortest first
+    cache_marks: list[str] = field(default_factory=list)
 
     def text(self) -> str:
         return "\n".join(self.prompts)
@@ -49,15 +52,19 @@ class Answer:
     prompt_tokens: int
     completion_tokens: int
     finish: str  # "stop" | "length" | "stop_sequence"
-    cached_tokens: int = 0
+    cached_tokens: int = 0  # read from the prompt cache
+    cache_write_tokens: int = 0  # written to it (Anthropic's cache_creation_input_tokens)
+    # prompt-cache entries this answer writes, usable once it is delivered (digests)
+    cache_puts: list[bytes] = field(default_factory=list, repr=False)
 
 
 def _content_text(content: Any) -> str:
-    """Text of an OpenAI/Anthropic message content: a string or a list of text blocks."""
+    """Text of an OpenAI/Anthropic message content: a string or a list of text blocks
+    (concatenated as they are: a prompt split into blocks reads as the prompt)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(
+        return "".join(
             block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text"
         )
     if content is None:
@@ -182,11 +189,21 @@ def parse_messages(body: dict[str, Any]) -> Call:
     if max_tokens is None:
         raise BadRequest("max_tokens: field required")
     parts = [_content_text(body.get("system"))] if body.get("system") else []
+    marks: list[str] = []
     for message in messages:
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
             raise BadRequest("messages: each message needs role 'user' or 'assistant'")
-        parts.append(_content_text(message.get("content")))
-    return Call("messages", str(body.get("model", "")), ["\n".join(parts)], max_tokens, _stops(body.get("stop_sequences")), body)
+        content = message.get("content")
+        if isinstance(content, list):  # where a block marked for the prompt cache ends
+            done = ""
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "text":
+                    done += block.get("text", "")
+                    if isinstance(block.get("cache_control"), dict):
+                        marks.append("\n".join([*parts, done]))
+        parts.append(_content_text(content))
+    return Call("messages", str(body.get("model", "")), ["\n".join(parts)], max_tokens,
+                _stops(body.get("stop_sequences")), body, marks)
 
 
 def render_messages(call: Call, answers: list[Answer], request_id: str) -> dict[str, Any]:
@@ -201,9 +218,9 @@ def render_messages(call: Call, answers: list[Answer], request_id: str) -> dict[
         "stop_reason": stop_reason,
         "stop_sequence": None,
         "usage": {
-            "input_tokens": a.prompt_tokens - a.cached_tokens,
+            "input_tokens": a.prompt_tokens - a.cached_tokens - a.cache_write_tokens,
             "output_tokens": a.completion_tokens,
-            "cache_creation_input_tokens": 0,
+            "cache_creation_input_tokens": a.cache_write_tokens,
             "cache_read_input_tokens": a.cached_tokens,
         },
     }

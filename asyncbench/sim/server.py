@@ -16,9 +16,22 @@ CHAT_DEFAULT_MAX_TOKENS output tokens.
 Faults and jitter are drawn from `Random(f"{seed}:{prompt sha256}:{attempt}")`, where
 `attempt` counts earlier requests with the same prompt: the fate of each attempt is
 reproducible whatever the arrival order, and a retry draws afresh, so retries eventually
-succeed. Prompt caching is simulated the way OpenAI reports it: a prompt already served
-once, of at least 1,024 tokens, comes back with its 128-token-aligned prefix as cached
-tokens (Anthropic only when the request uses `cache_control`).
+succeed.
+
+Prompt caching, with a TTL of `prompt_cache_ttl_s` (300 s, refreshed on each hit); as at
+the providers, a prefix written by a request can be read once that request has been
+answered (requests sent together before then all write it):
+- Anthropic: only blocks marked `cache_control` are cached: the prompt up to the end of
+  the last marked block is written (`cache_creation_input_tokens`) when it is at least
+  the model's minimum (2,048 tokens for a "haiku" model, 1,024 otherwise), and read
+  (`cache_read_input_tokens`) by a later request with the same marked prefix;
+  `input_tokens` counts only the rest.
+- OpenAI, like the provider's automatic caching of prompts of 1,024 tokens and more in
+  128-token steps — but only for a request carrying `prompt_cache_key`: its cached tokens
+  are the longest 128-token-aligned prefix (≥ 1,024) an earlier request sent. A request
+  without `prompt_cache_key` keeps the simulator's older, narrower rule (only an exact
+  repeat of a prompt of ≥ 1,024 tokens reads its aligned length from cache), so default
+  simulator runs report what they always did (tests/test_parity.py).
 
 It is built on aiohttp's low-level server without an access log and does constant work
 per request beyond JSON parsing and the answerer's linear scans, so one core serves
@@ -76,6 +89,7 @@ class SimConfig:
     max_context_tokens: int = 131072
     seed: int = 0
     model_id: str = "asyncbench-sim"
+    prompt_cache_ttl_s: float = 300.0  # prompt-cache entries live this long after their last use
     # Batch APIs (batch.py): seconds from submission to results, how many of the first
     # batches expire (half their requests unprocessed), and the providers' size limits.
     batch_turnaround_s: float = 1.0
@@ -97,7 +111,8 @@ class SimConfig:
                 raise UserError(f"simulator: {name} must be between 0 and 1, got {value}")
         if sum(rates.values()) > 1.0:
             raise UserError("simulator: error, drop, stall and malformed rates must add up to at most 1")
-        for name in ("latency_ms", "per_token_ms", "jitter_ms", "stall_s", "batch_turnaround_s", "batch_expire"):
+        for name in ("latency_ms", "per_token_ms", "jitter_ms", "stall_s", "batch_turnaround_s", "batch_expire",
+                     "prompt_cache_ttl_s"):
             if getattr(self, name) < 0:
                 raise UserError(f"simulator: {name} must not be negative")
         if self.burst_s <= 0:
@@ -124,6 +139,7 @@ class SimServer:
         self.stats = SimStats()
         self._attempts: dict[str, int] = {}
         self._served: set[str] = set()
+        self._prefix_cache: dict[bytes, float] = {}  # prompt-cache entries: prefix digest -> expiry
         self._next_id = 0
         self._pieces: dict[str, int] = {}  # the vLLM-style tokenizer's vocabulary, grown as it is used
         self._piece_list: list[str] = []
@@ -147,6 +163,7 @@ class SimServer:
         self.stats = SimStats()
         self._attempts.clear()
         self._served.clear()
+        self._prefix_cache.clear()
         self.limiter = RateLimiter(self.config.rpm, self.config.tpm, self.config.burst_s)
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
@@ -299,8 +316,64 @@ class SimServer:
     def answers(self, fmt: WireFormat, call: Call, fingerprint: str, raw: bytes) -> list[Answer]:
         """The model's answers to a parsed call, with the prompt-cache usage (live and batch)."""
         cap = call.max_tokens or CHAT_DEFAULT_MAX_TOKENS
-        cache_ok = fingerprint in self._served and (fmt.api == "openai" or b"cache_control" in raw)
-        return [_answer(call, p, count_tokens(p), cap, cache_ok) for p in call.prompts]
+        repeat = fingerprint in self._served and fmt.api == "openai"
+        out = []
+        for p in call.prompts:
+            a = _answer(call, p, count_tokens(p), cap, repeat)
+            if fmt.api == "anthropic" and call.cache_marks:
+                a.cached_tokens, a.cache_write_tokens = self._marked_cache(call, a.cache_puts)
+            elif fmt.api == "openai" and call.body.get("prompt_cache_key"):
+                a.cached_tokens = max(a.cached_tokens, self._automatic_cache(p, a.prompt_tokens, a.cache_puts))
+            out.append(a)
+        return out
+
+    def _cache_hit(self, digest: bytes, now: float) -> bool:
+        """Whether a prefix is cached (unexpired); a hit refreshes its TTL."""
+        expiry = self._prefix_cache.get(digest)
+        if expiry is None or expiry < now:
+            return False
+        self._prefix_cache[digest] = now + self.config.prompt_cache_ttl_s
+        return True
+
+    def _marked_cache(self, call: Call, puts: list[bytes]) -> tuple[int, int]:
+        """Anthropic: (tokens read, tokens written) for the blocks marked `cache_control`;
+        the entry to write goes to `puts`."""
+        now = time.monotonic()
+        least = 2048 if "haiku" in call.model.lower() else 1024
+        marks = [(m, count_tokens(m)) for m in call.cache_marks]
+        marks = [(m, t) for m, t in marks if t >= least]
+        if not marks:
+            return 0, 0
+        read = 0
+        for mark, tokens in reversed(marks):  # the longest cached marked prefix
+            if self._cache_hit(hashlib.sha256(mark.encode("utf-8", "surrogatepass")).digest()[:16], now):
+                read = tokens
+                break
+        longest, tokens = marks[-1]
+        if tokens <= read:
+            return read, 0
+        puts.append(hashlib.sha256(longest.encode("utf-8", "surrogatepass")).digest()[:16])
+        return read, tokens - read
+
+    def _automatic_cache(self, prompt: str, prompt_tokens: int, puts: list[bytes]) -> int:
+        """OpenAI: the longest 128-token-aligned prefix (≥ 1,024 tokens) of this prompt an
+        earlier answered request sent; every other such prefix of this one goes to `puts`."""
+        if prompt_tokens < 1024:
+            return 0
+        now = time.monotonic()
+        h = hashlib.sha256()
+        step = 128 * 4  # 128 tokens of ceil(chars / 4)
+        cached = 0
+        for k in range(1, len(prompt) // step + 1):
+            h.update(prompt[(k - 1) * step:k * step].encode("utf-8", "surrogatepass"))
+            if k * 128 < 1024:
+                continue
+            digest = h.copy().digest()[:16]
+            if self._cache_hit(digest, now):
+                cached = k * 128
+            else:
+                puts.append(digest)
+        return min(cached, prompt_tokens)
 
     def served(self, fingerprint: str, answers: list[Answer]) -> None:
         """Count a successful answer as billed, and remember its prompt for prompt caching."""
@@ -309,7 +382,12 @@ class SimServer:
         stats.prompt_tokens += sum(a.prompt_tokens for a in answers)
         stats.completion_tokens += sum(a.completion_tokens for a in answers)
         stats.cached_tokens += sum(a.cached_tokens for a in answers)
+        stats.cache_write_tokens += sum(a.cache_write_tokens for a in answers)
         self._served.add(fingerprint)
+        expiry = time.monotonic() + self.config.prompt_cache_ttl_s
+        for a in answers:  # what this answer wrote to the prompt cache is readable from now
+            for digest in a.cache_puts:
+                self._prefix_cache[digest] = expiry
 
     def check_context(self, fmt: WireFormat, call: Call, text: str) -> web.Response | None:
         return self._check_context(fmt, call, text, max(count_tokens(p) for p in call.prompts))

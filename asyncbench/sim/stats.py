@@ -28,7 +28,8 @@ class SimStats:
     bad_requests: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cached_tokens: int = 0
+    cached_tokens: int = 0  # read from the prompt cache
+    cache_write_tokens: int = 0  # written to it (Anthropic, marked blocks)
     # batch APIs: batches accepted (OpenAI POST /v1/batches, Anthropic POST
     # /v1/messages/batches) and the requests they carried
     batches_submitted: int = 0

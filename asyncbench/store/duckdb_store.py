@@ -44,7 +44,7 @@ from ..ledger import InvocationEntry, Ledger, RequestEntry, RequestGroup, Sample
 if TYPE_CHECKING:
     import duckdb
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # How long an operation waits for another process to release the file before giving up.
 LOCK_WAIT_S = float(os.environ.get("ASYNCBENCH_LOCK_WAIT_S", "120"))
 
@@ -54,7 +54,7 @@ _SCHEMA = [
         key VARCHAR PRIMARY KEY, provider VARCHAR, model VARCHAR, endpoint VARCHAR,
         request_json VARCHAR, text VARCHAR, finish_reason VARCHAR,
         prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
-        latency_ms DOUBLE, cost_usd DOUBLE, served_by VARCHAR, created_at DOUBLE)""",
+        latency_ms DOUBLE, cost_usd DOUBLE, served_by VARCHAR, created_at DOUBLE, cache_write_tokens BIGINT DEFAULT 0)""",
     """CREATE TABLE IF NOT EXISTS failures (
         key VARCHAR, run_id VARCHAR, sample_id VARCHAR, kind VARCHAR, status INTEGER,
         message VARCHAR, attempts INTEGER, created_at DOUBLE)""",
@@ -70,7 +70,7 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS ledger_requests (
         run_id VARCHAR, invocation INTEGER, purpose VARCHAR, task VARCHAR, source VARCHAR, key VARCHAR,
         sample_id VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
-        cost_usd DOUBLE, saved_usd DOUBLE, latency_ms DOUBLE, attempts INTEGER)""",
+        cost_usd DOUBLE, saved_usd DOUBLE, latency_ms DOUBLE, attempts INTEGER, cache_write_tokens BIGINT DEFAULT 0)""",
     """CREATE TABLE IF NOT EXISTS invocations (
         run_id VARCHAR, invocation INTEGER, started_at DOUBLE, wall_s DOUBLE, requests BIGINT, retries BIGINT,
         rate_limited BIGINT, transient_errors BIGINT, complete BOOLEAN, finished BOOLEAN, pid INTEGER,
@@ -85,7 +85,7 @@ _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS batch_requests (batch_id VARCHAR, key VARCHAR, custom_id VARCHAR)",
 ]
 LEDGER_COLUMNS = ("invocation", "purpose", "task", "source", "key", "sample_id", "prompt_tokens", "completion_tokens",
-                  "cached_prompt_tokens", "cost_usd", "saved_usd", "latency_ms", "attempts")
+                  "cached_prompt_tokens", "cost_usd", "saved_usd", "latency_ms", "attempts", "cache_write_tokens")
 INVOCATION_COLUMNS = ("invocation", "started_at", "wall_s", "requests", "retries", "rate_limited", "transient_errors",
                       "complete", "finished", "pid", "host")
 
@@ -106,6 +106,7 @@ class ResponseRow(TypedDict):
     cost_usd: float
     served_by: str
     created_at: float
+    cache_write_tokens: int  # written to the provider's prompt cache (Anthropic; part of prompt_tokens)
 
 
 class FailureRow(TypedDict):
@@ -122,7 +123,7 @@ class FailureRow(TypedDict):
 
 RESPONSE_COLUMNS = ("key", "provider", "model", "endpoint", "request_json", "text", "finish_reason",
                     "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "latency_ms",
-                    "cost_usd", "served_by", "created_at")
+                    "cost_usd", "served_by", "created_at", "cache_write_tokens")
 RESULT_COLUMNS = ("run_id", "sample_id", "task", "purpose", "key", "status", "score", "prediction",
                   "cached", "error", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
                   "cost_usd", "latency_ms", "truncated_tokens", "meta_json", "invocation", "references_json")
@@ -149,6 +150,7 @@ class CachedResponse:
     cached_prompt_tokens: int
     latency_ms: float
     cost_usd: float
+    cache_write_tokens: int = 0
 
 
 class Store:
@@ -247,11 +249,20 @@ class Store:
         elif int(row[0]) < SCHEMA_VERSION:
             if int(row[0]) == 1:
                 self._from_v1()
-            self._from_v2()
+            if int(row[0]) <= 2:
+                self._from_v2()
+            self._from_v3()
 
     def _from_v2(self) -> None:
         """v3 adds each sample's references to `results` (`prompts` is created above)."""
         self.con.execute("ALTER TABLE results ADD COLUMN IF NOT EXISTS references_json VARCHAR")
+        self.con.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+
+    def _from_v3(self) -> None:
+        """v4 adds the tokens written to the provider's prompt cache (Anthropic bills them
+        at 1.25x input) to `responses` and `ledger_requests`: 0 for older rows."""
+        for table in ("responses", "ledger_requests"):
+            self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS cache_write_tokens BIGINT DEFAULT 0")
         self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
 
     def _from_v1(self) -> None:
@@ -264,7 +275,9 @@ class Store:
         con.execute("UPDATE results SET status = CASE WHEN status = 'ok' AND cached THEN 'from_cache' "
                     "WHEN status = 'ok' THEN 'answered' WHEN status = 'skipped' THEN 'skipped_budget' "
                     "ELSE status END")
-        con.execute("INSERT INTO ledger_requests SELECT run_id, 1, purpose, task, CASE WHEN status = 'answered' "
+        con.execute("INSERT INTO ledger_requests (run_id, invocation, purpose, task, source, key, sample_id, "
+                    "prompt_tokens, completion_tokens, cached_prompt_tokens, cost_usd, saved_usd, latency_ms, "
+                    "attempts) SELECT run_id, 1, purpose, task, CASE WHEN status = 'answered' "
                     "THEN 'sent' WHEN status = 'from_cache' THEN 'from_cache' WHEN status = 'failed' THEN 'failed' "
                     "ELSE 'skipped_budget' END, key, sample_id, prompt_tokens, completion_tokens, cached_prompt_tokens, "
                     "CASE WHEN status = 'answered' THEN cost_usd ELSE 0 END, "
@@ -287,7 +300,7 @@ class Store:
             return {}
         rows = self.con.execute(
             "SELECT key, text, finish_reason, prompt_tokens, completion_tokens, cached_prompt_tokens, "
-            "latency_ms, cost_usd FROM responses WHERE key IN (SELECT unnest($1))", [keys]
+            "latency_ms, cost_usd, coalesce(cache_write_tokens, 0) FROM responses WHERE key IN (SELECT unnest($1))", [keys]
         ).fetchall()
         return {r[0]: CachedResponse(*r) for r in rows}
 
@@ -356,7 +369,8 @@ class Store:
             [run_id]).fetchall()]
         requests = [RequestGroup(*r) for r in self.con.execute(
             "SELECT invocation, task, purpose, source, count(*), sum(prompt_tokens), sum(completion_tokens), "
-            "sum(cached_prompt_tokens), sum(cost_usd), sum(saved_usd) FROM ledger_requests WHERE run_id = ? "
+            "sum(cached_prompt_tokens), sum(cost_usd), sum(saved_usd), coalesce(sum(cache_write_tokens), 0) "
+            "FROM ledger_requests WHERE run_id = ? "
             "GROUP BY ALL ORDER BY ALL", [run_id]).fetchall()]
         invocations = [InvocationEntry(*r) for r in self.con.execute(
             f"SELECT {', '.join(INVOCATION_COLUMNS)} FROM invocations WHERE run_id = ? ORDER BY invocation",
