@@ -161,10 +161,12 @@ class _Money:
                                                                        for p in PURPOSES})
     usd: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PURPOSES, 0.0))
     sent: int = 0
-    saved_usd: float = 0.0
+    saved_usd: float = 0.0  # answers served from the response cache, at what they cost when paid
+    batch_saved_usd: float = 0.0  # the batch API's discount on the answers sent through it
 
     def add(self, g: RequestGroup) -> None:
         if g.source == "sent":
+            self.batch_saved_usd += g.saved_usd
             tokens = self.tokens.setdefault(g.purpose, dict.fromkeys(TOKEN_KINDS, 0))
             for kind in TOKEN_KINDS:
                 tokens[kind] += getattr(g, kind)
@@ -226,7 +228,10 @@ def account(ledger: Ledger) -> dict[str, Any]:
                          "cost_by_purpose": {p: v for p, v in cost.items() if p != "total"},
                          "sent": money.sent, "prompt_tokens": tokens["prompt_tokens"],
                          "completion_tokens": tokens["completion_tokens"],
-                         "saved_by_cache_usd": round(money.saved_usd, 6)})
+                         "saved_by_cache_usd": round(money.saved_usd, 6),
+                         "saved_by_batch_usd": round(money.batch_saved_usd, 6),
+                         "prompt_cache_read_tokens": tokens["cached_prompt_tokens"],
+                         "prompt_cache_write_tokens": tokens["cache_write_tokens"]})
     return {
         "complete": counts["settled"] == counts["total"],
         "samples": counts,

@@ -84,6 +84,9 @@ def test_a_batch_run_of_minilongbench_equals_the_live_run_at_half_the_price(tmp_
     n, collected = con.execute("select sum(n_requests), bool_and(collected) from batches").fetchone()  # type: ignore[misc]
     con.close()
     assert saved == pytest.approx(paid, rel=1e-6) and (n, collected) == (237, True)
+    # and the summary says what the discount saved, from the same rows
+    assert batch["invocations"][-1]["saved_by_batch_usd"] == pytest.approx(paid, rel=1e-5)
+    assert "by the batch discount $" in err or batch["invocations"][-1]["saved_by_batch_usd"] > 0
 
 
 def test_a_batch_run_of_bamboo_through_anthropic_equals_the_live_run(tmp_path: Path) -> None:

@@ -208,6 +208,9 @@ def test_a_run_reads_most_shared_context_from_cache_with_the_same_answers(tmp_pa
     assert tokens["cached_prompt_tokens"] >= 0.6 * tokens["prompt_tokens"]
     assert (tokens["cache_write_tokens"] > 0) == model.startswith("anthropic")
     assert auto["cost_usd"]["total"] < 0.6 * off["cost_usd"]["total"]
+    last = auto["invocations"][-1]  # what the provider's cache did, said per invocation too
+    assert (last["prompt_cache_read_tokens"], last["prompt_cache_write_tokens"]) == (
+        tokens["cached_prompt_tokens"], tokens["cache_write_tokens"])
     if model.startswith("anthropic"):
         # a group's first request goes alone and writes the prefix; the others follow it
         # and read: at most one write per paper (25) and meeting (32)

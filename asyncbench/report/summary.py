@@ -117,7 +117,11 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         f"(retries {this['retries']}, 429s {this['rate_limited']}) in {this['wall_s']:.1f}s, "
         f"{summary.get('throughput_rps') or 0:.1f} req/s; latency ms p50 {_fmt(lat.get('p50'))} "
         f"p95 {_fmt(lat.get('p95'))} p99 {_fmt(lat.get('p99'))} ({lat.get('source')}); "
-        f"spent {_usd(this['cost_usd'], unpriced)}, saved by cache ${this['saved_by_cache_usd']:.4f}")
+        f"spent {_usd(this['cost_usd'], unpriced)}, saved by cache ${this['saved_by_cache_usd']:.4f}"
+        + (f", by the batch discount ${this['saved_by_batch_usd']:.4f}" if this.get("saved_by_batch_usd") else "")
+        + (f"; provider prompt cache: {this['prompt_cache_read_tokens']:,} tokens read, "
+           f"{this['prompt_cache_write_tokens']:,} written"
+           if this.get("prompt_cache_read_tokens") or this.get("prompt_cache_write_tokens") else ""))
     tokens = summary["tokens"]
     console.print(
         f"to produce this run ({len(invs)} invocation{'s' if len(invs) != 1 else ''}): "

@@ -103,10 +103,12 @@ def cost_table(report: Report) -> Table:
 def invocation_table(report: Report) -> Table:
     """Every invocation of every run, oldest first: a re-run adds a row, never rewrites one."""
     header = ["run", "invocation", "started", "wall s", "requests", "retries", "429s", "USD", "saved by cache",
-              "complete"]
+              "saved by batch", "prompt-cache tokens read / written", "complete"]
     body = [[r["label"], fmt_num(i["invocation"]), time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(i["started_at"])),
              fmt_num(i["wall_s"]), fmt_num(i["requests"]), fmt_num(i["retries"]), fmt_num(i["rate_limited"]),
-             fmt_usd(i["cost_usd"]), fmt_usd(i["saved_by_cache_usd"]), fmt_num(i["complete"])]
+             fmt_usd(i["cost_usd"]), fmt_usd(i["saved_by_cache_usd"]), fmt_usd(i.get("saved_by_batch_usd")),
+             f"{fmt_num(i.get('prompt_cache_read_tokens'))} / {fmt_num(i.get('prompt_cache_write_tokens'))}",
+             fmt_num(i["complete"])]
             for r in report.runs for i in r["invocations"]]
     return header, body
 
