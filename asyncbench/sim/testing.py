@@ -12,25 +12,32 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 _PREFIX = "listening on "
 
 
-def _die_with_parent(parent: int) -> Callable[[], None]:
-    """In the child before exec: SIGKILL when the process that started it dies, even by
-    SIGKILL (Linux PR_SET_PDEATHSIG), so `--model sim` never leaves a server behind."""
-    def arm() -> None:
-        try:
-            import ctypes
+PARENT_ENV = "ASYNCBENCH_SIM_PARENT"
 
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            return
-        if os.getppid() != parent:  # the parent died before the line above
-            os._exit(1)
 
-    return arm
+def die_with_parent() -> None:
+    """In a simulator started by `start_sim_subprocess`: SIGKILL when the process that
+    started it dies, even by SIGKILL (Linux PR_SET_PDEATHSIG), so `--model sim` never
+    leaves a server behind. Armed by the child itself at start-up rather than in a
+    `preexec_fn`: Python code between fork and exec deadlocks when another thread of the
+    parent held a lock at the fork (the cache is opened in a thread meanwhile: an import
+    of duckdb, DuckDB's own threads), which hung 1 run in ~10 here."""
+    parent = int(os.environ.get(PARENT_ENV, "0") or 0)
+    if not parent:
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
 
 
 def start_sim_subprocess(args: list[str] | None = None, timeout: float = 30.0) -> tuple[subprocess.Popen[str], str]:
@@ -43,8 +50,8 @@ def start_sim_subprocess(args: list[str] | None = None, timeout: float = 30.0) -
     # the simulator needs no credentials: keep API keys out of its environment
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}
     env["PYTHONUNBUFFERED"] = "1"
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=_die_with_parent(os.getpid()))
+    env[PARENT_ENV] = str(os.getpid())  # the simulator arms die_with_parent() itself
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + timeout
     assert proc.stdout is not None
     while time.monotonic() < deadline:
