@@ -146,15 +146,16 @@ class Engine:
         streamed data file); `samples[i]` is the sample of the i-th request, for the
         failure log, and may grow as the iterator runs."""
         total = len(requests) if isinstance(requests, Sized) else None
+        looked_up: dict[str, CachedResponse] | None = None
         if self.prompt_cache and isinstance(requests, list) and client.provider.prompt_cache_min_tokens():
             # shared prefixes among the requests to be sent (a streamed file is not marked):
             # a group's only uncached request would pay the cache write for nothing
-            _, hits = await self.keys_and_hits(requests)
-            client.plan_prefixes([r for r in requests if r.key() not in hits], mark=True)
+            _, looked_up = await self.keys_and_hits(requests)
+            client.plan_prefixes([r for r in requests if r.key() not in looked_up], mark=True)
         runner = self.runner
         progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled,
                                stats=lambda: (runner.stats().retries, runner.stats().rate_limited))
-        call = _Generation(self, client, iter(requests), purpose, samples, progress)
+        call = _Generation(self, client, iter(requests), purpose, samples, progress, looked_up)
         # prefix-aware order where jobs are sent as they come (not collected into a batch)
         call.prefix_order = self.prompt_cache and runner.name == "local"
         try:
@@ -172,8 +173,10 @@ class _Generation:
     its outcomes (accounts, cache rows, progress) and put the answers in request order."""
 
     def __init__(self, engine: Engine, client: ModelClient, source: Iterator[Request], purpose: str,
-                 samples: Sequence[Sample] | None, progress: RunProgress) -> None:
+                 samples: Sequence[Sample] | None, progress: RunProgress,
+                 looked_up: dict[str, CachedResponse] | None = None) -> None:
         self.engine = engine
+        self.looked_up = looked_up  # every request's cache hits, when generate() already asked
         self.client = client
         self.source = source
         self.purpose = purpose
@@ -203,7 +206,11 @@ class _Generation:
             size = STREAM_CHUNK
             lo = len(self.requests)
             self.requests.extend(chunk)
-            chunk_keys, hits = await self.engine.keys_and_hits(chunk)
+            if self.looked_up is None:
+                chunk_keys, hits = await self.engine.keys_and_hits(chunk)
+            else:  # hashed and looked up once already (keys are kept on the requests)
+                chunk_keys = [r.key() for r in chunk]
+                hits = self.looked_up
             self.keys.extend(chunk_keys)
             self.sources.extend(["skipped_budget"] * len(chunk))  # until an outcome says otherwise
             for i, key in enumerate(chunk_keys, start=lo):
@@ -487,7 +494,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
     out = out_dir(cfg, run_id)  # checked before anything is sent
     with opening.result() as store:
         with store.session():
-            replay(store, store.path)  # answers a crashed process had received but not stored
+            replay(store)  # answers a crashed process had received but not stored
             store.start_run(run_id, cfg.benchmark, spec.label, public_config(cfg, spec))
             before = store.ledger(run_id)
             invocation = InvocationEntry(len(before.invocations) + 1, t_start, pid=os.getpid(),

@@ -88,10 +88,10 @@ def _alive(name: str) -> bool:
     return True
 
 
-def replay(store: Store, cache: Path) -> int:
+def replay(store: Store) -> int:
     """Write the journals of dead processes into the store, then delete them. Returns the
     number of answers replayed (already stored ones included)."""
-    folder = journal_dir(cache)
+    folder = journal_dir(store.path)
     if not folder.is_dir():
         return 0
     files = [p for p in sorted(folder.glob("*.jsonl")) if not _alive(p.stem)]
