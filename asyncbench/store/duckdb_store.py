@@ -170,7 +170,6 @@ class Store:
         self._lock = threading.RLock()  # one thread at a time uses the open connection
         self._con: duckdb.DuckDBPyConnection | None = None
         self._depth = 0
-        self.lock_waits = 0  # how many times an open found the file held by another process
         with self.session():
             self._migrate()
 
@@ -231,7 +230,6 @@ class Store:
                     ) from None
             except duckdb.Error as exc:
                 raise _corrupt(self.path, exc) from None
-            self.lock_waits += 1
             waited = True
             self.wait_file.touch()  # asks a run that keeps the file open to let go
             time.sleep(delay * (0.5 + random.random()))
