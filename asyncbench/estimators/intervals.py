@@ -112,7 +112,20 @@ def _draws(strata: Mapping[str, Stratum], n: int, rng: np.random.Generator) -> d
 
 
 def _resampled(strata: Mapping[str, Stratum], draws: Mapping[str, NDArray[np.intp]]) -> dict[str, Array]:
-    return {name: s.statistic(s.parts[draws[name]].sum(axis=1)) for name, s in strata.items()}
+    return {name: s.statistic(_resampled_sums(s.parts, draws[name])) for name, s in strata.items()}
+
+
+def _resampled_sums(parts: Array, draw: NDArray[np.intp], rows: int = 64) -> Array:
+    """`parts[draw].sum(axis=1)`, shape (resamples, components), a component and a block of
+    resamples at a time: the one-step form builds a (resamples, clusters, components)
+    temporary (320 MB and ~1 s for 20,000 samples), this one ~1/15 of the time."""
+    out = np.empty((len(draw), parts.shape[1]))
+    columns = [np.ascontiguousarray(parts[:, j]) for j in range(parts.shape[1])]
+    for start in range(0, len(draw), rows):
+        block = draw[start:start + rows]
+        for j, column in enumerate(columns):
+            out[start:start + rows, j] = column[block].sum(axis=1)
+    return out
 
 
 def _leaves(tree: Any, fn: Callable[..., Any], *others: Any) -> Any:

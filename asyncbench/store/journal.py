@@ -13,7 +13,6 @@ stored, so a file deleted late is not counted twice.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import socket
@@ -49,7 +48,7 @@ class Journal:
     def append(self, response: ResponseRow, entry: RequestEntry) -> None:
         """One answer, on disk (in the OS's hands) before this returns."""
         assert self._fh is not None
-        self._fh.write(json.dumps({"run_id": self.run_id, "response": response, "ledger": dataclasses.asdict(entry)},
+        self._fh.write(json.dumps({"run_id": self.run_id, "response": response, "ledger": vars(entry)},
                                   ensure_ascii=False) + "\n")
         self._fh.flush()
 
