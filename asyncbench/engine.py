@@ -113,11 +113,11 @@ class Engine:
 
     def _write(self, responses: list[ResponseRow], failures: list[FailureRow], ledger: list[RequestEntry],
                prompts: list[tuple[str, str]]) -> None:
-        """One batch in one opening of the file (other processes get it between batches)."""
-        with self.store.session():
+        """One batch in one opening of the file (other processes get it between batches),
+        in one transaction: an answer and the ledger row that paid for it land together."""
+        with self.store.transaction():
             self.store.put_responses(responses)
             self.store.put_failures(failures)
-            # after the answers they paid for: a crash between keeps the answer
             self.store.put_ledger_requests(self.run_id, ledger)
             self.store.put_prompts(prompts)
 

@@ -365,3 +365,33 @@ def test_ray_backend_without_ray_is_one_clear_line(monkeypatch):
     with pytest.raises(UserError, match=r"pip install 'asyncbench\[ray\]'"):
         make_runner(RunConfig(benchmark="minilongbench", model="sim", backend="ray"))
     assert isinstance(make_runner(RunConfig(benchmark="minilongbench", model="sim")), LocalRunner)
+
+
+def test_journal_reaches_the_os_by_the_next_loop_turn(tmp_path):
+    """Answers of one event-loop turn share one flush; the next turn finds them in the file
+    (what a SIGKILL leaves behind), and without a running loop an answer is flushed at once."""
+    import asyncio
+
+    from asyncbench.ledger import RequestEntry
+    from asyncbench.store.duckdb_store import ResponseRow
+    from asyncbench.store.journal import Journal
+
+    def row(key: str) -> ResponseRow:
+        return ResponseRow(key=key, provider="p", model="m", endpoint="e", request_json="{}", text="answer",
+                           finish_reason="stop", prompt_tokens=1, completion_tokens=1, cached_prompt_tokens=0,
+                           latency_ms=1.0, cost_usd=0.0, served_by="", created_at=0.0, cache_write_tokens=0)
+
+    journal = Journal(tmp_path / "c.duckdb", "run")
+
+    async def turn() -> tuple[int, int]:
+        journal.append(row("a"), RequestEntry(1, "eval", "t", "sent", key="a"))
+        journal.append(row("b"), RequestEntry(1, "eval", "t", "sent", key="b"))
+        seen_now = len(journal.path.read_text().splitlines())
+        await asyncio.sleep(0)
+        return seen_now, len(journal.path.read_text().splitlines())
+
+    assert asyncio.run(turn()) == (0, 2)
+    journal.append(row("c"), RequestEntry(1, "eval", "t", "sent", key="c"))
+    lines = [json.loads(line) for line in journal.path.read_text().splitlines()]
+    assert [line["response"]["key"] for line in lines] == ["a", "b", "c"]
+    journal.close()

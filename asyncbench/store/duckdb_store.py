@@ -195,6 +195,19 @@ class Store:
                 if self._depth == 0 and (not self.keep_open or self.wait_file.exists()):
                     self._release()
 
+    @contextmanager
+    def transaction(self) -> Iterator[Store]:
+        """A session whose writes commit together (or not at all): one commit, one write
+        of DuckDB's log, where each statement alone would commit (and write) its own."""
+        with self.session():
+            self.con.execute("BEGIN")
+            try:
+                yield self
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            self.con.execute("COMMIT")
+
     def _release(self) -> None:
         con, self._con = self._con, None
         if con is not None:

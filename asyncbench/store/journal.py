@@ -4,7 +4,8 @@ The store is written in batches, each opening the file (other processes share it
 batches), so an answer waits a few tens of milliseconds before it is in DuckDB — longer
 when another process holds the file. Each paid answer (its cache row and its ledger row)
 is therefore also appended to `<cache>.journal/<host>-<pid>-<n>.jsonl` the moment it
-arrives: one line, flushed to the OS, which survives SIGKILL of the process. When a batch
+arrives: one line, flushed to the OS at the end of the event-loop turn that received it
+(the answers of one turn in one system call), which survives SIGKILL of the process. When a batch
 is committed its journal file is deleted (a new one takes the answers that arrive
 meanwhile). The next run on the cache replays the files of processes that are gone:
 responses by key (INSERT OR IGNORE), ledger rows only where the same row is not already
@@ -13,6 +14,7 @@ stored, so a file deleted late is not counted twice.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -37,6 +39,7 @@ class Journal:
         self._prefix = f"{socket.gethostname()}-{os.getpid()}-"
         self._n = 0
         self._fh: IO[str] | None = None
+        self._flush_due = False
         self.path = self._next()
 
     def _next(self) -> Path:
@@ -46,11 +49,25 @@ class Journal:
         return path
 
     def append(self, response: ResponseRow, entry: RequestEntry) -> None:
-        """One answer, on disk (in the OS's hands) before this returns."""
+        """One answer, on disk (in the OS's hands) before the event loop takes its next
+        turn, or before this returns when no loop runs. A flush per answer cost a system
+        call each (~5% of a 20,000-answer run); the answers of one turn share one."""
         assert self._fh is not None
         self._fh.write(json.dumps({"run_id": self.run_id, "response": response, "ledger": vars(entry)},
                                   ensure_ascii=False) + "\n")
-        self._fh.flush()
+        if self._flush_due:
+            return
+        try:
+            asyncio.get_running_loop().call_soon(self._flush)
+        except RuntimeError:  # no running loop
+            self._fh.flush()
+            return
+        self._flush_due = True
+
+    def _flush(self) -> None:
+        self._flush_due = False
+        if self._fh is not None:
+            self._fh.flush()
 
     def rotate(self) -> Path:
         """Start a new file for what arrives next; the old one is deleted by `done` once
@@ -111,10 +128,9 @@ def replay(store: Store) -> int:
 
 
 def _write(store: Store, lines: list[dict[str, Any]]) -> None:
-    with store.session():
+    with store.transaction():
         store.put_responses([{c: line["response"].get(c) for c in RESPONSE_COLUMNS} for line in lines])
         con = store.con
-        con.execute("BEGIN")
         for line in lines:
             entry = line["ledger"]
             values = [line["run_id"], *(entry[c] for c in LEDGER_COLUMNS)]
@@ -124,4 +140,3 @@ def _write(store: Store, lines: list[dict[str, Any]]) -> None:
                 "AND source = ? AND sample_id IS NOT DISTINCT FROM ?)",
                 [*values, line["run_id"], entry["invocation"], entry["key"], entry["purpose"], entry["source"],
                  entry["sample_id"]])
-        con.execute("COMMIT")
