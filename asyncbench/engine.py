@@ -51,6 +51,8 @@ STREAM_CHUNK = 256
 # before they are sent anyway (the first is normally answered well within the provider's
 # 5-minute cache TTL).
 PREFIX_WAIT_S = 240.0
+# The writer's pace: at most one batch (one commit, one journal file) per this many seconds.
+WRITE_EVERY_S = 0.025
 
 
 @dataclass
@@ -90,13 +92,16 @@ class Engine:
     # -- durable writes ----------------------------------------------------------------
     async def writer(self) -> None:
         """Write responses as they arrive, in small batches, until cancelled; between
-        batches, let go of the file when another process waits for it."""
+        batches, let go of the file when another process waits for it. A batch is written
+        at most every WRITE_EVERY_S: answers that arrive one by one would otherwise each
+        pay a commit and a journal file of their own (the journal keeps them safe meanwhile)."""
         while True:
             with anyio.move_on_after(0.1):
                 await self._flush_event.wait()
             if self._flush_event.is_set():
                 self._flush_event = anyio.Event()
                 await self.flush()
+                await anyio.sleep(WRITE_EVERY_S)
             elif not self._db_lock.locked():
                 self.store.release_if_wanted()
 

@@ -1,6 +1,6 @@
 """A/B of two checkouts on the engine workloads of issue 12, interleaved in one session.
 
-    .venv/bin/python benchmarks/ab_engine.py OLD_TREE NEW_TREE [repeats]
+    .venv/bin/python benchmarks/ab_engine.py OLD_TREE NEW_TREE [repeats] [long|small]
 
 Workloads (the real CLI, `asyncbench run jsonl:...`, against the simulator on 127.0.0.1,
 fresh cache each run): 1,000 unique 2k-8k-word prompts at 200 ms latency and concurrency
@@ -43,6 +43,7 @@ def one(tree: Path, data: Path, url: str, concurrency: int) -> tuple[float, floa
 def main() -> None:
     a, b = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    only = sys.argv[4] if len(sys.argv) > 4 else ""
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         write_data(tmp / "long.jsonl", 1000, (2000, 8000), 16)
@@ -50,6 +51,8 @@ def main() -> None:
         cases = [("1,000 long prompts, 200 ms, C=64", tmp / "long.jsonl", ["--latency-ms", "200"], 64),
                  ("20,000 small prompts, C=256", tmp / "small.jsonl", [], 256)]
         for label, data, sim_args, conc in cases:
+            if only not in data.name:
+                continue
             walls: dict[Path, list[tuple[float, float]]] = {a: [], b: []}
             with sim_subprocess(sim_args) as url:
                 for _ in range(repeats):

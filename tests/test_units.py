@@ -51,7 +51,7 @@ def run(scheduler: Scheduler, items: list[Job]) -> list:  # type: ignore[type-ar
 
 
 def fast(s: Scheduler) -> Scheduler:
-    s._wait = lambda state: 0.0  # type: ignore[method-assign]  # no back-off sleeps in unit tests
+    s._wait = lambda exc, attempts: 0.0  # type: ignore[method-assign]  # no back-off sleeps in unit tests
     return s
 
 
