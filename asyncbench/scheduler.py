@@ -5,9 +5,10 @@
 - Before each attempt a worker takes from the RPM/TPM limiter (limits.py), reserves the
   request's estimated cost against `--max-cost`, and picks the endpoint with the fewest
   outstanding requests among the healthy ones.
-- Retries (a plain loop in `_try`): rate-limited and transient failures only, exponential back-off with
-  jitter, bounded by attempts and by time; a 429 pauses the whole endpoint group for its
-  Retry-After. Fatal errors (auth, bad request, context too long) are never retried.
+- Retries (a plain loop in `_try`): rate-limited and transient failures only,
+  exponential back-off with jitter, bounded by attempts and by time; a 429 pauses the
+  whole endpoint group for its Retry-After. Fatal errors (auth, bad request, context too
+  long) are never retried.
 - An endpoint that fails `fail_threshold` times in a row is taken out and probed back in
   after a growing delay by a single request.
 """

@@ -280,27 +280,26 @@ class Store:
         """v1 kept per-sample results and a summary per run, no ledger: each old run gets
         its sample statuses, one invocation (its last, as the summary recorded it) and the
         request rows its results imply (eval only: v1 did not keep judge requests apart)."""
-        con = self.con
-        con.execute("BEGIN")
-        con.execute("ALTER TABLE results ADD COLUMN IF NOT EXISTS invocation INTEGER DEFAULT 1")
-        con.execute("UPDATE results SET status = CASE WHEN status = 'ok' AND cached THEN 'from_cache' "
-                    "WHEN status = 'ok' THEN 'answered' WHEN status = 'skipped' THEN 'skipped_budget' "
-                    "ELSE status END")
-        con.execute("INSERT INTO ledger_requests (run_id, invocation, purpose, task, source, key, sample_id, "
-                    "prompt_tokens, completion_tokens, cached_prompt_tokens, cost_usd, saved_usd, latency_ms, "
-                    "attempts) SELECT run_id, 1, purpose, task, CASE WHEN status = 'answered' "
-                    "THEN 'sent' WHEN status = 'from_cache' THEN 'from_cache' WHEN status = 'failed' THEN 'failed' "
-                    "ELSE 'skipped_budget' END, key, sample_id, prompt_tokens, completion_tokens, cached_prompt_tokens, "
-                    "CASE WHEN status = 'answered' THEN cost_usd ELSE 0 END, "
-                    "CASE WHEN status = 'from_cache' THEN cost_usd ELSE 0 END, latency_ms, 1 FROM results")
-        for run_id, started, summary_json in con.execute("SELECT run_id, started_at, summary_json FROM runs").fetchall():
-            old = json.loads(summary_json) if summary_json else {}
-            con.execute("INSERT OR IGNORE INTO invocations VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, 0, '')",
-                        [run_id, started, old.get("wall_s", 0.0), old.get("requests_sent", 0), old.get("retries", 0),
-                         old.get("rate_limited", 0), old.get("transient_errors", 0),
-                         bool(old) and not old.get("n_failed") and not old.get("n_skipped_budget"), bool(old)])
-        con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-        con.execute("COMMIT")
+        with self.transaction():
+            con = self.con
+            con.execute("ALTER TABLE results ADD COLUMN IF NOT EXISTS invocation INTEGER DEFAULT 1")
+            con.execute("UPDATE results SET status = CASE WHEN status = 'ok' AND cached THEN 'from_cache' "
+                        "WHEN status = 'ok' THEN 'answered' WHEN status = 'skipped' THEN 'skipped_budget' "
+                        "ELSE status END")
+            con.execute("INSERT INTO ledger_requests (run_id, invocation, purpose, task, source, key, sample_id, "
+                        "prompt_tokens, completion_tokens, cached_prompt_tokens, cost_usd, saved_usd, latency_ms, "
+                        "attempts) SELECT run_id, 1, purpose, task, CASE WHEN status = 'answered' "
+                        "THEN 'sent' WHEN status = 'from_cache' THEN 'from_cache' WHEN status = 'failed' THEN 'failed' "
+                        "ELSE 'skipped_budget' END, key, sample_id, prompt_tokens, completion_tokens, cached_prompt_tokens, "
+                        "CASE WHEN status = 'answered' THEN cost_usd ELSE 0 END, "
+                        "CASE WHEN status = 'from_cache' THEN cost_usd ELSE 0 END, latency_ms, 1 FROM results")
+            for run_id, started, summary_json in con.execute("SELECT run_id, started_at, summary_json FROM runs").fetchall():
+                old = json.loads(summary_json) if summary_json else {}
+                con.execute("INSERT OR IGNORE INTO invocations VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, 0, '')",
+                            [run_id, started, old.get("wall_s", 0.0), old.get("requests_sent", 0), old.get("retries", 0),
+                             old.get("rate_limited", 0), old.get("transient_errors", 0),
+                             bool(old) and not old.get("n_failed") and not old.get("n_skipped_budget"), bool(old)])
+            con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
 
     # -- responses -------------------------------------------------------------------
     @_in_session
@@ -404,17 +403,15 @@ class Store:
         return {k: int(i) for k, i in rows}
 
     # -- provider batches ---------------------------------------------------------------
-    @_in_session
     def put_batch(self, batch_id: str, run_id: str, provider: str, model: str, endpoint: str, base_url: str,
                   keys: Sequence[str], submitted_at: float) -> None:
         """Record a submitted batch and the request keys in it (one transaction)."""
-        con = self.con
-        con.execute("BEGIN")
-        con.execute("INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, 'submitted', '{}', ?, ?, false)",
-                    [batch_id, run_id, provider, model, endpoint, base_url, len(keys), submitted_at, submitted_at])
-        con.execute(f"INSERT INTO batch_requests SELECT {_unnest(3)}",
-                    [[batch_id] * len(keys), list(keys), list(keys)])
-        con.execute("COMMIT")
+        with self.transaction():
+            self.con.execute(
+                "INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, 'submitted', '{}', ?, ?, false)",
+                [batch_id, run_id, provider, model, endpoint, base_url, len(keys), submitted_at, submitted_at])
+            self.con.execute(f"INSERT INTO batch_requests SELECT {_unnest(3)}",
+                             [[batch_id] * len(keys), list(keys), list(keys)])
 
     @_in_session
     def update_batch(self, batch_id: str, state: str, counts: dict[str, int], collected: bool = False) -> None:
@@ -612,10 +609,9 @@ def recover(broken: Path, out: Path) -> dict[str, int]:
                 columns = [c for c in dst.con.table(table).columns if c in src.table(table).columns]
                 cursor = src.execute(f"SELECT {', '.join(columns)} FROM {table}")
                 while rows := cursor.fetchmany(5_000):
-                    dst.con.execute("BEGIN")
-                    dst.con.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) "
-                                        f"VALUES ({', '.join('?' * len(columns))})", rows)
-                    dst.con.execute("COMMIT")
+                    with dst.transaction():
+                        dst.con.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) "
+                                            f"VALUES ({', '.join('?' * len(columns))})", rows)
                     copied[table] += len(rows)
             except duckdb.Error:
                 continue  # the rest of this table is unreadable; keep what was copied
