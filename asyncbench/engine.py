@@ -51,6 +51,8 @@ STREAM_CHUNK = 256
 # before they are sent anyway (the first is normally answered well within the provider's
 # 5-minute cache TTL).
 PREFIX_WAIT_S = 240.0
+# Why a sample the benchmark's prepare() left out is excluded (run.json "prepare" says more).
+EXCLUDED_BY_RULE = "left out by the benchmark's own rule (see run.json prepare)"
 # The writer's pace: at most one batch (one commit, one journal file) per this many seconds.
 WRITE_EVERY_S = 0.025
 
@@ -193,6 +195,7 @@ class _Generation:
         self.hits: dict[int, Response] = {}
         self.first_index: dict[str, int] = {}
         self.duplicates: list[tuple[int, int]] = []
+        self.hit_keys: set[str] = set()  # keys this call served from the cache (once each)
         # --prompt-cache: a shared-prefix group's first request goes alone, the others
         # wait (held) until it is answered, then go first; other requests fill meanwhile
         self.prefix_order = False
@@ -279,12 +282,15 @@ class _Generation:
     def _from_cache(self, i: int, hit: CachedResponse) -> None:
         usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens, hit.cache_write_tokens)
         self.hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
-        if hit.key in self.engine.paid_keys:  # sent earlier in this invocation, stored since
+        if hit.key in self.engine.paid_keys or hit.key in self.hit_keys:
+            # sent earlier in this invocation and stored since, or a cache hit this call
+            # already served to another sample: one answer, paid (or saved) once
             self.sources[i] = "shared"
             self.engine.pending_ledger.append(self._entry(i, "shared"))
             self.progress.add("shared")
             return
         self.sources[i] = "from_cache"
+        self.hit_keys.add(hit.key)
         # what the answer cost when it was paid (its cache row), not today's list price
         self.engine.pending_ledger.append(self._entry(
             i, "from_cache", prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens,
@@ -451,7 +457,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         data_id = samples_digest(samples)
     else:  # streamed: the benchmark hashes its file's bytes (content, not path)
         data_id = benchmark.fingerprint() if hasattr(benchmark, "fingerprint") else ""
-    run_id = cfg.run_id(spec.endpoint_id, data_id)
+    run_id = cfg.run_id(spec.endpoint_id, data_id, spec.label, judge.spec.label if judge is not None else None)
     official = getattr(benchmark, "MODEL2MAXLEN", None)  # the benchmark's model2maxlen.json, if it has one
     prompt_limit = await prompt_budget(cfg, spec, client.provider,
                                        model2maxlen_path(data_dir, official) if official else None)
@@ -575,9 +581,10 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
             ledger.invocations[-1] = invocation
             scores = benchmark.aggregate(results, prep_report)
             limits["no_template_sent_as_chat"] = sorted(as_chat)
-            summary = run_summary(cfg, run_id, spec, account(ledger), store.sample_entries(run_id, unsettled_only=True),
+            entries = store.sample_entries(run_id)
+            summary = run_summary(cfg, run_id, spec, account(ledger), [e for e in entries if e.status not in SETTLED],
                                   engine.latencies, runner, scores, prep_report, truncated, limits, prices, client,
-                                  unpriced)
+                                  unpriced, [e for e in entries if e.status == "excluded"])
             summary = dict(redact_json(summary))
             store.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)
     write_out(out, summary)
@@ -613,14 +620,17 @@ def _statuses(results: list[SampleResult], sources: list[str]) -> list[str]:
 
 
 def _unsent_rows(run_id: str, invocation: int, loaded: list[Sample], kept: list[Sample]) -> list[dict[str, Any]]:
-    """Ledger rows of samples that never became requests: left out by the benchmark's own
-    rule (prepare), or malformed rows skipped at load (--skip-bad-rows)."""
+    """Ledger rows of samples that never became requests, "excluded" with their reason:
+    left out by the benchmark's own rule (prepare), or malformed data rows (file, line,
+    parse error), which no re-run can fix."""
     kept_ids = {s.id for s in kept}
     rows = [{"run_id": run_id, "sample_id": s.id, "task": s.task, "purpose": "eval", "status": "excluded",
-             "invocation": invocation, "meta_json": "{}"} for s in loaded if s.id not in kept_ids]
+             "error": EXCLUDED_BY_RULE, "invocation": invocation, "meta_json": "{}"}
+            for s in loaded if s.id not in kept_ids]
     for bad in notes_of(loaded).get("skipped_rows", []):
         rows.append({"run_id": run_id, "sample_id": bad.sample_id, "task": bad.task, "purpose": "eval",
-                     "status": "skipped_bad_row", "error": bad.describe(), "invocation": invocation, "meta_json": "{}"})
+                     "status": "excluded", "error": f"malformed data row: {bad.describe()}", "invocation": invocation,
+                     "meta_json": "{}"})
     return rows
 
 

@@ -14,7 +14,7 @@ from .benchmarks.base import Scores
 from .client import ModelClient
 from .config import RunConfig
 from .errors import UserError
-from .ledger import SampleEntry, hint_for, partial_label
+from .ledger import SampleEntry, hint_for, next_step, partial_label
 from .percentiles import percentiles
 from .pricing import PriceTable
 from .providers.base import ModelSpec
@@ -98,10 +98,19 @@ def _estimate(client: ModelClient, prompt_tokens: int, output_tokens: int) -> fl
     return round(client.price.estimate(prompt_tokens, output_tokens), 6) if client.price.priced else "unpriced"
 
 
+def excluded_block(excluded: list[SampleEntry], listed: int = 50) -> dict[str, Any]:
+    """The excluded samples with their reasons: counted by reason, the first `listed` named."""
+    by_reason: dict[str, int] = {}
+    for e in excluded:
+        by_reason[e.error or "-"] = by_reason.get(e.error or "-", 0) + 1
+    return {"n": len(excluded), "by_reason": by_reason,
+            "samples": [{"sample_id": e.sample_id, "task": e.task, "reason": e.error} for e in excluded[:listed]]}
+
+
 def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, Any], unsettled: list[SampleEntry],
                 latencies: Latencies, runner: Runner, scores: Scores, prep_report: dict[str, Any],
                 truncated: dict[str, int], limits: dict[str, Any], prices: PriceTable,
-                client: ModelClient, unpriced: list[str]) -> dict[str, Any]:
+                client: ModelClient, unpriced: list[str], excluded: list[SampleEntry] | None = None) -> dict[str, Any]:
     """run.json: the ledger's figures (ledger.account: samples by status, cost and tokens
     by purpose, by task, every invocation), then how this invocation went, then scores."""
     this = ledger["invocations"][-1]
@@ -131,6 +140,8 @@ def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, 
         "aborted": runner.aborted,
         "failures": failures[:50],
         "hints": sorted({f["hint"] for f in failures if "hint" in f}),
+        "next_step": next_step(unsettled),  # None: complete
+        "excluded": excluded_block(excluded or []),
         "prepare": prep_report,
         "scores": scores,
     }

@@ -180,7 +180,7 @@ def _run(tmp: Path, url: str, model: str, mode: str) -> tuple[dict[str, Any], li
     base = url + "/v1" if model.startswith("openai") else url
     out = tmp / f"{model.split(':')[0]}-{mode}"
     cmd = [sys.executable, "-m", "asyncbench.cli", "run", "bamboo:paperqa,meetingqa", "--length", "4k",
-           "--skip-bad-rows", "--model", model, "--base-url", base, "--data-dir", str(DATA),
+           "--model", model, "--base-url", base, "--data-dir", str(DATA),
            "--cache", f"{out}.duckdb", "--out", str(out), "--json", "--no-progress", "--prompt-cache", mode]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})

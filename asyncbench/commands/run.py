@@ -125,7 +125,7 @@ def _fleet_urls(path: str) -> list[str]:
     return urls
 
 
-# A run that ended with samples not settled (failed, skipped by the budget, bad rows):
+# A run that ended with samples not settled (failed, skipped by the budget):
 # distinct from 0 (complete), 1 (a crash) and 2 (a user error).
 EXIT_PARTIAL = 3
 
@@ -175,6 +175,5 @@ def main(args: argparse.Namespace) -> int:
     if cfg.dry_run or summary["complete"]:
         return 0
     why = f"run ended partial: {summary['aborted']}" if summary.get("aborted") else f"run {summary['run_id']} ended"
-    print(f"asyncbench: {why} ({summary['partial']}); run the same command again to retry what failed",
-          file=sys.stderr)
+    print(f"asyncbench: {why} ({summary['partial']}); {summary['next_step']}", file=sys.stderr)
     return EXIT_PARTIAL

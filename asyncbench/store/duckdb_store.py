@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar
 
 from ..errors import UserError
-from ..ledger import InvocationEntry, Ledger, RequestEntry, RequestGroup, SampleEntry, StatusCount
+from ..ledger import LEGACY_STATUSES, InvocationEntry, Ledger, RequestEntry, RequestGroup, SampleEntry, StatusCount
 
 if TYPE_CHECKING:
     import duckdb
@@ -388,19 +388,20 @@ class Store:
         return Ledger(statuses, requests, invocations)
 
     @_in_session
-    def sample_entries(self, run_id: str, unsettled_only: bool = False) -> list[SampleEntry]:
-        """A run's sample rows (eval), by sample id; `unsettled_only`: those that did not settle."""
-        where = " AND status NOT IN ('answered', 'from_cache', 'shared', 'excluded')" if unsettled_only else ""
-        return [SampleEntry(*r) for r in self.con.execute(
-            "SELECT sample_id, task, status, coalesce(invocation, 1), error FROM results "
-            f"WHERE run_id = ? AND purpose = 'eval'{where} ORDER BY sample_id", [run_id]).fetchall()]
+    def sample_entries(self, run_id: str) -> list[SampleEntry]:
+        """A run's sample rows (eval), by sample id."""
+        return [SampleEntry(sid, task, LEGACY_STATUSES.get(status, status), inv, error)
+                for sid, task, status, inv, error in self.con.execute(
+                    "SELECT sample_id, task, status, coalesce(invocation, 1), error FROM results "
+                    "WHERE run_id = ? AND purpose = 'eval' ORDER BY sample_id", [run_id]).fetchall()]
 
     @_in_session
-    def paid_keys(self, run_id: str) -> dict[str, int]:
-        """Request keys a run paid for, with the invocation that paid."""
-        rows = self.con.execute("SELECT key, min(invocation) FROM ledger_requests WHERE run_id = ? AND source = 'sent' "
-                                "GROUP BY key", [run_id]).fetchall()
-        return {k: int(i) for k, i in rows}
+    def paid_keys(self, run_id: str) -> dict[str, tuple[int, str | None]]:
+        """Request keys a run paid for: the (first) invocation that paid, and the sample
+        the request was sent for (None for a judge or prior request)."""
+        rows = self.con.execute("SELECT key, min(invocation), arg_min(sample_id, invocation) FROM ledger_requests "
+                                "WHERE run_id = ? AND source = 'sent' GROUP BY key", [run_id]).fetchall()
+        return {k: (int(i), s) for k, i, s in rows}
 
     # -- provider batches ---------------------------------------------------------------
     def put_batch(self, batch_id: str, run_id: str, provider: str, model: str, endpoint: str, base_url: str,
