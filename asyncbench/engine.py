@@ -29,7 +29,7 @@ from .benchmarks.base import Benchmark, LoadOptions, RunContext, notes_of
 from .budget import model2maxlen_path
 from .client import ModelClient, check_reachable, make_client
 from .config import RunConfig
-from .errors import ProviderError, UserError
+from .errors import ProviderError, RunInterrupted, UserError
 from .ledger import NO_TASK, SETTLED, InvocationEntry, RequestEntry, SampleEntry, account, merge_sample
 from .pricing import SHAPE, PriceTable
 from .progress import RunProgress
@@ -533,60 +533,109 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         ctx = RunContext(model_spec=spec.label, generate=ctx_generate, make_request=ctx_make_request,
                          options={"judge": cfg.judge, **cfg.extra},
                          map_chunks=runner.map_chunks)
-        failure: Exception | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(engine.writer)
-            try:
-                administer = getattr(benchmark, "administer", None)
-                if isinstance(samples, list):
-                    kept, prep_report = await benchmark.prepare(samples, ctx)
-                    kept_requests: Iterable[Request] = [build(s) for s in kept] if administer is None else []
-                else:  # streamed: prepare() is the identity for such benchmarks
-                    kept, prep_report = [], {}
-                    kept_requests = (build(s) for s in _collect(samples, kept))
-                if administer is not None:  # adaptive: the benchmark chooses each batch (benchmarks/adaptive.py)
-                    kept, generated, results, more = await _administer(administer, kept, engine, client, build,
-                                                                       benchmark, truncated, ctx, cfg.benchmark)
-                    prep_report = {**prep_report, **more}
-                else:
-                    generated = await engine.generate(client, kept_requests, "eval", kept,
-                                                      label=f"{cfg.benchmark} {spec.label}")
-                    results = await _score(benchmark, kept, generated, client, truncated, ctx)
-            except Exception as exc:
-                failure = exc
-            await engine.flush()
-            engine.journal.close()
-            tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-        loaded = samples if isinstance(samples, list) else kept
-        with store.session():  # the closing writes and reads in one opening of the file
-            # earlier invocations' statuses and payments: an answer this run produced stays its own
-            previous = {e.sample_id: e for e in store.sample_entries(run_id)} if before.invocations else {}
-            paid = store.paid_keys(run_id) if before.invocations else {}
-            rows = [_result_row(run_id, r, merge_sample(previous.get(r.sample_id),
-                                                        SampleEntry(r.sample_id, r.task, status, invocation.invocation),
-                                                        paid.get(r.key or "")))
-                    for r, status in zip(results, _statuses(results, generated.sources))]
-            rows += _unsent_rows(run_id, invocation.invocation, loaded, kept)
-            store.put_results(rows)
-            stats = runner.stats()
-            invocation.wall_s = round(time.time() - t_start, 3)
-            invocation.requests, invocation.retries = stats.requests_sent, stats.retries
-            invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
-            invocation.finished = True
-            ledger = store.ledger(run_id)
-            invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
-            store.put_invocation(run_id, invocation)
-            ledger.invocations[-1] = invocation
-            scores = benchmark.aggregate(results, prep_report)
-            limits["no_template_sent_as_chat"] = sorted(as_chat)
-            entries = store.sample_entries(run_id)
-            summary = run_summary(cfg, run_id, spec, account(ledger), [e for e in entries if e.status not in SETTLED],
-                                  engine.latencies, runner, scores, prep_report, truncated, limits, prices, client,
-                                  unpriced, [e for e in entries if e.status == "excluded"])
-            summary = dict(redact_json(summary))
-            store.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)
+        try:
+            return await _generate_and_close(cfg, benchmark, samples, client, engine, store, runner, invocation,
+                                              before.invocations, build, ctx, t_start, run_id, spec, truncated,
+                                              limits, as_chat, prices, unpriced, out)
+        except BaseException as exc:  # Ctrl-C, a cancellation, an error: book what this invocation did
+            if invocation.finished:
+                raise
+            summary = _book_interrupted(cfg, store, engine, runner, invocation, t_start, run_id, spec, out)
+            if isinstance(exc, Exception):
+                raise
+            raise RunInterrupted(summary) from None
+
+
+def _book_interrupted(cfg: RunConfig, store: Store, engine: Engine, runner: Runner, invocation: InvocationEntry,
+                      t_start: float, run_id: str, spec: Any, out: Path) -> dict[str, Any]:
+    """An invocation that did not finish (Ctrl-C, a crash): store the answers and ledger
+    rows still queued, book its requests and wall time, and write run.json from the
+    ledger (no scores: they need every sample). Synchronous: the event loop is being
+    torn down, and the store's own lock waits for a batch a worker thread is writing."""
+    pending = (engine.pending_responses, engine.pending_failures, engine.pending_ledger, engine.pending_prompts)
+    engine.pending_responses, engine.pending_failures, engine.pending_ledger, engine.pending_prompts = [], [], [], []
+    with store.session():
+        engine._write(*pending)  # the journal holds them too: replaying them later adds nothing twice
+        stats = runner.stats()
+        invocation.wall_s = round(time.time() - t_start, 3)
+        invocation.requests, invocation.retries = stats.requests_sent, stats.retries
+        invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
+        store.put_invocation(run_id, invocation)
+        ledger = store.ledger(run_id)
+        summary = {"run_id": run_id, "benchmark": cfg.benchmark, "model": spec.label, "endpoint": spec.endpoint_id,
+                   "interrupted": True, **account(ledger), "complete": False,
+                   "samples_so_far": store.samples_seen(run_id)}
+        summary["this_invocation"] = summary["invocations"][-1]
+        summary["partial"] = "interrupted"
+        summary["next_step"] = f"continue it with `asyncbench run --resume {run_id}` (or the same command)"
+        summary["scores"] = None
+        summary = dict(redact_json(summary))
+    engine.journal.close()
+    write_out(out, summary)
+    return summary
+
+
+async def _generate_and_close(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] | Iterator[Sample],
+                              client: ModelClient, engine: Engine, store: Store, runner: Runner,
+                              invocation: InvocationEntry, earlier: list[InvocationEntry], build: Any,
+                              ctx: RunContext, t_start: float, run_id: str, spec: Any, truncated: dict[str, int],
+                              limits: dict[str, Any], as_chat: set[str], prices: PriceTable, unpriced: list[str],
+                              out: Path) -> dict[str, Any]:
+    """Generate and score every sample, then book the invocation and write run.json."""
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(engine.writer)
+        try:
+            administer = getattr(benchmark, "administer", None)
+            if isinstance(samples, list):
+                kept, prep_report = await benchmark.prepare(samples, ctx)
+                kept_requests: Iterable[Request] = [build(s) for s in kept] if administer is None else []
+            else:  # streamed: prepare() is the identity for such benchmarks
+                kept, prep_report = [], {}
+                kept_requests = (build(s) for s in _collect(samples, kept))
+            if administer is not None:  # adaptive: the benchmark chooses each batch (benchmarks/adaptive.py)
+                kept, generated, results, more = await _administer(administer, kept, engine, client, build,
+                                                                   benchmark, truncated, ctx, cfg.benchmark)
+                prep_report = {**prep_report, **more}
+            else:
+                generated = await engine.generate(client, kept_requests, "eval", kept,
+                                                  label=f"{cfg.benchmark} {spec.label}")
+                results = await _score(benchmark, kept, generated, client, truncated, ctx)
+        except Exception as exc:
+            failure = exc
+        await engine.flush()
+        engine.journal.close()
+        tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    loaded = samples if isinstance(samples, list) else kept
+    with store.session():  # the closing writes and reads in one opening of the file
+        # earlier invocations' statuses and payments: an answer this run produced stays its own
+        previous = {e.sample_id: e for e in store.sample_entries(run_id)} if earlier else {}
+        paid = store.paid_keys(run_id) if earlier else {}
+        rows = [_result_row(run_id, r, merge_sample(previous.get(r.sample_id),
+                                                    SampleEntry(r.sample_id, r.task, status, invocation.invocation),
+                                                    paid.get(r.key or "")))
+                for r, status in zip(results, _statuses(results, generated.sources))]
+        rows += _unsent_rows(run_id, invocation.invocation, loaded, kept)
+        store.put_results(rows)
+        stats = runner.stats()
+        invocation.wall_s = round(time.time() - t_start, 3)
+        invocation.requests, invocation.retries = stats.requests_sent, stats.retries
+        invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
+        invocation.finished = True
+        ledger = store.ledger(run_id)
+        invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
+        store.put_invocation(run_id, invocation)
+        ledger.invocations[-1] = invocation
+        scores = benchmark.aggregate(results, prep_report)
+        limits["no_template_sent_as_chat"] = sorted(as_chat)
+        entries = store.sample_entries(run_id)
+        summary = run_summary(cfg, run_id, spec, account(ledger), [e for e in entries if e.status not in SETTLED],
+                              engine.latencies, runner, scores, prep_report, truncated, limits, prices, client,
+                              unpriced, [e for e in entries if e.status == "excluded"])
+        summary = dict(redact_json(summary))
+        store.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)
     write_out(out, summary)
     return summary
 

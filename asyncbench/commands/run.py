@@ -135,7 +135,7 @@ def main(args: argparse.Namespace) -> int:
 
     from ..config import RunConfig
     from ..engine import execute
-    from ..errors import UserError
+    from ..errors import RunInterrupted, UserError
     from ..report.summary import print_summary
 
     if args.resume:
@@ -145,8 +145,9 @@ def main(args: argparse.Namespace) -> int:
             stored = store.run_config(store.find_run(args.resume))
         if stored is None:
             raise UserError(f"run {args.resume!r} has no stored settings; run its command again instead")
-        for k in ("resolved_model", "endpoint_id"):
-            stored.pop(k, None)
+        # the stored endpoint_id is the resolved identity (the --endpoint-id given, else the
+        # one derived from the same URLs): kept, so the resumed run has the same id
+        stored.pop("resolved_model", None)
         stored.update(cache=args.cache, progress=args.progress, dry_run=False, backend=args.backend,
                       ray_address=args.ray_address, ray_workers=args.ray_workers, batch=args.batch,
                       no_wait=args.no_wait, batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache)
@@ -166,7 +167,12 @@ def main(args: argparse.Namespace) -> int:
             ray_workers=args.ray_workers, batch=args.batch, no_wait=args.no_wait,
             batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache, extra=_extra(args),
         )
-    summary = anyio.run(execute, cfg)
+    try:
+        summary = anyio.run(execute, cfg)
+    except RunInterrupted as stop:
+        print(f"asyncbench: interrupted; run {stop.summary['run_id']} booked what it did (run.json written); "
+              f"{stop.summary['next_step']}", file=sys.stderr)
+        return 130
     if args.json or cfg.dry_run:
         json.dump(summary, sys.stdout, indent=2, ensure_ascii=False, default=str)
         print()

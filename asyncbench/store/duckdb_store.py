@@ -396,6 +396,16 @@ class Store:
                     "WHERE run_id = ? AND purpose = 'eval' ORDER BY sample_id", [run_id]).fetchall()]
 
     @_in_session
+    def samples_seen(self, run_id: str) -> int:
+        """The samples a run has booked so far: its sample rows, and those a running (or
+        interrupted) invocation has requests for but has not recorded yet."""
+        row = self.con.execute(
+            "SELECT count(DISTINCT sample_id) FROM (SELECT sample_id FROM results WHERE run_id = $1 AND purpose = 'eval' "
+            "UNION ALL SELECT sample_id FROM ledger_requests WHERE run_id = $1 AND purpose = 'eval' "
+            "AND sample_id IS NOT NULL)", [run_id]).fetchone()
+        return int(row[0]) if row else 0
+
+    @_in_session
     def paid_keys(self, run_id: str) -> dict[str, tuple[int, str | None]]:
         """Request keys a run paid for: the (first) invocation that paid, and the sample
         the request was sent for (None for a judge or prior request)."""
