@@ -39,7 +39,7 @@ from .runners import Runner, make_runner
 from .scheduler import Budget, Job, Outcome
 from .secrets import redact, redact_json, secret_values, strip_userinfo
 from .store import Store, default_cache_path
-from .store.duckdb_store import CachedResponse, FailureRow, ResponseRow, cached_keys
+from .store.duckdb_store import CachedResponse, FailureRow, ResponseRow, stored_plan
 from .store.journal import Journal, replay
 from .tokenizers import Tokenizer
 from .types import Request, Response, Sample, SampleResult, Usage
@@ -500,7 +500,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         cache = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
         planned = benchmark.planned_calls(samples, client.count) if hasattr(benchmark, "planned_calls") else {}
         return dry_run_summary(cfg, samples, requests, client, judge, run_id, truncated, limits,
-                               cached_keys(cache, [r.key() for r in requests]), planned)
+                               stored_plan(cache, run_id, [r.key() for r in requests]), planned)
 
     out = out_dir(cfg, run_id)  # checked before anything is sent
     with opening.result() as store:

@@ -236,7 +236,7 @@ def test_dry_run_sends_nothing(tmp_path, start_sim, capsys):
     sim = start_sim()
     data = write_jsonl(tmp_path / "d.jsonl", 10)
     code = cli_main(["run", f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
-                     "--dry-run", "--cache", str(tmp_path / "c.duckdb")])
+                     "--dry-run", "--json", "--cache", str(tmp_path / "c.duckdb")])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["requests"] == 10 and out["estimated_prompt_tokens"] > 0
     assert sim.stats()["requests"] == 0

@@ -35,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rpm", type=float, help="requests per minute limit of the endpoint group")
     p.add_argument("--tpm", type=float, help="tokens per minute limit (prompt + max_tokens per request)")
     p.add_argument("--max-cost", type=float, metavar="USD", help="stop issuing requests before spend passes USD")
-    p.add_argument("--dry-run", action="store_true", help="print request count, tokens and cost; send nothing")
+    p.add_argument("--dry-run", action="store_true", help="print requests, tokens and cost (each exact or an upper "
+                   "bound; answers, judge and prior calls in the cache are free); send nothing")
     p.add_argument("--timeout", type=float, default=120.0, dest="timeout_s", help="per-request timeout, s")
     p.add_argument("--max-attempts", type=int, default=6, help="attempts per request for transient failures")
     p.add_argument("--max-input-tokens", type=int, help="truncate prompts in the middle to this many tokens")
@@ -68,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="no progress bar (default: shown on a terminal only)")
     p.add_argument("--progress", action="store_true", dest="progress",
                    help="show the progress bar also when stderr is not a terminal (CI logs)")
-    p.add_argument("--json", action="store_true", help="print run.json instead of the summary table")
+    p.add_argument("--json", action="store_true", help="print run.json (or the dry run) as JSON instead of a table")
     _add_benchmark_options(p)
 
 
@@ -173,9 +174,13 @@ def main(args: argparse.Namespace) -> int:
         print(f"asyncbench: interrupted; run {stop.summary['run_id']} booked what it did (run.json written); "
               f"{stop.summary['next_step']}", file=sys.stderr)
         return 130
-    if args.json or cfg.dry_run:
+    if args.json:
         json.dump(summary, sys.stdout, indent=2, ensure_ascii=False, default=str)
         print()
+    elif cfg.dry_run:
+        from ..report.dry_run import print_dry_run
+
+        print_dry_run(summary)
     else:
         print_summary(summary)
     if cfg.dry_run or summary["complete"]:
