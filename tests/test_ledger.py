@@ -143,6 +143,7 @@ def reports_agree(tmp: Path, run: dict[str, Any]) -> dict[str, str]:
 
 
 @needs_data
+@pytest.mark.slow  # the whole of BAMBOO (~2 min on a busy 2-core machine): the acceptance run
 def test_bamboo_with_shared_prompts_and_a_bad_row(tmp_path: Path) -> None:
     done, run = cli(tmp_path, "run", "bamboo", "--length", "both", "--model", "sim", "--data-dir", str(DATA))
     adds_up(run)
@@ -151,7 +152,7 @@ def test_bamboo_with_shared_prompts_and_a_bad_row(tmp_path: Path) -> None:
     assert n["shared"] > 0 and n["answered"] + n["shared"] + n["excluded"] == n["total"]
     assert run["this_invocation"]["sent"] == n["answered"]
     # the release's malformed row is excluded with its reason: a re-run cannot fix it, the run is complete
-    assert n["excluded"] == 1 and done.returncode == 0 and run["complete"] and n["settled"] == 1953
+    assert n["excluded"] == 1 and done.returncode == 0 and run["complete"] and n["settled"] - n["excluded"] == 1953
     assert "paperqa_16k.jsonl line 26" in run["excluded"]["samples"][0]["reason"]
     progress_agrees(done.stderr, run)
     reports_agree(tmp_path, run)
