@@ -617,7 +617,8 @@ async def _generate_and_close(cfg: RunConfig, benchmark: Benchmark, samples: lis
                                                     SampleEntry(r.sample_id, r.task, status, invocation.invocation),
                                                     paid.get(r.key or "")))
                 for r, status in zip(results, _statuses(results, generated.sources))]
-        rows += _unsent_rows(run_id, invocation.invocation, loaded, kept)
+        rows += _unsent_rows(run_id, invocation.invocation, loaded, kept,
+                             str(prep_report.get("excluded_reason") or EXCLUDED_BY_RULE))
         store.put_results(rows)
         stats = runner.stats()
         invocation.wall_s = round(time.time() - t_start, 3)
@@ -668,13 +669,14 @@ def _statuses(results: list[SampleResult], sources: list[str]) -> list[str]:
     return out
 
 
-def _unsent_rows(run_id: str, invocation: int, loaded: list[Sample], kept: list[Sample]) -> list[dict[str, Any]]:
+def _unsent_rows(run_id: str, invocation: int, loaded: list[Sample], kept: list[Sample],
+                 rule: str) -> list[dict[str, Any]]:
     """Ledger rows of samples that never became requests, "excluded" with their reason:
-    left out by the benchmark's own rule (prepare), or malformed data rows (file, line,
-    parse error), which no re-run can fix."""
+    left out by the benchmark's own rule (prepare's "excluded_reason", else a generic
+    one), or malformed data rows (file, line, parse error), which no re-run can fix."""
     kept_ids = {s.id for s in kept}
     rows = [{"run_id": run_id, "sample_id": s.id, "task": s.task, "purpose": "eval", "status": "excluded",
-             "error": EXCLUDED_BY_RULE, "invocation": invocation, "meta_json": "{}"}
+             "error": rule, "invocation": invocation, "meta_json": "{}"}
             for s in loaded if s.id not in kept_ids]
     for bad in notes_of(loaded).get("skipped_rows", []):
         rows.append({"run_id": run_id, "sample_id": bad.sample_id, "task": bad.task, "purpose": "eval",

@@ -166,6 +166,13 @@ def test_100_longbench_with_a_judge(tmp_path: Path) -> None:
     adds_up(run)
     prior = run["prepare"]["prior_knowledge"]
     assert run["samples"]["excluded"] == prior["excluded"] and run["complete"]
+    # the cells it cannot build at short lengths are named, and the overall says what it covers
+    text = " ".join(done.stdout.split())
+    for task, cells in run["scores"]["unbuildable"].items():
+        for length in cells:
+            assert f"not built {task} at {length}: " in text
+    covered = run["scores"]["overall_tasks"]
+    assert run["scores"]["unbuildable"] and f"overall covers {len(covered)} of 8 tasks" in text
     tokens = run["tokens"]
     assert all(tokens[p]["prompt_tokens"] > 0 for p in PURPOSES)  # judge tokens are in the totals
     progress_agrees(done.stderr, run)
