@@ -30,7 +30,7 @@ from .budget import model2maxlen_path
 from .client import ModelClient, check_reachable, make_client
 from .config import RunConfig
 from .errors import ProviderError, RunInterrupted, UserError
-from .ledger import NO_TASK, SETTLED, InvocationEntry, RequestEntry, SampleEntry, account, merge_sample
+from .ledger import NO_TASK, SETTLED, InvocationEntry, RequestEntry, SampleEntry, account, interrupted, merge_sample
 from .pricing import SHAPE, PriceTable
 from .progress import RunProgress
 from .resolve import SimProcesses, prompt_budget, resolve_model, truncation_tokenizer
@@ -507,6 +507,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         with store.session():
             replay(store)  # answers a crashed process had received but not stored
             store.start_run(run_id, cfg.benchmark, spec.label, public_config(cfg, spec))
+            store.book_killed(run_id, interrupted)  # an earlier invocation killed before it could
             before = store.ledger(run_id)
             invocation = InvocationEntry(len(before.invocations) + 1, t_start, pid=os.getpid(),
                                          host=socket.gethostname())

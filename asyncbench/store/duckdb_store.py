@@ -396,6 +396,23 @@ class Store:
                     "WHERE run_id = ? AND purpose = 'eval' ORDER BY sample_id", [run_id]).fetchall()]
 
     @_in_session
+    def book_killed(self, run_id: str, gone: Callable[[InvocationEntry], bool]) -> None:
+        """Book invocations whose process died without booking themselves (SIGKILL, a
+        crash; Ctrl-C books itself): requests from their request rows' attempts, wall time
+        to their last stored answer. `gone`: whether an unfinished invocation's process
+        is gone (ledger.interrupted)."""
+        for inv in self.ledger(run_id).invocations:
+            if inv.finished or inv.requests or not gone(inv):
+                continue
+            requests, last = self._one(
+                "SELECT coalesce(sum(l.attempts) FILTER (WHERE l.source IN ('sent', 'failed')), 0), max(r.created_at) "
+                "FROM ledger_requests l LEFT JOIN responses r ON r.key = l.key AND l.source = 'sent' "
+                "WHERE l.run_id = ? AND l.invocation = ?", [run_id, inv.invocation])
+            inv.requests = int(requests)
+            inv.wall_s = round(max(0.0, float(last) - inv.started_at), 3) if last is not None else inv.wall_s
+            self.put_invocation(run_id, inv)
+
+    @_in_session
     def samples_seen(self, run_id: str) -> int:
         """The samples a run has booked so far: its sample rows, and those a running (or
         interrupted) invocation has requests for but has not recorded yet."""
