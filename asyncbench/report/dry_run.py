@@ -26,18 +26,22 @@ def print_dry_run(plan: dict[str, Any], console: Console | None = None) -> None:
     console.print(f"samples {plan['n_samples']:,}; requests {plan['requests']:,}: {plan['cached']:,} cached{checked}, "
                   f"{plan['to_send']:,} to send{left}")
     table = Table(show_lines=False)
-    for name, justify in (("purpose", "left"), ("requests", "right"), ("prompt tokens", "right"),
-                          ("max output tokens", "right"), ("USD", "right"), ("estimate", "left")):
+    for name, justify in (("purpose", "left"), ("requests", "right"), ("tokens in", "right"),
+                          ("out (max)", "right"), ("USD", "right"), ("estimate", "left")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    notes = []
     for purpose, p in plan["by_purpose"].items():
-        note = p["estimate"] if p["estimate"] == "exact" else f"upper bound: {WHY_UPPER.get(purpose, '')}"
-        if p.get("cached"):
-            note += f" ({p['cached']:,} calls cached)"
         table.add_row(purpose, f"{p['requests']:,}", f"{p['prompt_tokens']:,}", f"{p['max_output_tokens']:,}",
-                      _usd(p["cost_usd"]), note)
+                      _usd(p["cost_usd"]), p["estimate"])
+        if p["estimate"] != "exact":
+            notes.append(f"{purpose}: upper bound, {WHY_UPPER.get(purpose, 'at most')}")
+        elif p.get("cached"):
+            notes.append(f"{purpose}: exact, the stored run's {p['cached']:,} calls are cached")
     table.add_row("[bold]total[/]", "", f"{plan['estimated_prompt_tokens']:,}", "",
                   _usd(plan["estimated_cost_usd"]), plan["estimate"])
     console.print(table)
+    for note in notes:
+        console.print(note)
     modes = plan["by_purpose"]["eval"].get("cost_usd_by_mode") or {}
     if modes and isinstance(modes.get("list"), (int, float)) and plan["to_send"]:
         console.print(f"eval by mode: list {_usd(modes['list'])}, --batch {_usd(modes['batch'])}, prompt cache "
