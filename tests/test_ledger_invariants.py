@@ -25,8 +25,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 BENCH = "bamboo:paperqa@16k,showssort@4k,altqa@4k"
-pytestmark = [pytest.mark.skipif(not (DATA / "bamboo").is_dir(), reason="../shared/data is not beside the checkout"),
-              pytest.mark.slow]
+pytestmark = pytest.mark.skipif(not (DATA / "bamboo").is_dir(), reason="../shared/data is not beside the checkout")
+slow = pytest.mark.slow  # the tests on the reference and resumed runs (~50 s together)
 ENV = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")} | {"PYTHONPATH": str(REPO),
                                                                               "COLUMNS": "200"}
 
@@ -85,6 +85,7 @@ def resumed(tmp_path_factory: pytest.TempPathFactory, reference: dict[str, Any])
             "done": done, "run": json.loads((tmp / "out" / "run.json").read_text())}
 
 
+@slow
 def test_a_malformed_row_is_excluded_with_its_reason_and_the_run_is_complete(reference: dict[str, Any]) -> None:
     done, run = reference["done"], reference["run"]
     assert done.returncode == 0 and run["complete"] and run["partial"] is None and run["next_step"] is None
@@ -105,12 +106,14 @@ def test_strict_data_makes_a_malformed_row_an_error(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "run.json").exists()
 
 
+@slow
 def test_the_progress_bar_counts_the_samples_to_do(reference: dict[str, Any]) -> None:
     run = reference["run"]
     totals = {int(m.group(1)) for m in re.finditer(r"\d+/(\d+)\s+answered", reference["done"].stderr)}
     assert totals == {run["samples"]["total"] - run["samples"]["excluded"]}
 
 
+@slow
 def test_an_interrupted_invocation_books_its_requests_time_and_spend(resumed: dict[str, Any]) -> None:
     assert resumed["rc"] == 130 and "--resume" in resumed["stderr"]
     stopped = resumed["interrupted"]  # run.json written on interrupt: not the stale one of another cache
@@ -126,6 +129,7 @@ def test_an_interrupted_invocation_books_its_requests_time_and_spend(resumed: di
     assert sum(i["cost_usd"] for i in run["invocations"]) == pytest.approx(run["cost_usd"]["total"], abs=1e-5)
 
 
+@slow
 def test_statuses_are_facts_of_the_run_not_of_the_invocation(reference: dict[str, Any],
                                                              resumed: dict[str, Any]) -> None:
     ref, run = reference["run"], resumed["run"]
@@ -137,6 +141,7 @@ def test_statuses_are_facts_of_the_run_not_of_the_invocation(reference: dict[str
     assert run["tokens"]["total"]["prompt_tokens"] == ref["tokens"]["total"]["prompt_tokens"]
 
 
+@slow
 def test_saved_by_cache_never_counts_shared_samples(reference: dict[str, Any], resumed: dict[str, Any]) -> None:
     first, second = resumed["run"]["invocations"]
     assert 0 < second["saved_by_cache_usd"] <= first["cost_usd"] + 1e-6
@@ -148,6 +153,7 @@ def test_saved_by_cache_never_counts_shared_samples(reference: dict[str, Any], r
     assert run["this_invocation"]["saved_by_cache_usd"] == pytest.approx(run["cost_usd"]["total"], abs=1e-5)
 
 
+@slow
 @pytest.mark.parametrize("which", ["reference", "resumed"])
 def test_per_sample_tokens_sum_to_the_run_s(which: str, request: pytest.FixtureRequest) -> None:
     case = request.getfixturevalue(which)
