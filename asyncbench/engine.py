@@ -541,7 +541,10 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         except BaseException as exc:  # Ctrl-C, a cancellation, an error: book what this invocation did
             if invocation.finished:
                 raise
-            summary = _book_interrupted(cfg, store, engine, runner, invocation, t_start, run_id, spec, out)
+            try:
+                summary = _book_interrupted(cfg, store, engine, runner, invocation, t_start, run_id, spec, out)
+            except Exception:  # the store unusable too: the first error is the one to show
+                raise exc from None
             if isinstance(exc, Exception):
                 raise
             raise RunInterrupted(summary) from None
