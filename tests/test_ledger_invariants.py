@@ -74,7 +74,7 @@ def resumed(tmp_path_factory: pytest.TempPathFactory, reference: dict[str, Any])
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not any(p.stat().st_size for p in journal.glob("*.jsonl")):
             time.sleep(0.2)  # the first answers are paid
-        time.sleep(1.5)
+        running = cli("cache", "runs", "--cache", str(tmp / "c.duckdb"), cwd=tmp).stdout  # while it runs
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
         interrupted = json.loads((tmp / "out" / "run.json").read_text())
@@ -82,6 +82,7 @@ def resumed(tmp_path_factory: pytest.TempPathFactory, reference: dict[str, Any])
         done = cli("run", "--resume", interrupted["run_id"], "--cache", str(tmp / "c.duckdb"), "--out",
                    str(tmp / "out"), "--no-progress", cwd=tmp)
     return {"tmp": tmp, "rc": proc.returncode, "stderr": err, "interrupted": interrupted, "listed": listed,
+            "running": running,
             "done": done, "run": json.loads((tmp / "out" / "run.json").read_text())}
 
 
@@ -121,6 +122,9 @@ def test_an_interrupted_invocation_books_its_requests_time_and_spend(resumed: di
     first = stopped["invocations"][0]
     assert not first["finished"] and first["requests"] >= first["sent"] > 0 and first["wall_s"] > 0
     assert first["cost_usd"] == stopped["cost_usd"]["total"] > 0
+    # `cache runs` counts the samples booked so far, while running and once interrupted
+    live = re.search(r" running .* samples=(\d+) so far", resumed["running"])
+    assert live is not None and int(live.group(1)) > 0, resumed["running"]
     seen = int(re.search(r"samples=(\d+) so far", resumed["listed"]).group(1))  # type: ignore[union-attr]
     assert " interrupted " in resumed["listed"] and seen >= first["sent"]
     run = resumed["run"]
