@@ -55,3 +55,12 @@ class ProviderError(Exception):
 def _provider_error(kind: str, message: str, status: int | None, retry_after: float | None,
                     ratelimit: dict[str, float]) -> ProviderError:
     return ProviderError(kind, message, status=status, retry_after=retry_after, ratelimit=ratelimit)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or a cancellation) during a run, after the interrupted invocation was
+    booked (its requests, wall time and spend) and run.json written: `summary` is it."""
+
+    def __init__(self, summary: dict[str, Any]) -> None:
+        super().__init__(summary.get("run_id", ""))
+        self.summary = summary

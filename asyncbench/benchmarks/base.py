@@ -91,9 +91,9 @@ class Loaded(list[Sample]):
 
 @dataclass
 class BadRow:
-    """A malformed data row skipped at load (--skip-bad-rows): `Loaded.notes["skipped_rows"]`
-    lists them, and the run's ledger books each as a sample "skipped_bad_row" of the task
-    its file holds (the file's stem), with the id its sample would have had."""
+    """A malformed data row left out at load: `Loaded.notes["skipped_rows"]` lists them, and
+    the run's ledger books each as an "excluded" sample of the task its file holds (the
+    file's stem), with the id its sample would have had and `describe()` as its reason."""
 
     file: str
     line: int

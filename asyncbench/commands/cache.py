@@ -43,15 +43,17 @@ def main(args: argparse.Namespace) -> int:
                 led = account(rows)
                 partial = partial_label(led["samples"])
                 last = rows.invocations[-1] if rows.invocations else None
+                samples = str(led["samples"]["total"])
                 if last is not None and not last.finished:
                     state = "interrupted" if interrupted(last) else "running"
+                    samples = f"{store.samples_seen(r['run_id'])} so far"  # rows are recorded at the end
                 else:
                     state = partial or "complete"
                 overall = (summary.get("scores") or {}).get("overall")
                 value = f"{overall:.2f}" if isinstance(overall, (int, float)) else "-" if overall is None else str(overall)
                 shown = f"({value}) {partial}" if partial and overall is not None else value
                 print(f"{r['run_id']}  {state:<18} {r['benchmark']:<16} {r['model']:<28} "
-                      f"samples={led['samples']['total']} invocations={len(led['invocations'])} "
+                      f"samples={samples} invocations={len(led['invocations'])} "
                       f"cost=${led['cost_usd']['total']:.4f} overall={shown}")
         elif args.action == "clear":
             what = "stored responses and the run history" if args.runs else "stored responses (run history is kept)"

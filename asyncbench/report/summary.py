@@ -145,11 +145,33 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     for f in summary.get("failures") or []:
         if f["status"] != "skipped_budget":  # those are counted above; the hint says what to do
             console.print(f"[red]{f['status'].replace('_', ' ')}[/] {f['sample_id']}: {f['error']}")
+    _excluded(console, summary.get("excluded") or {}, scores)
+    step = summary.get("next_step") or "run the same command again to retry what is not settled"
     for hint in summary.get("hints") or []:
-        console.print(f"[bold]hint[/]: {hint}")
+        if hint != step:  # the closing line says it
+            console.print(f"[bold]hint[/]: {hint}")
     if partial:
-        console.print(f"[bold]{partial}[/]: run the same command again to retry what is not settled; "
-                      "scores above are on the settled samples only")
+        console.print(f"[bold]{partial}[/]: {step}; scores above are on the settled samples only")
+
+
+def _excluded(console: Console, excluded: dict[str, Any], scores: dict[str, Any]) -> None:
+    """Samples left out, with their reasons (a data defect by file and line), and what a
+    benchmark could not build: settled, so no re-run is advised for them."""
+    named = excluded.get("samples") or []
+    for reason, count in (excluded.get("by_reason") or {}).items():
+        ids = [e["sample_id"] for e in named if e["reason"] == reason]
+        which = ", ".join(ids[:3]) + (" ..." if count > 3 else "")
+        console.print(f"[yellow]excluded[/] {count} ({which}): {reason}")
+    for task, cells in (scores.get("unbuildable") or {}).items():
+        for length, why in cells.items():
+            console.print(f"[yellow]not built[/] {task} at {length}: {why}")
+    covered = scores.get("overall_tasks")
+    if isinstance(covered, list):
+        asked = list(dict.fromkeys([*(scores.get("by_task") or {}), *(scores.get("unbuildable") or {})]))
+        left = [t for t in asked if t not in covered]
+        if left:
+            console.print(f"overall covers {len(covered)} of {len(asked)} tasks; not {', '.join(left)} "
+                          "(not built or not scored at every length)")
 
 
 def _overall(value: Any, partial: str | None, interval: Any = None) -> str:

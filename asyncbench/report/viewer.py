@@ -62,7 +62,7 @@ function showDetail(viewer,r){const d=viewer.querySelector(".detail");d.textCont
   d.appendChild(el("h3",{"class":"detail-id"},r.sample_id+" ("+r.task+")"));
   d.appendChild(el("p",{"class":"detail-score"},"score "+fmt(r.score,4)+" \u00b7 "+r.status+" \u00b7 "+
     r.prompt_tokens+"+"+r.completion_tokens+" tokens \u00b7 $"+fmt(r.usd,6)+" \u00b7 "+fmt(r.latency_ms,0)+" ms \u00b7 "+
-    r.attempts+" attempt(s)"+(r.truncated_tokens?" \u00b7 "+r.truncated_tokens+" tokens cut":"")+(r.error?" \u00b7 "+r.error:"")));
+    r.attempts+" attempt(s)"+(r.shared_with?" \u00b7 the answer of "+r.shared_with+" (same request)":"")+(r.truncated_tokens?" \u00b7 "+r.truncated_tokens+" tokens cut":"")+(r.error?" \u00b7 "+r.error:"")));
   block(d,"Prompt",prompt(r.prompt),!r.prompt_cut);
   block(d,"References",(r.references||[]).join("\n\u2014\n"),false);
   block(d,"Prediction",r.prediction,false);
