@@ -50,7 +50,12 @@ def compare(sent: list[str], expected: dict[str, tuple[str, str]]) -> dict[str, 
     return dict(ok)
 
 
-def run_through_proxy(tmp_path: Path, provider: str, sim_args: list[str], extra: list[str]) -> tuple[dict[str, Any], list[str]]:
+def run_through_proxy(tmp_path: Path, provider: str, sim_args: list[str],
+                      extra: list[str]) -> tuple[dict[str, Any], list[str], dict[str, Any], list[dict[str, Any]]]:
+    """A MiniLongBench run of PROVIDER:llama against the simulator behind a capture proxy:
+    (run.json, the prompts that reached the server, the simulator's /stats, samsum's bodies)."""
+    import httpx
+
     from asyncbench.sim.testing import sim_subprocess
 
     with sim_subprocess(sim_args) as url, CaptureProxy(url) as proxy:
@@ -59,9 +64,12 @@ def run_through_proxy(tmp_path: Path, provider: str, sim_args: list[str], extra:
                         "--data-dir", str(data_dir_with_model2path(tmp_path)), "--cache", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "o"),
                         "--no-progress", *extra], tmp_path)
         assert done.returncode == 0, done.stderr[-3000:]
+        samsum = [body for path, body in proxy.bodies() if "Summarize the dialogue" in (sent_prompt(path, body) or "")
+                  and not path.endswith(("/tokenize", "/detokenize"))]
         sent = [p for path, body in proxy.bodies() if (p := sent_prompt(path, body)) is not None
                 and not path.endswith(("/tokenize", "/detokenize"))]
-    return json.loads((tmp_path / "o" / "run.json").read_text()), sent
+        stats = httpx.get(f"{url}/stats").json()
+    return json.loads((tmp_path / "o" / "run.json").read_text()), sent, stats, samsum
 
 
 @pytest.mark.slow
@@ -70,7 +78,11 @@ def run_through_proxy(tmp_path: Path, provider: str, sim_args: list[str], extra:
 def test_requests_reaching_the_server_are_pred_py_s(tmp_path: Path, provider: str, tokenizer: str) -> None:
     sim = ["--model-id", LLAMA2_REPO, "--max-context-tokens", "4096", "--tokenizer-file", str(LLAMA2_TOKENIZER)]
     extra = ["--tokenizer", str(LLAMA2_TOKENIZER)] if tokenizer == "file" else []
-    run, sent = run_through_proxy(tmp_path, provider, sim, extra)
+    run, sent, stats, samsum = run_through_proxy(tmp_path, provider, sim, extra)
+    # the strict double (the real tokenizer, 4,096 total tokens, TGI's 422 / vLLM's 400):
+    # every sample fits and is answered
+    assert run["complete"] and run["samples"]["answered"] == 237 and run["samples"]["failed"] == 0
+    assert stats["context_length_errors"] == 0 and stats["requests"] == 237
     official = run["truncation"]["official"]
     assert official["applied"] and official["name"] == "llama2-7b-chat-4k"
     assert LLAMA2_REPO in official["why"]  # found from the server's /info or /v1/models
@@ -85,3 +97,13 @@ def test_requests_reaching_the_server_are_pred_py_s(tmp_path: Path, provider: st
     non_ascii = [text for task, text in expected.values() if task in ("multifieldqa_zh", "dureader") or
                  (task in ("qasper", "narrativeqa") and any(ord(c) > 127 for c in text))]
     assert non_ascii and all(t in sent for t in non_ascii)
+
+    # samsum: vLLM gets pred.py's rule (min 1 new token, then the newline token ends it);
+    # TGI no stop at all, the answer cut at the client (run.json says which)
+    assert len(samsum) == 15
+    if provider == "openai-compat":
+        assert all(b["min_tokens"] == 1 and b["stop_token_ids"] == [13] and "stop" not in b for b in samsum)
+        assert not run["truncation"]["samsum"]["client_cut"]
+    else:
+        assert all("stop" not in b["parameters"] for b in samsum)
+        assert run["truncation"]["samsum"]["client_cut"]

@@ -222,9 +222,10 @@ class SimServer:
         )
 
     async def _tokenize(self, request: web.BaseRequest) -> web.Response:
-        """`POST /tokenize`: the simulator's tokens are the 4-character pieces its context
-        check counts. TGI's form (`inputs`): each token with its character span; vLLM's
-        (`prompt`): token ids, which `/detokenize` turns back into text."""
+        """`POST /tokenize`: the simulated model's tokenizer (model_tokenizer.py), else the
+        4-character pieces the context check counts. TGI's form (`inputs`): each token
+        with its UTF-8 byte span; vLLM's (`prompt`): token ids, which `/detokenize` turns
+        back into text."""
         try:
             body = json.loads(await request.read())
             text = body["inputs"] if "inputs" in body else body["prompt"]
@@ -242,8 +243,13 @@ class SimServer:
         if "prompt" in body:  # vLLM
             ids = [self._piece_id(p) for p in pieces]
             return _json({"count": len(ids), "max_model_len": self.config.max_context_tokens, "tokens": ids})
-        return _json([{"id": i, "text": p, "special": False, "start": 4 * i, "stop": 4 * i + len(p)}
-                      for i, p in enumerate(pieces)])
+        # TGI's offsets are UTF-8 byte offsets (router/src/server.rs encoding_to_tokens)
+        out, at = [], 0
+        for i, p in enumerate(pieces):
+            size = len(p.encode("utf-8", "surrogatepass"))
+            out.append({"id": i, "text": p, "start": at, "stop": at + size})
+            at += size
+        return _json(out)
 
     def _piece_id(self, piece: str) -> int:
         """The piece's id, a new one the first time it is seen."""
