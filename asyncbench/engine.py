@@ -26,7 +26,7 @@ import anyio
 
 from .benchmarks import parse_benchmark
 from .benchmarks.base import Benchmark, LoadOptions, RunContext, notes_of
-from .budget import model2maxlen_path
+from .budget import PromptBudget, model2maxlen_path
 from .client import ModelClient, check_reachable, make_client
 from .config import RunConfig
 from .errors import ProviderError, UserError
@@ -460,8 +460,12 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         open_model, official_info = await official_model(cfg, spec, client.provider, maxlen_path)
     elif cfg.official_model:
         raise UserError(f"--official-model is LongBench pred.py's model name; {cfg.benchmark} does not use it")
-    prompt_limit = await prompt_budget(cfg, spec, client.provider, maxlen_path, open_model)
-    if prompt_limit.input is None and prompt_limit.total is None and getattr(benchmark, "LONG_CONTEXT", False):
+    release = getattr(benchmark, "release_request", None)  # the benchmark's own request shape (100-LongBench)
+    open_server = client.provider.serves_open_models
+    prompt_limit = (PromptBudget(None, None, "none: the release sends prompts uncut") if release is not None
+                    else await prompt_budget(cfg, spec, client.provider, maxlen_path, open_model))
+    if release is None and prompt_limit.input is None and prompt_limit.total is None \
+            and getattr(benchmark, "LONG_CONTEXT", False):
         raise UserError(f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
                         "the model-context table, and the server does not report it); pass --max-input-tokens N "
                         "(its context minus 500)")
@@ -474,6 +478,8 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
                               "tokenizer_stand_in": stand_in}
     if official_info is not None:
         limits["official"] = official_info
+    if release is not None:
+        limits["release_requests"] = benchmark.describe_requests(spec.provider, open_server)  # type: ignore[attr-defined]
     newline_stop = await samsum_stop(client.provider, spec.base_urls, tokenizer) if open_model else None
     as_chat: set[str] = set()  # tasks pred.py sends without a template, sent as chat here (chat-only APIs)
 
@@ -487,6 +493,9 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
                                   repeat=cfg.repeat, chat=True, stop=s.stop)
         if open_model is not None:
             return build_open(s)
+        if release is not None:  # as the release sends it: never cut (a prompt too long fails at the server)
+            return client.request(max_tokens=s.max_tokens, repeat=cfg.repeat, stop=s.stop,
+                                  **release(s.prompt or "", spec.provider, open_server))
         templated = not client.provider.sends_raw(s.chat)
         if templated and not s.chat:
             as_chat.add(s.task)
@@ -554,6 +563,9 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
                              task: str | None = None, temperature: float = 0.0,
                              params: dict[str, Any] | None = None, repeat: int = 0) -> Request:
             target = judge if spec_or_none and judge is not None else client
+            if not spec_or_none and release is not None and messages is None and prompt is not None:
+                return client.request(max_tokens=max_tokens, task=task, repeat=repeat,
+                                      **release(prompt, spec.provider, open_server))
             return target.request(prompt=prompt, messages=messages, max_tokens=max_tokens, task=task,
                                   temperature=temperature, params=params, repeat=repeat)
 
