@@ -125,6 +125,8 @@ async def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec, provider: Provid
         return get_tokenizer(enc), enc, False
     strip = model is not None and sentencepiece_decode(model.name)
     server = await provider.server_tokenizer(spec.base_urls, strip)
+    if server is not None and model is not None and not counts_special_tokens(model.name):
+        server.count_specials = False  # pred.py's chatglm3 branch
     if server is not None:
         return server, str(server.name), False
     return get_tokenizer("cl100k_base"), "cl100k_base", True

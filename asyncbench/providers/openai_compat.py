@@ -34,6 +34,7 @@ class VLLMTokenizer:
         self.root, self.model = root, model
         self.client = httpx.Client(headers=headers, timeout=60)
         self._around: tuple[int, int] | None = None
+        self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         import httpx
@@ -74,7 +75,7 @@ class VLLMTokenizer:
         return text
 
     def cut_middle(self, text: str, max_tokens: int) -> tuple[str, int]:
-        before, after = self.around()
+        before, after = self.around() if self.count_specials else (0, 0)
         ids = self.tokenize(text, False)
         total = before + len(ids) + after
         if total <= max_tokens:

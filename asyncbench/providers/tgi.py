@@ -44,6 +44,7 @@ class ServerTokenizer:
 
         self.url = url
         self.strip_space = strip_space
+        self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
         self.client = httpx.Client(headers=headers, timeout=60)
 
     def tokens(self, text: str) -> list[tuple[int, int] | None]:
@@ -67,6 +68,8 @@ class ServerTokenizer:
 
     def cut_middle(self, text: str, max_tokens: int) -> tuple[str, int]:
         spans = self.tokens(text)
+        if not self.count_specials:
+            spans = [s for s in spans if s is not None]
         if len(spans) <= max_tokens:
             return text, 0
         half = int(max_tokens / 2)
