@@ -6,7 +6,9 @@ shared Llama-2 tokenizer makes locally, including cuts inside a multi-byte chara
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 from pred_py import LLAMA2_TOKENIZER, llama2_tokenizer
@@ -149,3 +151,42 @@ def test_samsum_client_cut_keeps_pred_py_s_answer() -> None:
     assert postprocess("\nA summary.\nDialogue: more", steps) == "\nA summary.\n"
     assert postprocess("A summary.\nDialogue: more", steps) == "A summary.\n"
     assert postprocess("no newline", steps) == "no newline"
+
+
+def test_a_model_longbench_does_not_list_keeps_today_s_requests(tmp_path: Path) -> None:
+    """A server serving a model pred.py does not know: no official settings, and run.json
+    says why (the server's own id); a pred.py model is found from /info."""
+    from pred_py import data_dir_with_model2path
+
+    from asyncbench.config import RunConfig
+    from asyncbench.engine import execute
+
+    data = data_dir_with_model2path(tmp_path)
+    found = {}
+    for model_id in ("Qwen/Qwen2-7B-Instruct", "meta-llama/Llama-2-7b-chat-hf"):
+        config = SimConfig(model_id=model_id, max_context_tokens=4096, tokenizer_file=str(LLAMA2_TOKENIZER))
+        with run_sim_in_thread(config) as handle:
+            cfg = RunConfig(benchmark="minilongbench:trec", model="tgi:served", base_urls=[handle.base_url],
+                            data_dir=str(data), dry_run=True, progress=False, cache=str(tmp_path / "c.duckdb"))
+            found[model_id] = anyio.run(execute, cfg)["truncation"]
+    unknown = found["Qwen/Qwen2-7B-Instruct"]
+    assert unknown["official"]["applied"] is False and "Qwen/Qwen2-7B-Instruct" in unknown["official"]["why"]
+    assert unknown["budget"]["source"].startswith("tgi /info") and unknown["budget"]["max_input_tokens"] == 4096 - 500
+    known = found["meta-llama/Llama-2-7b-chat-hf"]
+    assert known["official"]["applied"] is True and known["budget"]["max_input_tokens"] == 3500
+
+
+def test_a_wrong_official_model_is_one_line_exit_2(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from pred_py import DATA
+
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "asyncbench.cli", "run", "minilongbench", "--model", "tgi:x",
+                           "--base-url", "http://127.0.0.1:9", "--official-model", "llama3", "--data-dir", str(DATA),
+                           "--dry-run"], env=dict(os.environ, PYTHONPATH=str(repo)), capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--official-model 'llama3' is not in" in done.stderr and "llama2-7b-chat-4k" in done.stderr
