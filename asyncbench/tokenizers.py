@@ -173,7 +173,12 @@ def get_tokenizer(spec: str) -> Tokenizer:
     if spec in _BPE_URLS:
         return TiktokenTokenizer(spec)
     if spec.startswith("hf:"):
-        return HFTokenizer(spec[3:])
+        try:
+            return HFTokenizer(spec[3:])
+        except ImportError:  # no transformers: the repository's tokenizer.json through `tokenizers`
+            from huggingface_hub import hf_hub_download
+
+            return TokenizerFile(hf_hub_download(spec[3:], "tokenizer.json"))
     if (file := tokenizer_file(spec)) is not None:
         return TokenizerFile(file)
     enc = tiktoken_encoding_for(spec)
