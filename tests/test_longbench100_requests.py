@@ -73,3 +73,17 @@ def test_an_open_model_gets_the_raw_prompt_uncut_and_a_too_long_one_fails_visibl
     assert failed and all(f["status"] == "failed" and "context too long" in f["error"] and f["hint"] for f in failed)
     assert {f["sample_id"] for f in summary["failures"]} == {f["sample_id"] for f in failed}  # 2k all answered
     assert summary["hints"] and summary["samples"]["failed"] == len(failed) >= 2
+
+
+def test_claude_gets_the_release_s_system_prompt_and_sampling() -> None:
+    from asyncbench.benchmarks.longbench100.benchmark import LongBench100
+    from asyncbench.providers.anthropic import AnthropicProvider
+    from asyncbench.types import Request
+
+    kwargs = LongBench100.release_request("the prompt", "anthropic", False)
+    request = Request(provider="anthropic", model="claude-3-5-sonnet", endpoint_id="x", max_tokens=64,
+                      messages=kwargs["messages"], temperature=kwargs["temperature"], params=kwargs["params"])
+    body, _ = AnthropicProvider("claude-3-5-sonnet", None)._params(request)
+    assert body["system"] == "You are a helpful assistant. Make sure your output does not contain new lines."
+    assert body["messages"] == [{"role": "user", "content": "the prompt"}]
+    assert body["temperature"] == 0.9 and body["top_p"] == 0.9 and "stop_sequences" not in body

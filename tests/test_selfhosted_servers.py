@@ -190,3 +190,26 @@ def test_a_wrong_official_model_is_one_line_exit_2(tmp_path: Path) -> None:
                           timeout=120, cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--official-model 'llama3' is not in" in done.stderr and "llama2-7b-chat-4k" in done.stderr
+
+
+def test_tgi_special_tokens_with_null_spans_are_read_too() -> None:
+    """Some TGI builds mark special tokens `special: true` with null start/stop: they
+    count as tokens and give no text, as an empty span does."""
+    from aiohttp import web
+    from local_server import LocalServer
+
+    text = "Hello wörld, this is a test of the cut."
+
+    class NullSpans(LocalServer):
+        async def handle(self, request: web.Request) -> web.Response:
+            inputs = (await request.json())["inputs"]
+            tokens = httpx.post(f"{self.upstream}/tokenize", json={"inputs": inputs}).json()
+            tokens[0] = {"id": tokens[0]["id"], "text": "<s>", "start": None, "stop": None, "special": True}
+            return web.json_response(tokens)
+
+    config = SimConfig(max_context_tokens=4096, tokenizer_file=str(LLAMA2_TOKENIZER))
+    with run_sim_in_thread(config) as handle, NullSpans() as server:
+        server.upstream = handle.base_url
+        tok = ServerTokenizer(f"http://127.0.0.1:{server.port}/tokenize", {}, strip_space=True)
+        for m in (6, 8, 11):
+            assert tok.cut_middle(text, m)[0] == local_cut(text, m)
