@@ -1,8 +1,9 @@
 """`tgi:<name>`: Hugging Face text-generation-inference over plain HTTP.
 
-Raw-text samples (LongBench's few-shot and code tasks, base-model prompts) go to the
-native `/generate`; chat samples go to TGI's Messages API (`/v1/chat/completions`), so
-the server applies the model's own chat template — as LongBench's pred.py does locally.
+Raw-text samples (LongBench's few-shot and code tasks, base-model prompts, and every
+prompt of a model LongBench's pred.py lists, already wrapped in its build_chat text:
+official_models.py) go to the native `/generate`; other chat samples go to TGI's
+Messages API (`/v1/chat/completions`), where the server applies the model's template.
 `/info` tells the server's max input and total tokens, used for middle truncation.
 Greedy decoding is `do_sample: false` (TGI rejects temperature 0).
 """
