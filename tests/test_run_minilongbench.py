@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import random
+
+import pytest
 
 from asyncbench.api import load_run
 from asyncbench.cli import main as cli_main
@@ -43,6 +46,16 @@ def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shar
     assert cli_main(["cache", "runs", "--cache", str(tmp_path / "c.duckdb")]) == 0
     assert f"overall={scores['overall']:.2f}" in capsys.readouterr().out
     assert est["token_cost"]["anchor_prompt_tokens"] == first["tokens"]["eval"]["prompt_tokens"]
+
+    # `estimate minilongbench` gives the same headline from the run's `samples` export, whatever its row order
+    export = tmp_path / "samples.jsonl"
+    assert cli_main(["samples", first["run_id"], "--cache", str(tmp_path / "c.duckdb"), "--out", str(export)]) == 0
+    rows = export.read_text().splitlines()
+    random.Random(0).shuffle(rows)
+    export.write_text("\n".join(rows) + "\n")
+    capsys.readouterr()
+    assert cli_main(["estimate", "minilongbench", "--anchor-scores", str(export), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overall"] == pytest.approx(est["overall"], abs=1e-9)
 
     before = sim.stats()["requests"]
     assert cli_main(args) == 0
