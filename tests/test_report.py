@@ -205,7 +205,7 @@ def test_html_report_in_headless_chromium(two_runs: tuple[Path, list[str]], tmp_
     html = tmp_path / "report.html"
     assert cli(["report", *ids, "--cache", str(cache), "--out", str(html)]) == 0
     text = html.read_text()
-    assert not re.search(r'(src|href)="(?!data:)', text), "the report must not reference external assets"
+    assert not re.search(r'(src|href)="(?!data:|#)', text), "the report must not reference external assets"
     # every embedded figure is a real PNG
     for data in re.findall(r'src="data:image/png;base64,([^"]+)"', text):
         assert base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n"
@@ -286,7 +286,7 @@ def test_sample_viewer_filters_sorts_and_opens_a_sample_in_headless_chromium(
     html = tmp_path / "report.html"
     assert cli(["report", *ids, "--cache", str(cache), "--out", str(html)]) == 0
     text = html.read_text()
-    assert not re.search(r'(src|href)="(?!data:)', text) and "<script src" not in text  # still self-contained
+    assert not re.search(r'(src|href)="(?!data:|#)', text) and "<script src" not in text  # still self-contained
     records = {r.sample_id: r for r in load_samples(Store(cache), ids[0])}
     # the two runs (full and cut prompts) disagree on some samples: listed, largest first
     other = {r.sample_id: r for r in load_samples(Store(cache), ids[1])}

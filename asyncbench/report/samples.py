@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
@@ -75,7 +76,8 @@ ORDER BY r.task, r.sample_id
 
 
 def load_samples(store: Store, run_id: str, task: str | None = None, failed: bool = False) -> list[SampleRecord]:
-    """The run's samples (a unique prefix of its id works), by task then id; `task`: only
+    """The run's samples (a unique prefix of its id works), by task then id (numbers as
+    numbers: `natural_key`); `task`: only
     that task; `failed`: only those that did not settle (failed, skipped)."""
     with store.session():
         run = store.find_run(run_id)
@@ -91,7 +93,14 @@ def load_samples(store: Store, run_id: str, task: str | None = None, failed: boo
                 "SELECT DISTINCT task FROM results WHERE run_id = ? AND purpose = 'eval' ORDER BY 1", [run]).fetchall()]
             if task not in known:
                 raise UserError(f"run {run} has no task {task!r}; its tasks: {', '.join(known)}")
-    return [_record(row) for row in rows]
+    return sorted((_record(row) for row in rows), key=lambda r: (r.task, natural_key(r.sample_id)))
+
+
+def natural_key(sample_id: str) -> tuple[Any, ...]:
+    """Ids compared with their numbers as numbers: "2wikimqa/2" before "2wikimqa/10"
+    (the database orders them as text)."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", sample_id) if part)
 
 
 def _record(row: tuple[Any, ...]) -> SampleRecord:

@@ -5,7 +5,11 @@ prediction, parsed answer, score and judge calls. For two runs of one benchmark,
 of the samples where their scores differ.
 
 Still one self-contained file: the samples are inline JSON and the viewer a short inline
-script, no external assets. The state lives in the URL fragment
+script, no external assets. A large run stays a mailable file that opens at once: each
+sample is a compact array (no repeated keys), long texts are kept as head and tail so
+that all viewers together stay within `SAMPLE_BUDGET` characters (the whole text is one
+`asyncbench samples` away), the data is parsed when the viewer first draws, and the table
+draws `PAGE` rows at a time ("show more"). The state lives in the URL fragment
 (`#samples=RUN&task=T&status=S&min=0&max=0.5&sort=score&open=SAMPLE_ID`; `&expand=1` shows
 long prompts whole, `&focus=1` that viewer alone), so a view can be linked to, and tests drive it in headless Chromium by loading such a URL.
 """
@@ -19,11 +23,16 @@ from html import escape
 
 from .samples import SampleRecord
 
-# Above this many prompt characters in one run, prompts are kept as head and tail only
-# (the whole prompt stays one `asyncbench samples` away): a report must stay mailable.
-FULL_PROMPTS_UP_TO = 8_000_000
-ENDS = 3_000  # characters of head and of tail kept for a long prompt
+# Characters of sample data in one report, all viewers together: above it, the longest
+# texts are cut to head and tail (a 20,000-sample report stays under 3 MB).
+SAMPLE_BUDGET = 2_400_000
+MIN_CUT = 200  # a text is never cut below this many characters (else the prompt is left out)
 COLLAPSE_OVER = 4_000  # the detail pane shows a longer prompt as head and tail, expandable
+PAGE = 500  # table rows drawn at a time
+# one sample in the inline JSON: an array in this order (the script names the positions)
+FIELDS = ("sample_id", "task", "status", "score", "latency_ms", "usd", "prompt_tokens", "completion_tokens",
+          "attempts", "truncated_tokens", "error", "prompt", "prompt_cut", "prediction", "references", "parsed",
+          "judge")
 
 CSS = """
 .viewer .controls{display:flex;gap:12px;flex-wrap:wrap;align-items:center;margin:8px 0;font-size:13px}
@@ -38,6 +47,9 @@ border:1px solid #eee;padding:6px;margin:4px 0 10px}
 
 SCRIPT = r"""
 (function(){
+const FIELDS=%(fields)s,PAGE=%(page)d,cache={};
+function data(run){if(!cache[run]){const raw=JSON.parse(document.getElementById("samples-data-"+run).textContent);
+  cache[run]=raw.map(a=>{const r={};FIELDS.forEach((f,i)=>{r[f]=a[i];});return r;});}return cache[run];}
 const fmt=(v,d)=>v===null||v===undefined?"":(typeof v==="number"?v.toFixed(d):String(v));
 const one=(t,n)=>{t=t===null||t===undefined?"":String(t).replace(/\s+/g," ");return t.length>n?t.slice(0,n-1)+"\u2026":t};
 function state(){const s={};for(const kv of location.hash.slice(1).split("&")){if(!kv)continue;
@@ -69,7 +81,7 @@ function showDetail(viewer,r){const d=viewer.querySelector(".detail");d.textCont
   if(r.parsed!==null&&r.parsed!==undefined)block(d,"Parsed answer",typeof r.parsed==="string"?r.parsed:JSON.stringify(r.parsed),false);
   if(r.judge)block(d,"Judge",r.judge.map(c=>JSON.stringify(c,null,1)).join("\n\n"),false);
   for(const tr of viewer.querySelectorAll("tbody tr"))tr.classList.toggle("open",tr.dataset.id===r.sample_id);}
-function render(viewer){const run=viewer.dataset.run,rows=JSON.parse(document.getElementById("samples-data-"+run).textContent);
+function render(viewer,scroll){const run=viewer.dataset.run,rows=data(run);
   const s=state(),mine=s.samples===run,q=viewer.querySelector.bind(viewer);
   const task=mine?s.task||"":"",status=mine?s.status||"":"",lo=mine&&s.min!==undefined&&s.min!==""?parseFloat(s.min):null,
     hi=mine&&s.max!==undefined&&s.max!==""?parseFloat(s.max):null,sort=mine?s.sort||"":"";
@@ -79,23 +91,27 @@ function render(viewer){const run=viewer.dataset.run,rows=JSON.parse(document.ge
     (lo===null||(r.score!==null&&r.score>=lo))&&(hi===null||(r.score!==null&&r.score<=hi)));
   if(sort){const [key,dir]=sort.split(":");const sign=dir==="desc"?-1:1;
     shown=shown.slice().sort((a,b)=>{const x=a[key],y=b[key];if(x===null)return 1;if(y===null)return -1;return sign*(x-y);});}
-  const body=q("tbody");body.textContent="";
-  for(const r of shown){const tr=el("tr");tr.dataset.id=r.sample_id;
+  const body=q("tbody");body.textContent="";let drawn=0;const more=q(".more");
+  function page(){for(const r of shown.slice(drawn,drawn+PAGE)){const tr=el("tr");tr.dataset.id=r.sample_id;
     for(const [v,cls] of [[r.sample_id,"text"],[r.task,"text"],[r.status,""],[fmt(r.score,3),""],
       [one(r.prediction,60),"text"],[one((r.references||[])[0],40),"text"],[fmt(r.latency_ms,0),""],[fmt(r.usd,6),""]])
       tr.appendChild(el("td",cls?{"class":cls}:{},v));
     tr.onclick=()=>{setState(run,{open:r.sample_id});showDetail(viewer,r);};body.appendChild(tr);}
+    drawn=Math.min(shown.length,drawn+PAGE);more.hidden=drawn>=shown.length;
+    more.textContent="show "+Math.min(PAGE,shown.length-drawn)+" more of "+(shown.length-drawn);}
+  more.onclick=page;page();
   q(".count").textContent=shown.length+" of "+rows.length+" samples";
   const open=mine&&s.open?rows.find(r=>r.sample_id===s.open):null;
   if(open)showDetail(viewer,open);else q(".detail").hidden=true;
-  if(mine&&s.focus==="1")for(const c of document.body.children)c.hidden=c!==viewer&&c.tagName!=="SCRIPT";}
+  if(mine&&s.focus==="1")for(const c of document.body.children)c.hidden=c!==viewer&&c.tagName!=="SCRIPT";
+  if(mine&&scroll)viewer.scrollIntoView();}
 for(const viewer of document.querySelectorAll(".viewer")){const run=viewer.dataset.run;
   const on=(cls,key)=>{viewer.querySelector(cls).onchange=e=>{setState(run,{[key]:e.target.value});render(viewer);};};
   on(".f-task","task");on(".f-status","status");on(".f-min","min");on(".f-max","max");on(".f-sort","sort");
-  render(viewer);}
-window.addEventListener("hashchange",()=>{for(const v of document.querySelectorAll(".viewer"))render(v);});
+  render(viewer,true);}
+window.addEventListener("hashchange",()=>{for(const v of document.querySelectorAll(".viewer"))render(v,true);});
 })();
-""" % {"collapse": COLLAPSE_OVER}
+""" % {"collapse": COLLAPSE_OVER, "fields": json.dumps(FIELDS), "page": PAGE}
 
 _SORTS = (("", "sample id"), ("score:asc", "score, low first"), ("score:desc", "score, high first"),
           ("latency_ms:desc", "latency, slow first"), ("usd:desc", "cost, high first"))
@@ -117,22 +133,65 @@ def readable(prompt: str | None) -> str | None:
         return prompt
 
 
-def _rows(records: Sequence[SampleRecord]) -> tuple[list[dict[str, object]], bool]:
-    rows = [asdict(r) | {"prompt": readable(r.prompt), "prompt_cut": False} for r in records]
-    full = sum(len(r.prompt or "") for r in records) <= FULL_PROMPTS_UP_TO
-    if not full:
-        for row in rows:
-            text = row["prompt"]
-            if isinstance(text, str) and len(text) > 2 * ENDS:
-                row["prompt_cut"] = True  # shown as cut here, not collapsed again
-                row["prompt"] = (f"{text[:ENDS]}\n[… {len(text) - 2 * ENDS} characters left out of this report: "
-                                 f"`asyncbench samples {row['run_id']} --format jsonl` has them …]\n{text[-ENDS:]}")
-    return rows, full
+def cut(text: str, keep: int, run_id: str) -> str:
+    """Head and tail of `text`, `keep` characters in all, and what was left out."""
+    return (f"{text[:keep // 2]}\n[… {len(text) - keep} characters left out of this report: "
+            f"`asyncbench samples {run_id} --format jsonl` has them …]\n{text[len(text) - keep // 2:]}")
 
 
-def sample_viewer(run_id: str, label: str, records: Sequence[SampleRecord]) -> str:
-    """The viewer of one run: controls, the table, the detail pane and the data."""
-    rows, full = _rows(records)
+def _fit(lengths: list[int], budget: int) -> int | None:
+    """The largest per-text cap c with sum(min(len, c)) <= budget (None: no cap needed;
+    0: not even MIN_CUT fits)."""
+    if sum(lengths) <= budget:
+        return None
+    lo, hi = 0, max(lengths)
+    while lo < hi:  # largest c with sum(min(n, c)) <= budget
+        mid = (lo + hi + 1) // 2
+        if sum(min(n, mid) for n in lengths) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo if lo >= MIN_CUT else 0
+
+
+def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[list[list[object]], bool]:
+    """Each record as a FIELDS array, its texts cut so the run's JSON stays near `budget`
+    characters; True when every text is whole."""
+    rows = []
+    for r in records:
+        d = asdict(r) | {"prompt": readable(r.prompt), "prompt_cut": False,
+                         "score": None if r.score is None else round(r.score, 6),
+                         "latency_ms": None if r.latency_ms is None else round(r.latency_ms, 1),
+                         "usd": round(r.usd, 8)}
+        rows.append([d[f] for f in FIELDS])
+    p, pred, refs = FIELDS.index("prompt"), FIELDS.index("prediction"), FIELDS.index("references")
+    fixed = len(_json_for_script([[v for i, v in enumerate(row) if i not in (p, pred, refs)] for row in rows]))
+    texts = [len(row[p] or "") for row in rows]  # type: ignore[arg-type]
+    others = [len(row[pred] or "") + sum(len(x) for x in row[refs] or []) for row in rows]  # type: ignore[arg-type, misc]
+    room = budget - fixed
+    cap = _fit(texts, max(room - sum(others), 0))
+    if cap is None:
+        return rows, True
+    run_id = records[0].run_id
+    other_cap = _fit(others, room // 2) if cap == 0 else None  # prompts left out: the rest must fit
+    for row in rows:
+        prompt = row[p]
+        if isinstance(prompt, str) and cap and len(prompt) > cap:
+            row[p], row[FIELDS.index("prompt_cut")] = cut(prompt, cap, run_id), True
+        elif isinstance(prompt, str) and not cap:
+            row[p], row[FIELDS.index("prompt_cut")] = (f"[{len(prompt)} characters left out of this report: "
+                                                       f"`asyncbench samples {run_id} --format jsonl` has them]"), True
+        if other_cap:
+            if isinstance(row[pred], str) and len(row[pred]) > other_cap:  # type: ignore[arg-type]
+                row[pred] = cut(row[pred], other_cap, run_id)  # type: ignore[arg-type]
+            row[refs] = [cut(x, other_cap, run_id) if len(x) > other_cap else x for x in row[refs] or []]  # type: ignore[attr-defined]
+    return rows, False
+
+
+def sample_viewer(run_id: str, label: str, records: Sequence[SampleRecord], budget: int = SAMPLE_BUDGET) -> str:
+    """The viewer of one run: controls, the table, the detail pane and the data (texts cut
+    to fit `budget` characters)."""
+    rows, full = _rows(records, budget)
     tasks = sorted({r.task for r in records})
     statuses = sorted({r.status for r in records})
     options = "".join(f'<option value="{escape(t)}">{escape(t)}</option>' for t in tasks)
@@ -140,7 +199,7 @@ def sample_viewer(run_id: str, label: str, records: Sequence[SampleRecord]) -> s
     sorts = "".join(f'<option value="{v}">{escape(t)}</option>' for v, t in _SORTS)
     head = "".join(f"<th>{h}</th>" for h in ("sample", "task", "status", "score", "prediction", "reference", "ms",
                                               "USD"))
-    note = "" if full else (" Prompts are shown as head and tail here (the run's prompts are too large for one "
+    note = "" if full else (" Long texts are shown as head and tail here (the run's texts are too large for one "
                             "file); `asyncbench samples` exports them whole.")
     rid = escape(run_id)
     return (f'<div class="viewer" id="samples-{rid}" data-run="{rid}"><h3>Samples: {escape(label)}</h3>'
@@ -151,7 +210,8 @@ def sample_viewer(run_id: str, label: str, records: Sequence[SampleRecord]) -> s
             f'<label>to <input class="f-max" type="number" step="0.01" size="5"></label>'
             f'<label>sort <select class="f-sort">{sorts}</select></label><span class="count note"></span></div>'
             f'<div class="samples"><table id="samples-table-{rid}"><thead><tr>{head}</tr></thead><tbody></tbody>'
-            f'</table></div><div class="detail" id="detail-{rid}" hidden></div>'
+            f'</table></div><button class="more" type="button" hidden></button>'
+            f'<div class="detail" id="detail-{rid}" hidden></div>'
             f'<script type="application/json" id="samples-data-{rid}">{_json_for_script(rows)}</script></div>')
 
 
