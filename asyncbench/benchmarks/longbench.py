@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import UserError
+from ..errors import UserError, did_you_mean
 from ..jsonl_io import iter_json_objects, read_json_object
 from ..longbench_table import (
     CODE_DATASETS,
@@ -159,7 +159,8 @@ def select_tasks(available: tuple[str, ...], requested: list[str] | None, benchm
     for name in requested:
         base = name[: -len(suffix)] if suffix and name.endswith(suffix) else name
         if base not in available:
-            raise UserError(f"unknown {benchmark} dataset {name!r}; choose from: {', '.join(available)}")
+            raise UserError(f"unknown {benchmark} dataset {name!r}{did_you_mean(base, available)}; "
+                            f"choose from: {', '.join(available)}")
         wanted.add(base)
     return [d for d in available if d in wanted]
 

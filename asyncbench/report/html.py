@@ -109,11 +109,12 @@ def render_html(report: Report, runs: list[RunReport],
 
 
 def _budgets(samples: Mapping[str, Sequence[SampleRecord]]) -> dict[str, int]:
-    """viewer.SAMPLE_BUDGET shared out: runs that need less than an equal share keep what
-    they need, the rest is split evenly among the others."""
+    """The report's sample budget (viewer.SAMPLE_BUDGET, or RUN_BUDGET a run if more)
+    shared out: runs that need less than an equal share keep what they need, the rest is
+    split evenly among the others."""
     need = {run: sum(len(r.prompt or "") + len(r.prediction or "") + sum(map(len, r.references)) + 200 for r in recs)
             for run, recs in samples.items()}
-    left, out = viewer.SAMPLE_BUDGET, {}
+    left, out = max(viewer.SAMPLE_BUDGET, viewer.RUN_BUDGET * len(need)), {}
     for i, run in enumerate(sorted(need, key=need.__getitem__)):
         out[run] = min(need[run], left // (len(need) - i))
         left -= out[run]

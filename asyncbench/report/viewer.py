@@ -23,9 +23,11 @@ from html import escape
 
 from .samples import SampleRecord
 
-# Characters of sample data in one report, all viewers together: above it, the longest
-# texts are cut to head and tail (a 20,000-sample report stays under 3 MB).
+# Characters of sample data in one report, all viewers together: SAMPLE_BUDGET, or
+# RUN_BUDGET per run when that is more. Above it, the longest texts are cut to head and
+# tail (a one-run report of 20,000 samples stays under 3 MB).
 SAMPLE_BUDGET = 2_400_000
+RUN_BUDGET = 1_500_000
 MIN_CUT = 200  # a text is never cut below this many characters (else the prompt is left out)
 COLLAPSE_OVER = 4_000  # the detail pane shows a longer prompt as head and tail, expandable
 PAGE = 500  # table rows drawn at a time
