@@ -316,9 +316,15 @@ def test_sample_viewer_filters_sorts_and_opens_a_sample_in_headless_chromium(
     assert f"{longest.sample_id} ({longest.task})" in pane
     assert "characters left out of this report" in pane and f"asyncbench samples {run}" in pane
     assert _as_text_node(longest.references[0][:40]) in pane and "Prediction" in pane
-    # the second run's prompts (cut to 1,500 tokens) are whole in the file: collapsed to head
-    # and tail with a control to expand, and whole when expanded
-    cut = max(other.values(), key=lambda r: len(r.prompt or ""))
+    # the second run's prompts (cut to 1,500 tokens) kept whole in the file (those under the
+    # report's size budget): collapsed to head and tail with a control to expand, and whole when expanded
+    from asyncbench.report.viewer import COLLAPSE_OVER, FIELDS
+
+    found = re.search(rf'<script type="application/json" id="samples-data-{ids[1]}">(.*?)</script>', text, re.DOTALL)
+    assert found
+    data_rows = [dict(zip(FIELDS, row)) for row in json.loads(found.group(1).replace("<\\!--", "<!--"))]
+    whole = [r for r in data_rows if not r["prompt_cut"] and len(r["prompt"] or "") > COLLAPSE_OVER]
+    cut = other[max(whole, key=lambda r: len(r["prompt"]))["sample_id"]]
     base = f"{html.as_uri()}#samples={ids[1]}&open={cut.sample_id}"
     collapsed, expanded = _detail(_dom(browser, base), ids[1]), _detail(_dom(browser, base + "&expand=1"), ids[1])
     assert 'class="expand"' in collapsed and "characters …]" in collapsed
@@ -334,3 +340,41 @@ def test_sample_viewer_filters_sorts_and_opens_a_sample_in_headless_chromium(
 
     for name in ("viewer_filtered.png", "viewer_detail.png"):
         assert imread(ARTIFACTS / name)[..., :3].std() > 0.05
+
+
+def test_contents_scroll_numeric_ids_and_paging_in_headless_chromium(two_runs: tuple[Path, list[str]],
+                                                                      tmp_path: Path) -> None:
+    from asyncbench.report.samples import natural_key
+    from asyncbench.report.viewer import PAGE
+
+    cache, ids = two_runs
+    html = tmp_path / "report.html"
+    assert cli(["report", *ids, "--cache", str(cache), "--out", str(html)]) == 0
+    text = html.read_text()
+    contents = re.search(r'<nav id="contents">(.*?)</nav>', text, re.DOTALL)
+    assert contents, "no table of contents"
+    for anchor in re.findall(r'href="#(section-[^"]+)"', contents.group(1)):
+        assert f'<h2 id="{anchor}">' in text  # every entry leads to its section
+    assert "section-cost-and-latency" in contents.group(1) and "section-samples" in contents.group(1)
+    assert all(f'href="#samples={i}"' in contents.group(1) for i in ids)
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    run = ids[1]
+    # the #samples= link scrolls to that run's viewer (a probe added to a copy reads the scroll position)
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", "<script>setTimeout(()=>{document.title='top '+Math.round("
+                                  f"document.getElementById('samples-{run}').getBoundingClientRect().top)"
+                                  "+' y '+Math.round(window.scrollY)},300)</script></body>"))
+    title = re.search(r"<title>top (-?\d+) y (\d+)</title>", _dom(browser, f"{probe.as_uri()}#samples={run}"))
+    assert title and abs(int(title.group(1))) <= 2 and int(title.group(2)) > 1000, title
+    # ids in numeric order within a task (the database sorts them as text)
+    rows = _visible_rows(_dom(browser, f"{html.as_uri()}#samples={run}&task=lcc"), run)
+    shown = [row[0] for row in rows]
+    assert shown == sorted(shown, key=natural_key) != sorted(shown) and len(shown) > 10
+    # the table is drawn a page at a time (PAGE rows, here made 100 in a copy)
+    assert f"PAGE={PAGE}" in text
+    paged = tmp_path / "paged.html"
+    paged.write_text(text.replace(f"PAGE={PAGE}", "PAGE=100"))
+    dom = _dom(browser, f"{paged.as_uri()}#samples={run}")
+    assert len(_visible_rows(dom, run)) == 100 and "show 100 more of 137" in dom

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 import time
-from urllib.parse import urlsplit
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 

@@ -112,7 +112,10 @@ def _budgets(samples: Mapping[str, Sequence[SampleRecord]]) -> dict[str, int]:
     """The report's sample budget (viewer.SAMPLE_BUDGET, or RUN_BUDGET a run if more)
     shared out: runs that need less than an equal share keep what they need, the rest is
     split evenly among the others."""
-    need = {run: sum(len(r.prompt or "") + len(r.prediction or "") + sum(map(len, r.references)) + 200 for r in recs)
+    def size(text: str | None) -> int:
+        return len(text.encode()) if text else 0
+
+    need = {run: sum(size(r.prompt) + size(r.prediction) + sum(map(size, r.references)) + 400 for r in recs)
             for run, recs in samples.items()}
     left, out = max(viewer.SAMPLE_BUDGET, viewer.RUN_BUDGET * len(need)), {}
     for i, run in enumerate(sorted(need, key=need.__getitem__)):

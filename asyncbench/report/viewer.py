@@ -23,11 +23,11 @@ from html import escape
 
 from .samples import SampleRecord
 
-# Characters of sample data in one report, all viewers together: SAMPLE_BUDGET, or
+# Bytes of sample data in one report, all viewers together: SAMPLE_BUDGET, or
 # RUN_BUDGET per run when that is more. Above it, the longest texts are cut to head and
 # tail (a one-run report of 20,000 samples stays under 3 MB).
 SAMPLE_BUDGET = 2_400_000
-RUN_BUDGET = 1_500_000
+RUN_BUDGET = 1_600_000
 MIN_CUT = 200  # a text is never cut below this many characters (else the prompt is left out)
 COLLAPSE_OVER = 4_000  # the detail pane shows a longer prompt as head and tail, expandable
 PAGE = 500  # table rows drawn at a time
@@ -136,9 +136,10 @@ def readable(prompt: str | None) -> str | None:
 
 
 def cut(text: str, keep: int, run_id: str) -> str:
-    """Head and tail of `text`, `keep` characters in all, and what was left out."""
-    return (f"{text[:keep // 2]}\n[… {len(text) - keep} characters left out of this report: "
-            f"`asyncbench samples {run_id} --format jsonl` has them …]\n{text[len(text) - keep // 2:]}")
+    """Head and tail of `text`, about `keep` bytes of UTF-8 in all, and what was left out."""
+    chars = max(2, keep * len(text) // max(len(text.encode()), 1))  # Chinese takes 3 bytes a character
+    return (f"{text[:chars // 2]}\n[… {len(text) - chars} characters left out of this report: "
+            f"`asyncbench samples {run_id} --format jsonl` has them …]\n{text[len(text) - chars // 2:]}")
 
 
 def _fit(lengths: list[int], budget: int) -> int | None:
@@ -156,9 +157,13 @@ def _fit(lengths: list[int], budget: int) -> int | None:
     return lo if lo >= MIN_CUT else 0
 
 
+def _size(text: object) -> int:
+    return len(text.encode()) if isinstance(text, str) else 0
+
+
 def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[list[list[object]], bool]:
     """Each record as a FIELDS array, its texts cut so the run's JSON stays near `budget`
-    characters; True when every text is whole."""
+    bytes; True when every text is whole."""
     rows = []
     for r in records:
         d = asdict(r) | {"prompt": readable(r.prompt), "prompt_cut": False,
@@ -166,27 +171,27 @@ def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[list[list[objec
                          "latency_ms": None if r.latency_ms is None else round(r.latency_ms, 1),
                          "usd": round(r.usd, 8)}
         rows.append([d[f] for f in FIELDS])
-    p, pred, refs = FIELDS.index("prompt"), FIELDS.index("prediction"), FIELDS.index("references")
-    fixed = len(_json_for_script([[v for i, v in enumerate(row) if i not in (p, pred, refs)] for row in rows]))
-    texts = [len(row[p] or "") for row in rows]  # type: ignore[arg-type]
-    others = [len(row[pred] or "") + sum(len(x) for x in row[refs] or []) for row in rows]  # type: ignore[arg-type, misc]
+    p, pred, refs, flag = (FIELDS.index(f) for f in ("prompt", "prediction", "references", "prompt_cut"))
+    fixed = _size(_json_for_script([[v for i, v in enumerate(row) if i not in (p, pred, refs)] for row in rows]))
+    prompts = [_size(row[p]) for row in rows]
+    others = [_size(row[pred]) + sum(_size(x) for x in row[refs] or []) for row in rows]
     room = budget - fixed
-    cap = _fit(texts, max(room - sum(others), 0))
+    cap = _fit(prompts, max(room - sum(others), 0))
     if cap is None:
         return rows, True
     run_id = records[0].run_id
     other_cap = _fit(others, room // 2) if cap == 0 else None  # prompts left out: the rest must fit
-    for row in rows:
+    for row, size in zip(rows, prompts):
         prompt = row[p]
-        if isinstance(prompt, str) and cap and len(prompt) > cap:
-            row[p], row[FIELDS.index("prompt_cut")] = cut(prompt, cap, run_id), True
+        if isinstance(prompt, str) and cap and size > cap:
+            row[p], row[flag] = cut(prompt, cap, run_id), True
         elif isinstance(prompt, str) and not cap:
-            row[p], row[FIELDS.index("prompt_cut")] = (f"[{len(prompt)} characters left out of this report: "
-                                                       f"`asyncbench samples {run_id} --format jsonl` has them]"), True
+            row[p], row[flag] = (f"[{len(prompt)} characters left out of this report: "
+                                 f"`asyncbench samples {run_id} --format jsonl` has them]"), True
         if other_cap:
-            if isinstance(row[pred], str) and len(row[pred]) > other_cap:  # type: ignore[arg-type]
-                row[pred] = cut(row[pred], other_cap, run_id)  # type: ignore[arg-type]
-            row[refs] = [cut(x, other_cap, run_id) if len(x) > other_cap else x for x in row[refs] or []]  # type: ignore[attr-defined]
+            if _size(row[pred]) > other_cap:
+                row[pred] = cut(row[pred], other_cap, run_id)
+            row[refs] = [cut(x, other_cap, run_id) if _size(x) > other_cap else x for x in row[refs] or []]
     return rows, False
 
 
