@@ -11,7 +11,7 @@ Makes one `jsonl:` run of 20,000 samples (8 tasks, prompts of 500-4,000 characte
 
 and, in this process, the stages of the report (load, samples, render).
 
-    nice python benchmarks/report_20k.py [--samples 20000]
+    nice python benchmarks/report_20k.py [--samples 20000] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -59,14 +59,18 @@ def timed_cli(args: list[str], cwd: str, repeat: int = 3) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=20_000)
+    ap.add_argument("--keep", metavar="DIR", help="make the run in DIR and keep it; reused when DIR has it")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         data, cache = Path(tmp) / "data.jsonl", Path(tmp) / "c.duckdb"
-        write_data(data, args.samples)
-        t0 = time.perf_counter()
-        assert cli(["run", f"jsonl:{data}", "--model", "sim", "--cache", str(cache), "--out", f"{tmp}/o",
-                    "--no-progress", "--concurrency", "256"]) == 0
-        print(f"run: {time.perf_counter() - t0:.0f} s (not part of the figures)")
+        if not Path(tmp, "o", "run.json").is_file():
+            write_data(data, args.samples)
+            t0 = time.perf_counter()
+            assert cli(["run", f"jsonl:{data}", "--model", "sim", "--cache", str(cache), "--out", f"{tmp}/o",
+                        "--no-progress", "--concurrency", "256"]) == 0
+            print(f"run: {time.perf_counter() - t0:.0f} s (not part of the figures)")
         run_id = json.loads(Path(tmp, "o", "run.json").read_text())["run_id"]
 
         from asyncbench.report.data import load_runs

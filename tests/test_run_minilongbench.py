@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 import random
 
 import pytest
+from rich.console import Console
 
 from asyncbench.api import load_run
 from asyncbench.cli import main as cli_main
+from asyncbench.report.summary import print_summary
 
 CATEGORIES = {"Single-Doc QA", "Multi-Doc QA", "Summarization", "Few-shot Learning", "Synthetic", "Code"}
 
@@ -42,6 +45,12 @@ def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shar
     # one overall: the headline estimate (x100), never the anchors' mean, in run.json, the API and `cache runs`
     assert scores["overall"] == round(100 * est["overall"], 2) != scores["anchor_average"]
     assert load_run(first["run_id"], tmp_path / "c.duckdb").scores["overall"] == scores["overall"]
+    summary = io.StringIO()  # the terminal says the same, within 80 columns
+    print_summary(first, Console(file=summary, width=80, no_color=True))
+    text = " ".join(summary.getvalue().split())
+    assert f"overall (estimated full LongBench, blend): {scores['overall']:.2f}" in text
+    assert f"anchor average {scores['anchor_average']:.2f}" in text
+    assert max(len(line) for line in summary.getvalue().splitlines()) <= 80
     capsys.readouterr()
     assert cli_main(["cache", "runs", "--cache", str(tmp_path / "c.duckdb")]) == 0
     assert f"overall={scores['overall']:.2f}" in capsys.readouterr().out

@@ -67,7 +67,8 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     partial = summary.get("partial")
     unpriced = bool(summary.get("unpriced"))
     console.print(f"[bold]{summary['benchmark']}[/] with [bold]{summary['model']}[/], run {summary['run_id']}")
-    console.print(f"run.json: {summary.get('out_dir', '')}/run.json")
+    if summary.get("out_dir"):
+        console.print(f"run.json: {summary['out_dir']}/run.json")
 
     est = scores.get("estimate")
     title = "Scores" + ((" (averages over the samples asked, not full-LongBench scores: the estimate follows)"
@@ -122,9 +123,9 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         ci90 = est.get("overall_ci90")
         others = ", ".join(f"{m} {100 * est[m]['overall']:.2f}" for m in ("irt", "direct", "blend") if m in est)
         console.print(
-            f"[bold]estimated full LongBench overall[/] ({est['method']}): {100 * est['overall']:.2f}"
+            f"[bold]overall[/] (estimated full LongBench, {est['method']}): [bold]{100 * est['overall']:.2f}[/]"
             + (f" [90% interval {100 * ci90[0]:.2f}-{100 * ci90[1]:.2f}]" if ci90 else "")
-            + f"  ({others}); "
+            + f"; {others}; "
             f"the 237 anchors cost {100 * cost.get('fraction', 0):.1f}% of the full benchmark's tokens"
             + (f", ~{saved:,} prompt tokens saved" if saved else ""))
     elif isinstance(est, dict):

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
 from html import escape
+from typing import Any
 
 from .samples import SampleRecord
 
@@ -31,10 +31,12 @@ RUN_BUDGET = 1_600_000
 MIN_CUT = 200  # a text is never cut below this many characters (else the prompt is left out)
 COLLAPSE_OVER = 4_000  # the detail pane shows a longer prompt as head and tail, expandable
 PAGE = 500  # table rows drawn at a time
-# one sample in the inline JSON: an array in this order (the script names the positions)
+# one sample in the inline JSON: an array in this order (the script names the positions);
+# task and status are indexes into the run's lists, and trailing empty values are left off
 FIELDS = ("sample_id", "task", "status", "score", "latency_ms", "usd", "prompt_tokens", "completion_tokens",
-          "attempts", "truncated_tokens", "error", "prompt", "prompt_cut", "prediction", "references", "parsed",
+          "attempts", "prediction", "references", "prompt", "prompt_cut", "truncated_tokens", "error", "parsed",
           "judge")
+CUT, LEFT_OUT = 1, 2  # prompt_cut: kept as head and tail / not in the report at all
 
 CSS = """
 .viewer .controls{display:flex;gap:12px;flex-wrap:wrap;align-items:center;margin:8px 0;font-size:13px}
@@ -51,7 +53,8 @@ SCRIPT = r"""
 (function(){
 const FIELDS=%(fields)s,PAGE=%(page)d,cache={};
 function data(run){if(!cache[run]){const raw=JSON.parse(document.getElementById("samples-data-"+run).textContent);
-  cache[run]=raw.map(a=>{const r={};FIELDS.forEach((f,i)=>{r[f]=a[i];});return r;});}return cache[run];}
+  cache[run]=raw.rows.map(a=>{const r={};FIELDS.forEach((f,i)=>{r[f]=a[i]===undefined?null:a[i];});
+    r.task=raw.tasks[r.task];r.status=raw.statuses[r.status];r.run=run;return r;});}return cache[run];}
 const fmt=(v,d)=>v===null||v===undefined?"":(typeof v==="number"?v.toFixed(d):String(v));
 const one=(t,n)=>{t=t===null||t===undefined?"":String(t).replace(/\s+/g," ");return t.length>n?t.slice(0,n-1)+"\u2026":t};
 function state(){const s={};for(const kv of location.hash.slice(1).split("&")){if(!kv)continue;
@@ -77,13 +80,14 @@ function showDetail(viewer,r){const d=viewer.querySelector(".detail");d.textCont
   d.appendChild(el("p",{"class":"detail-score"},"score "+fmt(r.score,4)+" \u00b7 "+r.status+" \u00b7 "+
     r.prompt_tokens+"+"+r.completion_tokens+" tokens \u00b7 $"+fmt(r.usd,6)+" \u00b7 "+fmt(r.latency_ms,0)+" ms \u00b7 "+
     r.attempts+" attempt(s)"+(r.truncated_tokens?" \u00b7 "+r.truncated_tokens+" tokens cut":"")+(r.error?" \u00b7 "+r.error:"")));
-  block(d,"Prompt",prompt(r.prompt),!r.prompt_cut);
+  block(d,"Prompt",r.prompt_cut===%(left_out)d?"(left out of this report to keep the file small: `asyncbench samples "+
+    r.run+" --format jsonl` has it)":prompt(r.prompt),!r.prompt_cut);
   block(d,"References",(r.references||[]).join("\n\u2014\n"),false);
   block(d,"Prediction",r.prediction,false);
   if(r.parsed!==null&&r.parsed!==undefined)block(d,"Parsed answer",typeof r.parsed==="string"?r.parsed:JSON.stringify(r.parsed),false);
   if(r.judge)block(d,"Judge",r.judge.map(c=>JSON.stringify(c,null,1)).join("\n\n"),false);
   for(const tr of viewer.querySelectorAll("tbody tr"))tr.classList.toggle("open",tr.dataset.id===r.sample_id);}
-function render(viewer,scroll){const run=viewer.dataset.run,rows=data(run);
+function render(viewer){const run=viewer.dataset.run,rows=data(run);
   const s=state(),mine=s.samples===run,q=viewer.querySelector.bind(viewer);
   const task=mine?s.task||"":"",status=mine?s.status||"":"",lo=mine&&s.min!==undefined&&s.min!==""?parseFloat(s.min):null,
     hi=mine&&s.max!==undefined&&s.max!==""?parseFloat(s.max):null,sort=mine?s.sort||"":"";
@@ -105,15 +109,17 @@ function render(viewer,scroll){const run=viewer.dataset.run,rows=data(run);
   q(".count").textContent=shown.length+" of "+rows.length+" samples";
   const open=mine&&s.open?rows.find(r=>r.sample_id===s.open):null;
   if(open)showDetail(viewer,open);else q(".detail").hidden=true;
-  if(mine&&s.focus==="1")for(const c of document.body.children)c.hidden=c!==viewer&&c.tagName!=="SCRIPT";
-  if(mine&&scroll)viewer.scrollIntoView();}
+  if(mine&&s.focus==="1")for(const c of document.body.children)c.hidden=c!==viewer&&c.tagName!=="SCRIPT";}
 for(const viewer of document.querySelectorAll(".viewer")){const run=viewer.dataset.run;
   const on=(cls,key)=>{viewer.querySelector(cls).onchange=e=>{setState(run,{[key]:e.target.value});render(viewer);};};
   on(".f-task","task");on(".f-status","status");on(".f-min","min");on(".f-max","max");on(".f-sort","sort");
-  render(viewer,true);}
-window.addEventListener("hashchange",()=>{for(const v of document.querySelectorAll(".viewer"))render(v,true);});
+  render(viewer);}
+// a #samples=RUN link scrolls to that viewer, once the figures above it have their height
+function scrollToViewer(){const v=document.getElementById("samples-"+state().samples);if(v)v.scrollIntoView();}
+window.addEventListener("load",scrollToViewer);
+window.addEventListener("hashchange",()=>{for(const v of document.querySelectorAll(".viewer"))render(v);scrollToViewer();});
 })();
-""" % {"collapse": COLLAPSE_OVER, "fields": json.dumps(FIELDS), "page": PAGE}
+""" % {"collapse": COLLAPSE_OVER, "fields": json.dumps(FIELDS), "page": PAGE, "left_out": LEFT_OUT}
 
 _SORTS = (("", "sample id"), ("score:asc", "score, low first"), ("score:desc", "score, high first"),
           ("latency_ms:desc", "latency, slow first"), ("usd:desc", "cost, high first"))
@@ -161,46 +167,53 @@ def _size(text: object) -> int:
     return len(text.encode()) if isinstance(text, str) else 0
 
 
-def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[list[list[object]], bool]:
-    """Each record as a FIELDS array, its texts cut so the run's JSON stays near `budget`
-    bytes; True when every text is whole."""
+def _trim(row: list[object]) -> list[object]:
+    """The row without its trailing empty values (the script reads them as null)."""
+    while row and row[-1] in (None, False, 0, [], ""):
+        row.pop()
+    return row
+
+
+def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[dict[str, Any], bool]:
+    """The run's samples as {"tasks", "statuses", "rows"}: each record a FIELDS array, its
+    texts cut so the JSON stays near `budget` bytes; True when every text is whole."""
+    tasks = sorted({r.task for r in records})
+    statuses = sorted({r.status for r in records})
+    t_index, s_index = {t: i for i, t in enumerate(tasks)}, {s: i for i, s in enumerate(statuses)}
     rows = []
-    for r in records:
-        d = asdict(r) | {"prompt": readable(r.prompt), "prompt_cut": False,
-                         "score": None if r.score is None else round(r.score, 6),
-                         "latency_ms": None if r.latency_ms is None else round(r.latency_ms, 1),
-                         "usd": round(r.usd, 8)}
-        rows.append([d[f] for f in FIELDS])
+    for r in records:  # getattr, not dataclasses.asdict: its deep copies took ~0.7 ms a sample
+        d = {"task": t_index[r.task], "status": s_index[r.status], "prompt": readable(r.prompt),
+             "prompt_cut": 0, "score": None if r.score is None else round(r.score, 4),
+             "latency_ms": None if r.latency_ms is None else round(r.latency_ms), "usd": float(f"{r.usd:.4g}")}
+        rows.append([d[f] if f in d else getattr(r, f) for f in FIELDS])
     p, pred, refs, flag = (FIELDS.index(f) for f in ("prompt", "prediction", "references", "prompt_cut"))
     fixed = _size(_json_for_script([[v for i, v in enumerate(row) if i not in (p, pred, refs)] for row in rows]))
     prompts = [_size(row[p]) for row in rows]
-    others = [_size(row[pred]) + sum(_size(x) for x in row[refs] or []) for row in rows]
+    others = [_size(row[pred]) + sum(_size(x) for x in row[refs] or []) for row in rows]  # type: ignore[attr-defined]
     room = budget - fixed
     cap = _fit(prompts, max(room - sum(others), 0))
-    if cap is None:
-        return rows, True
-    run_id = records[0].run_id
-    other_cap = _fit(others, room // 2) if cap == 0 else None  # prompts left out: the rest must fit
-    for row, size in zip(rows, prompts):
-        prompt = row[p]
-        if isinstance(prompt, str) and cap and size > cap:
-            row[p], row[flag] = cut(prompt, cap, run_id), True
-        elif isinstance(prompt, str) and not cap:
-            row[p], row[flag] = (f"[{len(prompt)} characters left out of this report: "
-                                 f"`asyncbench samples {run_id} --format jsonl` has them]"), True
-        if other_cap:
-            if _size(row[pred]) > other_cap:
-                row[pred] = cut(row[pred], other_cap, run_id)
-            row[refs] = [cut(x, other_cap, run_id) if _size(x) > other_cap else x for x in row[refs] or []]
-    return rows, False
+    if cap is not None:
+        run_id = records[0].run_id
+        other_cap = _fit(others, max(room, 0)) if cap == 0 else None  # prompts left out: the rest must fit
+        for row, size in zip(rows, prompts):
+            prompt = row[p]
+            if isinstance(prompt, str) and cap and size > cap:
+                row[p], row[flag] = cut(prompt, cap, run_id), CUT
+            elif isinstance(prompt, str) and not cap:
+                row[p], row[flag] = None, LEFT_OUT
+            if other_cap is not None:
+                if _size(row[pred]) > other_cap:
+                    row[pred] = cut(row[pred], max(other_cap, 40), run_id)  # type: ignore[arg-type]
+                row[refs] = [cut(x, max(other_cap, 40), run_id) if _size(x) > other_cap else x
+                             for x in row[refs] or []]  # type: ignore[attr-defined]
+    return {"tasks": tasks, "statuses": statuses, "rows": [_trim(row) for row in rows]}, cap is None
 
 
 def sample_viewer(run_id: str, label: str, records: Sequence[SampleRecord], budget: int = SAMPLE_BUDGET) -> str:
     """The viewer of one run: controls, the table, the detail pane and the data (texts cut
     to fit `budget` characters)."""
     rows, full = _rows(records, budget)
-    tasks = sorted({r.task for r in records})
-    statuses = sorted({r.status for r in records})
+    tasks, statuses = rows["tasks"], rows["statuses"]
     options = "".join(f'<option value="{escape(t)}">{escape(t)}</option>' for t in tasks)
     status_options = "".join(f'<option value="{escape(s)}">{escape(s)}</option>' for s in statuses)
     sorts = "".join(f'<option value="{v}">{escape(t)}</option>' for v, t in _SORTS)
