@@ -49,7 +49,7 @@ def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shar
     print_summary(first, Console(file=summary, width=80, no_color=True))
     text = " ".join(summary.getvalue().split())
     assert f"overall (estimated full LongBench, blend): {scores['overall']:.2f}" in text
-    assert f"anchor average {scores['anchor_average']:.2f}" in text
+    assert f"anchor average │ {scores['anchor_average']:.2f} ±" in text
     assert max(len(line) for line in summary.getvalue().splitlines()) <= 80
     capsys.readouterr()
     assert cli_main(["cache", "runs", "--cache", str(tmp_path / "c.duckdb")]) == 0
