@@ -16,6 +16,8 @@ long prompts whole, `&focus=1` that viewer alone), so a view can be linked to, a
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 from collections.abc import Sequence
 from html import escape
@@ -150,13 +152,21 @@ def cut(text: str, keep: int, run_id: str) -> str:
 
 def _fit(lengths: list[int], budget: int) -> int | None:
     """The largest per-text cap c with sum(min(len, c)) <= budget (None: no cap needed;
-    0: not even MIN_CUT fits)."""
+    0: not even MIN_CUT fits). Binary search over c, each sum in O(log n) from the
+    sorted lengths' prefix sums."""
     if sum(lengths) <= budget:
         return None
-    lo, hi = 0, max(lengths)
-    while lo < hi:  # largest c with sum(min(n, c)) <= budget
+    ordered = sorted(lengths)
+    prefix = list(itertools.accumulate(ordered, initial=0))
+
+    def total(c: int) -> int:  # sum(min(n, c)): the texts shorter than c whole, the rest c each
+        k = bisect.bisect_right(ordered, c)
+        return prefix[k] + c * (len(ordered) - k)
+
+    lo, hi = 0, ordered[-1]
+    while lo < hi:
         mid = (lo + hi + 1) // 2
-        if sum(min(n, mid) for n in lengths) <= budget:
+        if total(mid) <= budget:
             lo = mid
         else:
             hi = mid - 1
