@@ -10,7 +10,7 @@ import re
 from asyncbench.report.samples import SampleRecord
 from asyncbench.report.viewer import CUT, FIELDS, LEFT_OUT, SAMPLE_BUDGET, _fit, sample_viewer
 
-WORDS = "the of and a to in is was he for it with as his on river city report court vote 北京 上海".split()
+WORDS = ["the", "of", "and", "a", "to", "in", "is", "was", "he", "for", "it", "with", "as", "his", "on", "river", "city", "report", "court", "vote", "北京", "上海"]
 
 
 def records(n: int, seed: int = 0) -> list[SampleRecord]:
