@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
     path = Path(args.cache).expanduser() if args.cache else default_cache_path()
     if not path.is_file():
         raise UserError(f"no cache file at {path}; run a benchmark first or pass --cache FILE")
-    records = load_samples(Store(path), args.run_id, task=args.task, failed=args.failed)
+    records = load_samples(Store(path), args.run_id, task=args.task, failed=args.failed, prompts=fmt != "table")
     if fmt == "table":
         if args.out:
             with open(Path(args.out).expanduser(), "w", encoding="utf-8") as fh:
