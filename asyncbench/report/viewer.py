@@ -177,7 +177,7 @@ def _size(text: object) -> int:
     return len(text.encode()) if isinstance(text, str) else 0
 
 
-def _trim(row: list[object]) -> list[object]:
+def _trim(row: list[Any]) -> list[Any]:
     """The row without its trailing empty values (the script reads them as null)."""
     while row and row[-1] in (None, False, 0, [], ""):
         row.pop()
@@ -190,7 +190,7 @@ def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[dict[str, Any],
     tasks = sorted({r.task for r in records})
     statuses = sorted({r.status for r in records})
     t_index, s_index = {t: i for i, t in enumerate(tasks)}, {s: i for i, s in enumerate(statuses)}
-    rows = []
+    rows: list[list[Any]] = []
     for r in records:  # getattr, not dataclasses.asdict: its deep copies took ~0.7 ms a sample
         d = {"task": t_index[r.task], "status": s_index[r.status], "prompt": readable(r.prompt),
              "prompt_cut": 0, "score": None if r.score is None else round(r.score, 4),
@@ -199,7 +199,7 @@ def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[dict[str, Any],
     p, pred, refs, flag = (FIELDS.index(f) for f in ("prompt", "prediction", "references", "prompt_cut"))
     fixed = _size(_json_for_script([[v for i, v in enumerate(row) if i not in (p, pred, refs)] for row in rows]))
     prompts = [_size(row[p]) for row in rows]
-    others = [_size(row[pred]) + sum(_size(x) for x in row[refs] or []) for row in rows]  # type: ignore[attr-defined]
+    others = [_size(row[pred]) + sum(_size(x) for x in row[refs] or []) for row in rows]
     room = budget - fixed
     cap = _fit(prompts, max(room - sum(others), 0))
     if cap is not None:
@@ -213,9 +213,9 @@ def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[dict[str, Any],
                 row[p], row[flag] = None, LEFT_OUT
             if other_cap is not None:
                 if _size(row[pred]) > other_cap:
-                    row[pred] = cut(row[pred], max(other_cap, 40), run_id)  # type: ignore[arg-type]
+                    row[pred] = cut(row[pred], max(other_cap, 40), run_id)
                 row[refs] = [cut(x, max(other_cap, 40), run_id) if _size(x) > other_cap else x
-                             for x in row[refs] or []]  # type: ignore[attr-defined]
+                             for x in row[refs] or []]
     return {"tasks": tasks, "statuses": statuses, "rows": [_trim(row) for row in rows]}, cap is None
 
 
