@@ -76,8 +76,8 @@ def _fetch_zip(root: Path) -> Path:
     try:
         from huggingface_hub import hf_hub_download
     except ImportError:
-        hf_hub_download = None
-    if hf_hub_download is not None:
+        pass  # plain HTTPS below
+    else:  # (not `hf_hub_download = None`: mypy rejects it where huggingface_hub is installed)
         try:
             return Path(hf_hub_download(repo_id=HUB_REPO, filename="data.zip", repo_type="dataset"))
         except Exception as exc:
