@@ -472,7 +472,8 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
                     else await prompt_budget(cfg, spec, client.provider, maxlen_path, open_model))
     if release is None and prompt_limit.input is None and prompt_limit.total is None \
             and getattr(benchmark, "LONG_CONTEXT", False):
-        raise UserError(f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
+        raise UserError(getattr(client.provider, "unreachable", None) or  # a down server, said first
+                        f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
                         "the model-context table, and the server does not report it); pass --max-input-tokens N "
                         "(its context minus 500)")
     # a tokenizer only where something may be cut (a server's is asked for only then)

@@ -6,11 +6,20 @@ prints its message as one line and exits with code 2, no traceback.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
 class UserError(Exception):
     """A problem with the user's input or environment; the message says how to fix it."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """" (did you mean 'x'?)" for a typo close to one of `choices` (difflib), else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class ProviderError(Exception):

@@ -271,7 +271,8 @@ def test_long_prompts_against_an_8k_server_end_partial_everywhere(tmp_path: Path
                           env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=60)
     assert run["partial"] in runs.stdout
     # a partial run's overall is never a plain number in the table
-    assert f"| {run['scores']['overall']:.2f} |" not in report(tmp_path, "md")
+    assert run["scores"]["overall"] is None  # MiniLongBench's overall (the estimate) needs all 237 anchors
+    assert f"| {run['scores']['anchor_average']:.2f} |" not in report(tmp_path, "md")
 
 
 def group(requests: Iterable[RequestEntry]) -> list[RequestGroup]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     with Store(path).session() as store:
         if args.action == "stats":
-            print(json.dumps(store.stats(), indent=2))
+            print(json.dumps(_rounded(store.stats()), indent=2))
         elif args.action == "runs":
             from ..ledger import account, interrupted, partial_label
 
@@ -70,3 +71,12 @@ def main(args: argparse.Namespace) -> int:
             n = store.export(args.out, fmt)
             print(f"exported {n} responses to {args.out}")
     return 0
+
+
+def _rounded(value: Any) -> Any:
+    """Sums of float dollars (0.3789462000000005) to 6 decimals, as run.json rounds them."""
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value

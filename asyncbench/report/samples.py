@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
@@ -63,11 +64,10 @@ class SampleRecord:
 COLUMNS = tuple(f.name for f in fields(SampleRecord))
 
 _QUERY = """
-SELECT r.run_id, r.sample_id, r.task, r.status, r.score, r.prediction, r.meta_json, r.references_json, p.prompt,
+SELECT r.run_id, r.sample_id, r.task, r.status, r.score, r.prediction, r.meta_json, r.references_json, {prompt},
        coalesce(a.prompt_tokens, 0), coalesce(a.completion_tokens, 0), coalesce(a.usd, 0), coalesce(a.saved, 0),
        r.latency_ms, coalesce(a.attempts, 0), coalesce(r.truncated_tokens, 0), r.error, r.key, t.twin
-FROM results r
-LEFT JOIN prompts p ON p.key = r.key
+FROM results r{join}
 LEFT JOIN (SELECT sample_id, sum(cost_usd) AS usd, sum(saved_usd) AS saved,
                   sum(prompt_tokens) FILTER (WHERE source = 'sent') AS prompt_tokens,
                   sum(completion_tokens) FILTER (WHERE source = 'sent') AS completion_tokens,
@@ -82,9 +82,12 @@ ORDER BY r.task, r.sample_id
 """
 
 
-def load_samples(store: Store, run_id: str, task: str | None = None, failed: bool = False) -> list[SampleRecord]:
-    """The run's samples (a unique prefix of its id works), by task then id; `task`: only
-    that task; `failed`: only those that did not settle (failed, skipped)."""
+def load_samples(store: Store, run_id: str, task: str | None = None, failed: bool = False,
+                 prompts: bool = True) -> list[SampleRecord]:
+    """The run's samples (a unique prefix of its id works), by task then id (numbers as
+    numbers: `natural_key`); `task`: only that task; `failed`: only those that did not
+    settle (failed, skipped); `prompts=False` leaves the prompts out (None), for a view that
+    does not show them."""
     with store.session():
         run = store.find_run(run_id)
         where, params = "", {"run": run}
@@ -93,13 +96,22 @@ def load_samples(store: Store, run_id: str, task: str | None = None, failed: boo
             params["task"] = task
         if failed:
             where += f" AND r.status NOT IN ({', '.join(repr(s) for s in sorted(SETTLED))})"
-        rows = store.con.execute(_QUERY.format(where=where), params).fetchall()
+        query = _QUERY.format(where=where, prompt="p.prompt" if prompts else "NULL",
+                              join="\nLEFT JOIN prompts p ON p.key = r.key" if prompts else "")
+        rows = store.con.execute(query, params).fetchall()
         if task is not None and not rows:
             known = [t for (t,) in store.con.execute(
                 "SELECT DISTINCT task FROM results WHERE run_id = ? AND purpose = 'eval' ORDER BY 1", [run]).fetchall()]
             if task not in known:
                 raise UserError(f"run {run} has no task {task!r}; its tasks: {', '.join(known)}")
-    return [_record(row) for row in rows]
+    return sorted((_record(row) for row in rows), key=lambda r: (r.task, natural_key(r.sample_id)))
+
+
+def natural_key(sample_id: str) -> tuple[Any, ...]:
+    """Ids compared with their numbers as numbers: "2wikimqa/2" before "2wikimqa/10"
+    (the database orders them as text)."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", sample_id) if part)
 
 
 def _record(row: tuple[Any, ...]) -> SampleRecord:
