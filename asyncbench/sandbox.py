@@ -163,6 +163,7 @@ libc.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
 cfg = json.loads(sys.stdin.readline())
 resource.setrlimit(resource.RLIMIT_AS, (cfg["memory_bytes"], cfg["memory_bytes"]))
 report = os.dup(1)
+os.write(report, (cfg["nonce"] + "started\n").encode())
 null = os.open(os.devnull, os.O_RDWR)
 for fd in (0, 1, 2):
     os.dup2(null, fd)
@@ -728,10 +729,12 @@ def _cleanup(proc: subprocess.Popen[bytes], uid: int | None) -> None:
 
 
 def _verdict(text: str, nonce: str, returncode: int) -> str:
-    for line in text.splitlines():
-        if line.startswith(nonce):
-            return str(json.loads(line[len(nonce):]))
-    # Only the program can plausibly have taken the checker down (no scored error for it).
+    lines = [line[len(nonce):] for line in text.splitlines() if line.startswith(nonce)]
+    if not lines:  # the interpreter cannot even run the checker: not the program's doing
+        return f"error: the checker did not start (status {returncode})"
+    if len(lines) > 1:
+        return str(json.loads(lines[1]))
+    # Only the program can plausibly have taken a started checker down: never an error for it.
     return f"failed: the checker ended without a verdict (status {returncode})"
 
 
