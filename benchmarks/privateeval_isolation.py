@@ -21,12 +21,12 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from sandbox_modes import forced, run_as_user  # noqa: E402
+from sandbox_modes import forced, run_as_user
 
-from asyncbench.benchmarks.bamboo import load_private_eval, read_jsonl  # noqa: E402
-from asyncbench.metrics import bamboo as M  # noqa: E402
-from asyncbench.sandbox import Limits, Program, check_many, isolation  # noqa: E402
-from asyncbench.sandbox_env import PROBE_IMPORTS, RELEASE_TIMEOUT_S, release_python  # noqa: E402
+from asyncbench.benchmarks.bamboo import load_private_eval, read_jsonl
+from asyncbench.metrics import bamboo as M
+from asyncbench.sandbox import Limits, Program, check_many, isolation
+from asyncbench.sandbox_env import PROBE_IMPORTS, RELEASE_TIMEOUT_S, release_python
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bamboo"
 

@@ -58,8 +58,8 @@ def forced(mode: str) -> Iterator[None]:
         sandbox.isolation.cache_clear()
 
 
-@pytest.fixture(params=IN_PROCESS)
-def mode(request: pytest.FixtureRequest) -> Iterator[str]:
+@pytest.fixture(params=IN_PROCESS, name="mode")
+def mode_fixture(request: pytest.FixtureRequest) -> Iterator[str]:
     """Each in-process mode in turn, skipped where it cannot run."""
     why = unavailable(request.param)
     if why:

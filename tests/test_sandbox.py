@@ -9,7 +9,7 @@ import time
 
 import anyio
 import pytest
-from sandbox_modes import mode  # noqa: F401  (the fixture)
+from sandbox_modes import mode_fixture  # noqa: F401  (each in-process isolation mode)
 
 from asyncbench import sandbox
 from asyncbench.sandbox import Limits, execute, execute_many

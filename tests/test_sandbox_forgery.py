@@ -24,7 +24,14 @@ from pathlib import Path
 
 import anyio
 import pytest
-from sandbox_modes import copy_package, mode, open_up, run_as_user, unavailable, user_python  # noqa: F401
+from sandbox_modes import (
+    copy_package,
+    mode_fixture,  # noqa: F401  (each in-process isolation mode)
+    open_up,
+    run_as_user,
+    unavailable,
+    user_python,
+)
 
 from asyncbench import sandbox
 from asyncbench.sandbox import Limits, Program, check_many, program, split_prompt
@@ -97,7 +104,8 @@ def pass_count(progs: list[Program]) -> int:
     return sum(o.passed for o in anyio.run(check_many, progs, LIMITS, 2))
 
 
-def test_honest_solutions_pass_and_empty_ones_do_not(mode: str) -> None:
+@pytest.mark.usefixtures("mode")
+def test_honest_solutions_pass_and_empty_ones_do_not() -> None:
     assert pass_count(programs(CALL_REFERENCE, NAME_REFERENCE)) == 2
     assert pass_count(programs("\n", "\n")) == 0
     assert pass_count([program(INPUT_PROMPT, INPUT_REFERENCE, INPUT_TEST, None, INPUT_REFERENCE)]) == 1
@@ -105,12 +113,14 @@ def test_honest_solutions_pass_and_empty_ones_do_not(mode: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(FORGERIES))
-def test_forgery_does_better_than_an_empty_completion_never(name: str, mode: str) -> None:
+@pytest.mark.usefixtures("mode")
+def test_forgery_does_better_than_an_empty_completion_never(name: str) -> None:
     assert pass_count(forgery_programs(name)) == 0
 
 
 @pytest.mark.parametrize("name", list(POISONINGS))
-def test_poisoned_inputs_do_better_than_an_empty_completion_never(name: str, mode: str) -> None:
+@pytest.mark.usefixtures("mode")
+def test_poisoned_inputs_do_better_than_an_empty_completion_never(name: str) -> None:
     assert pass_count([poisoning_program(name)]) == 0
 
 
@@ -126,7 +136,8 @@ def test_the_checker_takes_only_what_the_reference_binds_or_changes() -> None:
     assert split_prompt("x = 1\ny = x +", " 1\nimport os")[1] == ("os", "y")
 
 
-def test_a_subclass_of_a_builtin_cannot_cross(mode: str) -> None:
+@pytest.mark.usefixtures("mode")
+def test_a_subclass_of_a_builtin_cannot_cross() -> None:
     body = "return Pi(0)\n\n\nclass Pi(float):\n    def __eq__(self, other):\n        return True\n"
     p = program(CALL_PROMPT, body, CALL_TEST, "area", CALL_REFERENCE)
     out = sandbox.check(p.module, p.test, p.entry_point, p.setup, p.outputs, LIMITS)
