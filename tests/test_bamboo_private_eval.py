@@ -175,3 +175,40 @@ def test_verdicts_do_not_depend_on_the_machines_load():
             hog.kill()
             hog.wait()
     assert busy == idle and sum(idle) >= 4, (idle, busy)
+
+
+def test_a_sample_the_sandbox_cannot_judge_is_failed_with_its_reason(tmp_path: Path) -> None:
+    """Issue 23: a sandbox failure that is not the program's (here a module the release
+    environment promises, pandas, cannot be imported in the sandbox for one problem) is a
+    failed sample with its reason in `samples`, never a 0; the others are scored."""
+    import gzip
+    import json
+    import shutil
+
+    from asyncbench.cli import main as cli
+
+    root = tmp_path / "data" / "bamboo"
+    root.mkdir(parents=True)
+    for name in ("prompt.json", "private_eval_keywords.json"):
+        shutil.copy(DATA / name, root / name)
+    rows = [r for r in _rows("4k") if r["task_id"].startswith("NumpyEval/")][:2]
+    (root / "private_eval_4k.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with gzip.open(DATA / "real_all_eval_v3.jsonl.gz", "rt") as fh:
+        problems = [json.loads(line) for line in fh]
+    for p in problems:
+        if p["task_id"] == rows[0]["task_id"]:
+            p["prompt"] = "import pandas.not_a_module_4242\n" + p["prompt"]
+    with gzip.open(root / "real_all_eval_v3.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps(p) + "\n" for p in problems)
+    cache, out = tmp_path / "cache.duckdb", tmp_path / "out"
+    cli(["run", "bamboo:private_eval@4k", "--model", "sim", "--data-dir", str(tmp_path / "data"), "--cache",
+         str(cache), "--out", str(out), "--no-progress", "--json"])
+    run_id = json.loads(next(out.rglob("run.json")).read_text())["run_id"]
+    done = subprocess.run([sys.executable, "-m", "asyncbench.cli", "samples", run_id, "--cache", str(cache),
+                           "--format", "jsonl"], capture_output=True, text=True, timeout=120)
+    records = {r["sample_id"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert len(records) == 2
+    broken = next(r for r in records.values() if r["references"] == rows[0]["canonical_solution"])
+    assert broken["status"] == "failed" and broken["score"] is None
+    assert "PrivateEval sandbox: error:" in broken["error"] and "not_a_module_4242" in broken["error"]
+    assert any(r["status"] != "failed" and r["score"] is not None for r in records.values())
