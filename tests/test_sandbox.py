@@ -44,6 +44,7 @@ def test_cpu_time_is_limited_not_the_clock():
         "timed out: the wall-clock cap")
 
 
+@pytest.mark.slow
 def test_fork_bomb_is_contained():
     before = len(os.listdir("/proc"))
     out = run("import os\nwhile True:\n    os.fork()")

@@ -153,6 +153,7 @@ def _numpy_python() -> str | None:
     return str(python) if (env_dir() / ".ready").is_file() else None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bool(unavailable("user-bwrap")), reason=unavailable("user-bwrap") or "runs")
 def test_forgery_and_poisoning_as_an_ordinary_user() -> None:
     """The non-root mode: every strategy scores as the control, as uid 65534 under bwrap
@@ -283,6 +284,7 @@ def _assert_contained(result: dict[str, str]) -> None:
     assert result["still writing"] == "False", "a daemon outlived its sample"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="the root case needs root")
 @pytest.mark.parametrize("root_mode", ["bwrap", "mountns"])
 def test_hostile_code_is_contained_as_root(root_mode: str) -> None:
@@ -295,6 +297,7 @@ def test_hostile_code_is_contained_as_root(root_mode: str) -> None:
     _assert_contained(result)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bool(unavailable("user-bwrap")), reason=unavailable("user-bwrap") or "runs")
 def test_hostile_code_is_contained_as_an_ordinary_user() -> None:
     with tempfile.TemporaryDirectory() as d:
