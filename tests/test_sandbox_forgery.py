@@ -261,7 +261,8 @@ def _run_hostile(python: str, tmp: Path, as_user: bool, mode: str | None = None)
 
 def _sandbox_processes() -> list[int]:
     """Live processes running (or forked from) the sandbox's or checker's script; other
-    processes come and go on a shared machine."""
+    processes come and go on a shared machine (another sandbox run at the same time,
+    such as benchmarks/privateeval_isolation.py, would be counted too)."""
     pids = []
     for entry in os.listdir("/proc"):
         try:
