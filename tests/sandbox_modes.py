@@ -83,7 +83,7 @@ def copy_package(tmp: Path) -> Path:
     pkg = tmp / "pkg" / "asyncbench"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
-    for name in ("sandbox.py", "sandbox_wire.py", "sandbox_root.py", "errors.py", "secrets.py"):
+    for name in ("sandbox.py", "sandbox_wire.py", "sandbox_root.py", "sandbox_split.py", "errors.py", "secrets.py"):
         shutil.copy(REPO / "asyncbench" / name, pkg / name)
     return tmp / "pkg"
 

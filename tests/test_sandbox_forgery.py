@@ -34,7 +34,8 @@ from sandbox_modes import (
 )
 
 from asyncbench import sandbox
-from asyncbench.sandbox import Limits, Program, check_many, program, split_prompt
+from asyncbench.sandbox import Limits, Program, check_many, program
+from asyncbench.sandbox_split import split_prompt
 
 LIMITS = Limits(cpu_s=5.0, wall_s=30.0, memory_bytes=512 << 20)
 
