@@ -478,7 +478,7 @@ def require_isolation(python: str, allow_unsafe: bool, imports: str = "") -> Iso
         failed = _imports_ok(iso, python, imports)
         if failed:
             raise SandboxUnavailable(f"the sandbox ({iso.mode}) cannot run {imports!r} with {python}: "
-                                     f"{failed.removeprefix('error: ')}; give every user read access to that "
+                                     f"{failed.split(': ', 1)[-1]}; give every user read access to that "
                                      "interpreter's environment, or pass --sandbox-python PATH")
     return iso
 
