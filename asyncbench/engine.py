@@ -780,6 +780,8 @@ async def _score(benchmark: Benchmark, samples: list[Sample], generated: Generat
         scores = await benchmark.score(ok_samples, ok_preds, ctx)
         for r, sc in zip(ok_results, scores):
             r.score = sc
+            if sc is None and r.meta.get("score_error"):  # scoring failed, not the answer: retried on resume
+                r.status, r.error = "failed", str(r.meta["score_error"])
     return results
 
 

@@ -3,41 +3,47 @@
 Two processes per sample, and only plain data between them:
 
 - The **sandbox** runs the model's module (prompt + completion) in a fresh `python -I`
-  under the strongest isolation this machine offers (below), then answers requests for
-  module-level values and for calls of its functions, each value encoded by
-  `sandbox_wire` (JSON, `.npy` without pickle, Arrow IPC). It never sees the test.
-- The **checker**, a trusted process, runs the benchmark's test: `check()` reads
-  module-level names, which it fetched as values from the sandbox; `check(candidate)`
-  gets a proxy that sends the arguments to the sandbox and returns the decoded result.
-  The verdict is the checker's alone. It reports it to us on its stdout behind a nonce it
-  read from its stdin, after making itself non-dumpable (so a same-uid sandbox cannot open
-  its `/proc/PID/fd` or memory).
+  under the isolation below, then answers requests for module-level values and for calls
+  of its functions, each value encoded by `sandbox_wire` (JSON, `.npy` without pickle,
+  Arrow IPC). It never sees the test.
+- The **checker**, a trusted process, runs the prompt's set-up code itself (the complete
+  statements before the completion: the test's inputs), then takes from the sandbox only
+  the names the reference solution binds or changes (`split_prompt`), never the inputs,
+  and runs the benchmark's test: `check()` reads those names, `check(candidate)` gets a
+  proxy that sends the arguments to the sandbox and returns the decoded result. The
+  verdict is the checker's alone, reported on its stdout behind a nonce it read from its
+  stdin, after making itself non-dumpable.
 
-So writing a result marker, scanning file descriptors, walking frames, `os._exit`,
-`sys.exit`, `atexit`, `sys.excepthook`, profile hooks or patched builtins in the model's
-code can at most make its own process die or answer data; an object that is "equal to
-everything" cannot be encoded and fails its sample.
+So writing a result marker, scanning file descriptors, walking frames, exiting early,
+hooks, patched builtins, always-equal objects, rebinding the test's inputs or answering
+with names nobody asked for can at most make the sample fail.
 
-Isolation of the sandbox, probed once (`isolation()`), recorded in run.json:
+Isolation (`isolation()`, probed once per interpreter by running a real program through
+the mode as the sandbox's uid; recorded in run.json). `ASYNCBENCH_SANDBOX_MODE=bwrap` or
+`mountns` forces one mode (tests use it to run both on one machine):
 
 - `bwrap` (bubblewrap, as any user): new user, PID, network, IPC, UTS and mount
   namespaces, a fresh `/proc`, only the interpreter and system libraries mounted
-  read-only, a private tmpfs and working directory, `--die-with-parent`,
-  `--new-session`, no capabilities;
-- `namespaces` (root without bwrap): private network and PID namespaces (`unshare`) and
-  an unprivileged per-run uid (`setpriv`) when the interpreter is readable by one;
+  read-only, size-bounded tmpfs for the working directory, /tmp and /dev/shm,
+  `--die-with-parent`, `--new-session`, no capabilities (as root, inside an outer PID
+  namespace so a fork bomb dies with it);
+- `mountns` (root without bwrap, `sandbox_root.py`): new mount, PID, network, IPC and UTS
+  namespaces, a fresh read-only root with only the interpreter, its libraries and the
+  working directory, private size- and inode-bounded /tmp, /dev/shm and working
+  directory, a fresh `/proc`, an unprivileged per-run uid without capabilities;
 - `none`: only resource limits and an audit hook, which model code can switch off. A
   scorer refuses to run then unless `allow_unsafe=True` (`--allow-unsafe-sandbox`).
 
-In every mode: CPU, memory, file-size and process-count limits set before the model's
-code starts, an empty environment, a wall-clock timeout after which everything is killed,
-and children that die with their parent.
+Limits in every mode: the program's CPU time after its imports (`Limits.cpu_s`, the
+RLIMIT_CPU set once the prompt's imports are loaded, so a loaded machine does not change
+verdicts), a generous wall-clock cap, memory, file size, process count, an empty
+environment; the checker's own memory and the length of an answer line are bounded, and
+no process survives its sample (PID namespaces; without them the checker is a child
+subreaper and kills what its sandbox left).
 """
 
 from __future__ import annotations
 
-import ast
-import builtins
 import functools
 import json
 import os
@@ -54,13 +60,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserError
+from .sandbox_split import imported_modules, split_prompt, trusted_imports
 
-_WIRE_SOURCE = (Path(__file__).with_name("sandbox_wire.py")).read_text(encoding="utf-8")
+_HERE = Path(__file__).parent
+_WIRE_SOURCE = (_HERE / "sandbox_wire.py").read_text(encoding="utf-8")
+_ROOT_SOURCE = (_HERE / "sandbox_root.py").read_text(encoding="utf-8")
+# Inputs a prompt draws at random (np.random.randn) are the same on both sides.
+SEED = 0
 
-# The untrusted side: limits, then the model's module, then a loop answering the
-# checker's requests with encoded values. Passed with -c: it imports nothing of ours.
+# The untrusted side: limits, the prompt's imports (before the CPU clock starts), then
+# the model's module, then a loop answering the checker's requests with encoded values.
+# Passed with -c: it imports nothing of ours. "ready" comes before any model code runs,
+# so a failure before it is the sandbox's, never the program's.
 _SANDBOX = r"""
-import json, os, resource, sys
+import json, math, os, resource, sys
 cfg = json.loads(sys.argv[1])
 try:
     import ctypes
@@ -70,7 +83,6 @@ except Exception:
 def _limit(name, soft, hard=None):
     resource.setrlimit(getattr(resource, name), (soft, soft if hard is None else hard))
 _limit("RLIMIT_CORE", 0)
-_limit("RLIMIT_CPU", cfg["cpu_s"], cfg["cpu_s"] + 1)
 _limit("RLIMIT_AS", cfg["memory_bytes"])
 _limit("RLIMIT_FSIZE", cfg["file_size_bytes"])
 if cfg["nproc"] is not None:
@@ -87,11 +99,29 @@ for fd in (0, 1, 2):
 def send(obj):
     outbox.write(json.dumps(obj) + "\n")
     outbox.flush()
+try:
+    exec(compile(cfg["preload"], "imports.py", "exec"), {})
+except ModuleNotFoundError as exc:
+    if (exc.name or "").split(".")[0] in cfg["provided"]:  # the environment promised it
+        send({"error": "cannot import the prompt's modules: ModuleNotFoundError: " + str(exc)[:400]})
+        raise SystemExit(0)
+    # a module this environment does not have: the program fails when it imports it
+except BaseException as exc:
+    send({"error": ("cannot import the prompt's modules: " + type(exc).__name__ + ": " + str(exc))[:500]})
+    raise SystemExit(0)
+import random
+random.seed(cfg["seed"])
+if "numpy" in sys.modules:
+    sys.modules["numpy"].random.seed(cfg["seed"])
+used = resource.getrusage(resource.RUSAGE_SELF)
+cpu = math.ceil(used.ru_utime + used.ru_stime + cfg["cpu_s"])
+_limit("RLIMIT_CPU", cpu, cpu + 1)
 _BLOCKED = frozenset(cfg["blocked_events"])
 def _guard(event, args):
     if event in _BLOCKED:
         raise PermissionError("sandbox: " + event + " is not allowed")
 sys.addaudithook(_guard)
+send({"ready": True})
 module = {}
 try:
     exec(compile(source, "program.py", "exec"), module)
@@ -121,14 +151,19 @@ for line in inbox:
         send({"raised": type(exc).__name__, "message": str(exc)[:300]})
 """
 
-# The trusted side: runs the benchmark's test against values from the sandbox.
+# The trusted side: runs the prompt's set-up and the benchmark's test against the values
+# it asked the sandbox for. A child subreaper, so what the sandbox leaves behind becomes
+# its child and is killed with it; it enforces the wall-clock cap itself.
 _CHECKER = r"""
-import ctypes, json, os, subprocess, sys
+import ctypes, json, os, resource, subprocess, sys, threading
 libc = ctypes.CDLL(None)
 libc.prctl(4, 0)  # PR_SET_DUMPABLE 0: no same-uid process can read our fds or memory
 libc.prctl(1, 9)  # PR_SET_PDEATHSIG
+libc.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
 cfg = json.loads(sys.stdin.readline())
+resource.setrlimit(resource.RLIMIT_AS, (cfg["memory_bytes"], cfg["memory_bytes"]))
 report = os.dup(1)
+os.write(report, (cfg["nonce"] + "started\n").encode())
 null = os.open(os.devnull, os.O_RDWR)
 for fd in (0, 1, 2):
     os.dup2(null, fd)
@@ -137,18 +172,70 @@ exec(compile(cfg["wire"], "sandbox_wire.py", "exec"), wire)
 class SandboxGone(Exception):
     pass
 proc = subprocess.Popen(cfg["sandbox_cmd"], cwd=cfg["cwd"], env=cfg["env"], stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True, text=True)
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True, text=True)
+state = {"ready": False}
+done = threading.Lock()
+def sweep():
+    # kill our descendants until none is left: the sandbox and what it orphaned
+    me = str(os.getpid())
+    for _ in range(200):
+        kids = []
+        for entry in os.listdir("/proc"):
+            try:
+                with open("/proc/" + entry + "/stat") as fh:
+                    if entry.isdigit() and fh.read().rsplit(")", 1)[1].split()[1] == me:
+                        kids.append(int(entry))
+            except (OSError, IndexError):
+                pass
+        if not kids:
+            return
+        for pid in kids:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        for pid in kids:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+def finish(result):
+    done.acquire()
+    os.write(report, (cfg["nonce"] + json.dumps(result) + "\n").encode())
+    sweep()
+    os._exit(0)
+def wall_cap():
+    if state["ready"]:
+        finish("timed out: the wall-clock cap of " + str(cfg["wall_s"]) + " s")
+    finish("error: the sandbox did not start within " + str(cfg["wall_s"]) + " s")
+timer = threading.Timer(cfg["wall_s"], wall_cap)
+timer.daemon = True
+timer.start()
+def gone():
+    try:
+        rc = proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        rc = None
+    if not state["ready"]:
+        os.set_blocking(proc.stderr.fileno(), False)
+        why = (proc.stderr.read(2000) or "").strip().splitlines()
+        return SandboxGone("error: the sandbox did not start (status " + str(rc) + ")" + (": " + why[-1] if why else ""))
+    if rc in (-9, -24, 137, 152):
+        return SandboxGone("timed out: the CPU limit of " + str(cfg["cpu_s"]) + " s")
+    return SandboxGone("failed: the program's process ended without answering")
 def receive():
-    line = proc.stdout.readline()
+    line = proc.stdout.readline(cfg["max_line"])
     if not line:
-        raise SandboxGone("the program's process ended without answering")
+        raise gone()
+    if not line.endswith("\n"):
+        raise SandboxGone("failed: an answer longer than " + str(cfg["max_line"]) + " characters")
     return json.loads(line)
 def ask(req):
     try:
         proc.stdin.write(json.dumps(req) + "\n")
         proc.stdin.flush()
     except OSError:
-        raise SandboxGone("the program's process ended") from None
+        raise gone() from None
     return receive()
 class Candidate:
     def __init__(self, name):
@@ -163,15 +250,29 @@ class Candidate:
             raise cls(reply.get("message", ""))
         return wire["decode"](reply["value"])
 def verdict():
+    first = receive()
+    if "ready" not in first:
+        return "error: " + str(first.get("error", "the sandbox did not start"))[:500]
+    state["ready"] = True
     loaded = receive().get("loaded")
     if loaded != "ok":
         return str(loaded)[:500] if str(loaded).startswith("failed: ") else "failed: no module"
     if not cfg["test"]:
         return "passed"
+    import random
     ns = {}
-    exec(cfg["imports"], ns)
-    values = ask({"op": "get", "names": cfg["names"]}).get("values", {})
-    for name, data in values.items():
+    exec(compile(cfg["imports"], "imports.py", "exec"), ns)
+    random.seed(cfg["seed"])
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(cfg["seed"])
+    exec(compile(cfg["setup"], "prompt.py", "exec"), ns)
+    values = ask({"op": "get", "names": cfg["outputs"]}).get("values")
+    if not isinstance(values, dict):
+        return "failed: a malformed answer"
+    for name in cfg["outputs"]:  # only the names asked for; the inputs stay the set-up's
+        if name not in values:
+            continue
+        data = values[name]
         tag = data.get("t") if isinstance(data, dict) else None
         if tag == "missing":
             continue
@@ -186,10 +287,11 @@ def verdict():
     return "passed"
 try:
     result = verdict()
+except SandboxGone as exc:
+    result = str(exc)
 except BaseException as exc:
     result = ("failed: " + type(exc).__name__ + ": " + str(exc))[:500]
-os.write(report, (cfg["nonce"] + json.dumps(result) + "\n").encode())
-proc.kill()
+finish(result)
 """
 
 # Audit events refused inside the sandbox: a first line that makes common hostile code
@@ -208,27 +310,42 @@ _MINIMAL_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
+# Where the sample's working directory appears inside bwrap and mountns.
+SANDBOX_DIR = "/asyncbench-sandbox"
+MODE_ENV = "ASYNCBENCH_SANDBOX_MODE"
+MODES = ("bwrap", "mountns")
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-program limits. The wall-clock timeout includes interpreter start-up and the
-    program's imports (pandas alone takes about a second on a busy 2-core machine)."""
+    """Per-program limits. `cpu_s` is CPU time of the program after the prompt's imports
+    (the release's 3 s was meant for the program, not for `import pandas` on a loaded
+    host); `wall_s` caps everything, start-up included (default: the larger of 30 s and
+    ten times `cpu_s`). Each tmpfs (working directory, /tmp, /dev/shm) holds at most
+    `tmpfs_bytes` and, in mountns, `max_files` files; the checker's own memory and the
+    length of one answer line are bounded too."""
 
-    timeout_s: float = 10.0
+    cpu_s: float = 10.0
+    wall_s: float | None = None
     memory_bytes: int = 2 << 30
     file_size_bytes: int = 16 << 20
     max_processes: int = 16
+    tmpfs_bytes: int = 64 << 20
+    max_files: int = 4096
+    checker_memory_bytes: int = 4 << 30
+    max_answer_chars: int = 64 << 20
 
     @property
-    def cpu_s(self) -> int:
-        return int(self.timeout_s) + 1
+    def wall_cap_s(self) -> float:
+        return self.wall_s if self.wall_s is not None else max(30.0, 10 * self.cpu_s)
 
 
 @dataclass
 class Outcome:
-    """How one sample ended: `status` is "passed", "failed: <reason>" or "timed out",
-    the vocabulary of HumanEval-style harnesses."""
+    """How one sample ended: "passed", "failed: <reason>" or "timed out: <limit>" are the
+    program's doing; "error: <reason>" is the sandbox's (it did not start, or the
+    interpreter cannot import the prompt's modules), which must fail the sample, never
+    score it."""
 
     status: str
     duration_s: float
@@ -237,16 +354,19 @@ class Outcome:
     def passed(self) -> bool:
         return self.status == "passed"
 
+    @property
+    def error(self) -> bool:
+        return self.status.startswith("error: ")
+
 
 @dataclass(frozen=True)
 class Isolation:
-    """What this machine allows for `python`; probed once."""
+    """What this machine allows for `python`; probed once. `why` says, for `none`, what
+    the stronger modes lacked."""
 
-    mode: str  # "bwrap" | "namespaces" | "none"
-    private_network: bool
-    private_uid: bool
-    # bwrap: the read-only paths the interpreter needs
-    binds: tuple[str, ...] = ()
+    mode: str  # "bwrap" | "mountns" | "none"
+    binds: tuple[str, ...] = ()  # the read-only paths the interpreter needs
+    why: str = ""
 
     @property
     def safe(self) -> bool:
@@ -254,23 +374,16 @@ class Isolation:
 
     def describe(self) -> str:
         if self.mode == "bwrap":
-            return "bwrap: user, PID, network, IPC and mount namespaces; read-only interpreter; private tmpfs"
-        if self.mode == "namespaces":
-            uid = "unprivileged per-run uid" if self.private_uid else "the caller's uid"
-            return f"private network and PID namespaces; {uid}"
+            return "bwrap: user, PID, network, IPC and mount namespaces; read-only interpreter; bounded private tmpfs"
+        if self.mode == "mountns":
+            return ("mountns: mount, PID, network, IPC and UTS namespaces; a fresh read-only root with the interpreter; "
+                    "bounded private tmpfs; unprivileged per-run uid")
         return "none: resource limits and an audit hook only (unsafe)"
 
 
 class SandboxUnavailable(UserError):
-    """No real isolation here, and the caller did not accept running without it."""
-
-
-def _probe(cmd: list[str]) -> bool:
-    try:
-        return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
-                              env=_MINIMAL_ENV).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+    """No real isolation here, and the caller did not accept running without it; or the
+    sandbox cannot import what the programs need."""
 
 
 def _interpreter_paths(python: str) -> tuple[str, ...]:
@@ -281,58 +394,98 @@ def _interpreter_paths(python: str) -> tuple[str, ...]:
     prefixes = json.loads(done.stdout) if done.returncode == 0 else []
     paths = {os.path.realpath(p) for p in prefixes} | {p for p in prefixes}
     paths.add(os.path.dirname(os.path.realpath(python)))
-    for system in ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/alternatives",
+    for system in ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc/ld.so.cache", "/etc/alternatives",
                    "/etc/ssl", "/etc/localtime"):
-        if os.path.exists(system):
+        if os.path.lexists(system):
             paths.add(system)
     # a parent listed after its child would hide the child's mount: shortest first
     return tuple(sorted(paths, key=len))
 
 
-# Where the sample's working directory appears inside bwrap (a path nothing else uses).
-SANDBOX_DIR = "/asyncbench-sandbox"
-
-
-def _bwrap_prefix(binds: tuple[str, ...], work: str) -> list[str]:
+def _bwrap_prefix(binds: tuple[str, ...], work: str, limits: Limits) -> list[str]:
     cmd = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
            "--cap-drop", "ALL"]
     for path in binds:
         cmd += ["--ro-bind", path, path]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind", work, SANDBOX_DIR, "--chdir", SANDBOX_DIR,
-            "--clearenv"]
+    size = str(limits.tmpfs_bytes)
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm",
+            "--size", size, "--tmpfs", SANDBOX_DIR, "--ro-bind", f"{work}/program.py", f"{SANDBOX_DIR}/program.py",
+            "--chdir", SANDBOX_DIR, "--remount-ro", "/", "--clearenv"]
     for key, value in {**_MINIMAL_ENV, "HOME": SANDBOX_DIR, "TMPDIR": "/tmp"}.items():
         cmd += ["--setenv", key, value]
+    if os.geteuid() == 0:
+        # As root, bwrap's own PID namespace does not take a fork bomb down with it (root
+        # is exempt from RLIMIT_NPROC); an outer `unshare --pid --kill-child` does: when
+        # it dies, the kernel kills the whole namespace.
+        cmd = [shutil.which("unshare") or "unshare", "--pid", "--kill-child", "--", *cmd]
     return [*cmd, "--"]
+
+
+def _mountns_cmd(binds: tuple[str, ...], tmp: str, uid: int, argv: list[str], limits: Limits) -> list[str]:
+    """`unshare` into new namespaces, then sandbox_root.py builds the fresh root and
+    starts `argv` as `uid` (see that module)."""
+    cfg = {"root": f"{tmp}/root", "binds": list(binds), "work": SANDBOX_DIR, "program": f"{tmp}/work/program.py",
+           "uid": uid, "tmpfs_bytes": limits.tmpfs_bytes, "max_files": limits.max_files, "argv": argv,
+           "env": dict(_MINIMAL_ENV, HOME=SANDBOX_DIR, TMPDIR="/tmp")}
+    return [shutil.which("unshare") or "unshare", "--mount", "--net", "--pid", "--ipc", "--uts", "--kill-child",
+            "--", sys.executable, "-I", "-c", _ROOT_SOURCE, json.dumps(cfg)]
+
+
+def _candidates() -> tuple[list[str], str]:
+    """Modes to try, strongest first, and why the others are out."""
+    forced = os.environ.get(MODE_ENV, "").strip()
+    if forced:
+        if forced not in MODES:
+            raise UserError(f"{MODE_ENV}={forced!r} is not a sandbox mode; use one of {', '.join(MODES)} (or unset it)")
+        return [forced], ""
+    modes = ["bwrap"] if shutil.which("bwrap") else []
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        modes.append("mountns")
+    return modes, "" if modes else "bubblewrap (bwrap) is not installed and this is not root"
 
 
 @functools.lru_cache(maxsize=8)
 def isolation(python: str = sys.executable) -> Isolation:
-    """The strongest isolation that works here for `python` (see the module docstring)."""
-    if shutil.which("bwrap"):
-        binds = _interpreter_paths(python)
-        with tempfile.TemporaryDirectory(prefix="asyncbench-probe-") as work:
-            if _probe(_bwrap_prefix(binds, work) + [python, "-I", "-c", "import encodings, json, resource"]):
-                return Isolation("bwrap", True, False, binds)
-    if os.geteuid() == 0:
-        unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
-        net = bool(unshare) and _probe([unshare or "unshare", *_NAMESPACES, "true"])
-        uid = bool(setpriv) and _probe(_drop_privileges(setpriv or "setpriv", _random_uid())
-                                       + [python, "-I", "-c", "import encodings, json, resource"])
-        if net:
-            return Isolation("namespaces", True, uid)
-    return Isolation("none", False, False)
+    """The strongest isolation that works here for `python`: each mode is probed by
+    running a program through it (see the module docstring)."""
+    modes, why = _candidates()
+    reasons = [why] if why else []
+    binds = _interpreter_paths(python)
+    for mode in modes:
+        iso = Isolation(mode, binds)
+        out = _run(iso, python, "import encodings, json, resource", "", None, "", (), "", Limits(cpu_s=5.0))
+        if out.passed:
+            return iso
+        reasons.append(f"{mode}: {out.status}")
+    return Isolation("none", binds, "; ".join(reasons))
 
 
-_NAMESPACES = ("--net", "--pid", "--fork", "--kill-child", "--")
+@functools.lru_cache(maxsize=8)
+def _imports_ok(iso: Isolation, python: str, imports: str) -> str:
+    out = _run(iso, python, imports, "", None, "", (), "", Limits(cpu_s=30.0))
+    return "" if out.passed else out.status
+
+
+def require_isolation(python: str, allow_unsafe: bool, imports: str = "") -> Isolation:
+    """The isolation model-written code will run under; SandboxUnavailable (one line,
+    before anything is paid for) when there is none and the caller did not accept that,
+    or when `imports` (what the programs import) fails in the sandbox as its uid."""
+    iso = isolation(python)
+    if not iso.safe and not allow_unsafe:
+        raise SandboxUnavailable(f"no sandbox here for model-written code ({iso.why}): install bubblewrap (bwrap) or "
+                                 "run as root (a mount namespace), or pass --allow-unsafe-sandbox to run it unisolated")
+    if imports:
+        failed = _imports_ok(iso, python, imports)
+        if failed:
+            raise SandboxUnavailable(f"the sandbox ({iso.mode}) cannot run {imports!r} with {python}: "
+                                     f"{failed.split(': ', 1)[-1]}; give every user read access to that "
+                                     "interpreter's environment, or pass --sandbox-python PATH")
+    return iso
 
 
 def _random_uid() -> int:
     # A uid no account uses, so RLIMIT_NPROC and the cleanup sweep see only this run.
     return random.randint(3_000_000, 3_999_999)
-
-
-def _drop_privileges(setpriv: str, uid: int) -> list[str]:
-    return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
 
 
 def _processes_of(uid: int) -> list[int]:
@@ -354,8 +507,8 @@ def _processes_of(uid: int) -> list[int]:
 
 
 def _kill_uid(uid: int) -> None:
-    """Kill every process of `uid` until none is left (a fork bomb keeps spawning while
-    we kill, but RLIMIT_NPROC bounds how many there can be)."""
+    """Kill every process of `uid` until none is left (the PID namespace's end kills them
+    too, asynchronously; this waits for it)."""
     for _ in range(200):
         pids = _processes_of(uid)
         if not pids:
@@ -381,111 +534,76 @@ def _caller_process_budget(limits: Limits) -> int:
     return threads + limits.max_processes
 
 
-_IMPORT_LINE = ("import ", "from ")
+@dataclass(frozen=True)
+class Program:
+    """One sample to check: the model's module (prompt + completion), the benchmark's
+    test and entry point, and from the trusted side the prompt's set-up and the names to
+    take from the sandbox (`program()` derives both)."""
+
+    module: str
+    test: str = ""
+    entry_point: str | None = None
+    setup: str = ""
+    outputs: tuple[str, ...] = ()
 
 
-def trusted_imports(prompt: str) -> str:
-    """The prompt's top-level import statements, which the checker runs itself so the
-    test's module names (`np`, `pd`) are real modules, never objects from the sandbox."""
-    lines = []
-    for line in prompt.splitlines():
-        if line.startswith(_IMPORT_LINE):
-            try:
-                tree = ast.parse(line)
-            except SyntaxError:
-                continue
-            if all(isinstance(node, (ast.Import, ast.ImportFrom)) for node in tree.body):
-                lines.append(line)
-    return "\n".join(lines)
+def program(prompt: str, completion: str, test: str, entry_point: str | None, reference: str) -> Program:
+    """The release's program (prompt + completion, run as one module) with what the
+    checker needs: the set-up and outputs of `split_prompt(prompt, reference)`."""
+    setup, outputs = split_prompt(prompt, reference)
+    return Program(f"{prompt}{completion}\n", test, entry_point, setup, outputs)
 
 
-def free_names(test: str, imports: str) -> list[str]:
-    """Names the test reads but neither defines nor imports: the module-level values it
-    needs from the model's code."""
-    try:
-        tree = ast.parse(test + "\n" + imports)
-    except SyntaxError:
-        return []
-    loaded: set[str] = set()
-    bound: set[str] = set(dir(builtins))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return sorted(loaded - bound)
-
-
-def require_isolation(python: str, allow_unsafe: bool) -> Isolation:
-    """The isolation model-written code will run under; SandboxUnavailable (one line,
-    before anything is paid for) when there is none and the caller did not accept that."""
-    iso = isolation(python)
-    if not iso.safe and not allow_unsafe:
-        raise SandboxUnavailable("no sandbox here for model-written code: install bubblewrap (bwrap) or run as root "
-                                 "(for namespaces), or pass --allow-unsafe-sandbox to run it unisolated")
-    return iso
-
-
-def check(module: str, test: str = "", entry_point: str | None = None, prompt: str = "",
-          limits: Limits = Limits(), python: str | None = None, allow_unsafe: bool = False) -> Outcome:
+def check(module: str, test: str = "", entry_point: str | None = None, setup: str = "",
+          outputs: Sequence[str] = (), limits: Limits = Limits(), python: str | None = None,
+          allow_unsafe: bool = False) -> Outcome:
     """Run `module` (model-written code) in the sandbox and `test` (the benchmark's
     `check` function; `check(entry_point)` when one is named, else `check()`) in the
-    checker. Without a test, the verdict is whether the module ran to its end (used by
-    the containment tests; that one is the sandbox's word, so never a score)."""
+    checker, after the checker ran `setup` and took `outputs` from the sandbox. Without a
+    test, the verdict is whether the module ran to its end (used by the containment
+    tests; that one is the sandbox's word, so never a score)."""
     python = python or sys.executable
     iso = require_isolation(python, allow_unsafe)
-    uid = _random_uid() if iso.mode == "namespaces" and iso.private_uid else None
+    return _run(iso, python, module, test, entry_point, setup, tuple(outputs), trusted_imports(setup), limits)
+
+
+def _run(iso: Isolation, python: str, module: str, test: str, entry_point: str | None, setup: str,
+         outputs: tuple[str, ...], imports: str, limits: Limits, provided: frozenset[str] = frozenset()) -> Outcome:
+    """One sample; `provided` are the modules the interpreter promises (a failure to
+    import one of them is the sandbox's error, not the program's)."""
+    uid = _random_uid() if iso.mode == "mountns" else None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="asyncbench-sandbox-") as tmp:
         work = Path(tmp) / "work"
         work.mkdir()
         (work / "program.py").write_text(module, encoding="utf-8")
-        if uid is not None:
-            os.chmod(tmp, 0o711)
-            os.chown(work, uid, uid)
-            os.chown(work / "program.py", uid, uid)
-            os.chmod(work, 0o700)
-        root_exempt = os.geteuid() == 0 and iso.mode == "namespaces" and uid is None
-        nproc = limits.max_processes if uid is not None else None if root_exempt else _caller_process_budget(limits)
         cfg = {"cpu_s": limits.cpu_s, "memory_bytes": limits.memory_bytes, "file_size_bytes": limits.file_size_bytes,
-               "nproc": nproc, "blocked_events": list(BLOCKED_EVENTS), "wire": _WIRE_SOURCE}
-        prefix: list[str] = []
+               "nproc": limits.max_processes if uid is not None else _caller_process_budget(limits),
+               "blocked_events": list(BLOCKED_EVENTS), "wire": _WIRE_SOURCE, "preload": imports, "seed": SEED,
+               "provided": sorted(provided)}
+        argv = [python, "-I", "-c", _SANDBOX, json.dumps(cfg)]
         if iso.mode == "bwrap":
-            prefix = _bwrap_prefix(iso.binds, str(work))
-            if os.geteuid() == 0:
-                # As root, bwrap's own PID namespace does not take a fork bomb down with
-                # it (root is exempt from RLIMIT_NPROC); an outer `unshare --pid
-                # --kill-child` does: when it dies, the kernel kills the whole namespace.
-                prefix = [shutil.which("unshare") or "unshare", *_NAMESPACES, *prefix]
-        elif iso.mode == "namespaces":
-            prefix = [shutil.which("unshare") or "unshare", *_NAMESPACES]
-            if uid is not None:
-                prefix += _drop_privileges(shutil.which("setpriv") or "setpriv", uid)
-        imports = trusted_imports(prompt)
+            argv = [*_bwrap_prefix(iso.binds, str(work), limits), *argv]
+        elif uid is not None:
+            (Path(tmp) / "root").mkdir()
+            argv = _mountns_cmd(iso.binds, tmp, uid, argv, limits)
         nonce = secrets.token_hex(16)
         job = {"nonce": nonce, "wire": _WIRE_SOURCE, "test": test, "entry": entry_point, "imports": imports,
-               "names": free_names(test, imports) if test else [], "cwd": str(work),
-               "env": dict(_MINIMAL_ENV, HOME=str(work), TMPDIR=str(work)),
-               "sandbox_cmd": [*prefix, python, "-I", "-c", _SANDBOX, json.dumps(cfg)]}
+               "setup": setup, "outputs": list(outputs), "seed": SEED, "cwd": str(work),
+               "env": dict(_MINIMAL_ENV, HOME=str(work), TMPDIR=str(work)), "sandbox_cmd": argv,
+               "wall_s": limits.wall_cap_s, "cpu_s": limits.cpu_s, "memory_bytes": limits.checker_memory_bytes,
+               "max_line": limits.max_answer_chars}
         proc = subprocess.Popen([python, "-I", "-c", _CHECKER], cwd=tmp, env=_MINIMAL_ENV, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
                                 close_fds=True)
-        timed_out = False
-        try:
-            out, _ = proc.communicate(json.dumps(job).encode() + b"\n", timeout=limits.timeout_s)
+        try:  # the checker keeps the wall-clock cap itself; this is the backstop
+            out, _ = proc.communicate(json.dumps(job).encode() + b"\n", timeout=limits.wall_cap_s + 15)
+            status = _verdict(out.decode("utf-8", "replace"), nonce, proc.returncode)
         except subprocess.TimeoutExpired:
-            timed_out = True
-            out = b""
+            status = f"timed out: the checker did not answer within {limits.wall_cap_s + 15:g} s"
         finally:
             _cleanup(proc, uid)
-    duration = time.monotonic() - started
-    if timed_out:
-        return Outcome("timed out", duration)
-    return Outcome(_verdict(out.decode("utf-8", "replace"), nonce, proc.returncode), duration)
+    return Outcome(status, time.monotonic() - started)
 
 
 def execute(code: str, limits: Limits = Limits(), python: str | None = None, allow_unsafe: bool = False) -> Outcome:
@@ -504,37 +622,33 @@ def _cleanup(proc: subprocess.Popen[bytes], uid: int | None) -> None:
 
 
 def _verdict(text: str, nonce: str, returncode: int) -> str:
-    for line in text.splitlines():
-        if line.startswith(nonce):
-            return str(json.loads(line[len(nonce):]))
+    lines = [line[len(nonce):] for line in text.splitlines() if line.startswith(nonce)]
+    if not lines:  # the interpreter cannot even run the checker: not the program's doing
+        return f"error: the checker did not start (status {returncode})"
+    if len(lines) > 1:
+        return str(json.loads(lines[1]))
+    # Only the program can plausibly have taken a started checker down: never an error for it.
     return f"failed: the checker ended without a verdict (status {returncode})"
 
 
-@dataclass(frozen=True)
-class Program:
-    """One sample to check: the model's module, the benchmark's test and entry point."""
-
-    module: str
-    test: str = ""
-    entry_point: str | None = None
-    prompt: str = ""
-
-
 async def check_many(programs: Sequence[Program], limits: Limits = Limits(), workers: int = 2,
-                     python: str | None = None, allow_unsafe: bool = False) -> list[Outcome]:
+                     python: str | None = None, allow_unsafe: bool = False, imports: str = "") -> list[Outcome]:
     """Check samples in parallel with at most `workers` at once; identical samples run
-    once (pass@1 of the 4k and 16k PrivateEval files shares many programs)."""
+    once (pass@1 of the 4k and 16k PrivateEval files shares many programs). `imports`,
+    what the programs need, is tried once in the sandbox before any of them."""
     import anyio
 
     python = python or sys.executable
-    require_isolation(python, allow_unsafe)  # once, before any sample
+    iso = require_isolation(python, allow_unsafe, imports)  # once, before any sample
+    provided = frozenset(imported_modules(imports))
     limiter = anyio.CapacityLimiter(max(1, workers))
     unique = list(dict.fromkeys(programs))
     results: dict[Program, Outcome] = {}
 
     async def one(p: Program) -> None:
         results[p] = await anyio.to_thread.run_sync(
-            lambda: check(p.module, p.test, p.entry_point, p.prompt, limits, python, allow_unsafe), limiter=limiter)
+            lambda: _run(iso, python, p.module, p.test, p.entry_point, p.setup, p.outputs, trusted_imports(p.setup),
+                         limits, provided), limiter=limiter)
 
     async with anyio.create_task_group() as tg:
         for p in unique:

@@ -28,7 +28,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=30.0, help="seconds per program (the release: 3)")
+    ap.add_argument("--timeout", type=float, default=30.0, help="CPU seconds per program after imports (the release: 3)")
     args = ap.parse_args()
     versions = subprocess.run([args.python, "-c", "import numpy, pandas; print(numpy.__version__, pandas.__version__)"],
                               capture_output=True, text=True).stdout.split()
@@ -38,7 +38,7 @@ def main() -> None:
         for _, r in read_jsonl(DATA / f"private_eval_{level}.jsonl")[0]:
             rows[r["task_id"]] = r  # both levels hold the same 152 problems and solutions
     kinds = {"row canonical_solution[0]": lambda r: r["canonical_solution"][0], "empty completion": lambda r: ""}
-    limits = Limits(timeout_s=args.timeout)
+    limits = Limits(cpu_s=args.timeout)
     print(f"## numpy {versions[0]}, pandas {versions[1]} ({args.workers} workers, {args.timeout:g} s per program; "
           f"sandbox: {isolation(args.python).describe()})\n")
     print("| completions | NumpyEval | PandasEval | TorchDataEval | format errors | wall s | programs/s |")

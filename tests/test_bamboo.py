@@ -170,5 +170,5 @@ def test_run_against_simulator_reports_both_levels(tmp_path):
     assert run["prepare"]["skipped_rows"][0]["line"] == 26
     # PrivateEval ran in the release-era environment at the release's limit, and says so
     sandbox = run["prepare"]["sandbox"]
-    assert sandbox["interpreter"].startswith("release environment (numpy==1.23.5") and sandbox["timeout_s"] == 3.0
+    assert sandbox["interpreter"].startswith("release environment (numpy==1.23.5") and sandbox["cpu_s"] == 3.0
     assert all(0.0 <= v <= 100.0 for v in scores["by_task"].values())

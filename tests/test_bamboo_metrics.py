@@ -74,7 +74,10 @@ def test_convert_back_and_program():
     program = M.private_eval_program(problem, " 1 + 2", {"numpy": KW})
     # split at the trust boundary: the model's module, the benchmark's test
     assert program is not None and program.module == "import numpy as np\nc = 1 + 2\n"
-    assert (program.test, program.entry_point, program.prompt) == (problem["test"], None, problem["prompt"])
+    assert (program.test, program.entry_point) == (problem["test"], None)
+    # the checker runs the prompt's complete statements and takes only what the reference binds
+    problem["canonical_solution"] = [" 1 + 2"]
+    assert (M.build_program(problem, "").setup, M.build_program(problem, "").outputs) == ("import numpy as np", ("c",))
     problem["entry_point"] = "f"
     assert M.build_program(problem, "").entry_point == "f"
 

@@ -328,12 +328,14 @@ class BambooBenchmark:
         if any(s.meta.get("dataset") == "private_eval" for s in samples):
             # Checked before any request is paid for: model code needs a sandbox.
             from ..sandbox import require_isolation
+            from ..sandbox_env import PROBE_IMPORTS
 
             options = ctx.options if ctx is not None else {}
             python, which = sandbox_interpreter(options)
-            iso = require_isolation(python, bool(options.get("allow_unsafe_sandbox")))
+            # as the sandbox's uid, through the sandbox: an unreadable environment is one line now
+            iso = require_isolation(python, bool(options.get("allow_unsafe_sandbox")), PROBE_IMPORTS)
             report["sandbox"] = {"isolation": iso.mode, "describe": iso.describe(), "interpreter": which,
-                                 "timeout_s": _timeout(options, which)}
+                                 "cpu_s": _cpu_s(options, which), "wall_cap_s": _limits(options, which).wall_cap_s}
         return samples, report
 
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
@@ -354,7 +356,11 @@ class BambooBenchmark:
         if programs:
             outcomes = await run_programs([p for _, p in programs], ctx.options)
             for (i, _), outcome in zip(programs, outcomes):
-                scores[i] = 1.0 if outcome.passed else 0.0
+                samples[i].meta["verdict"] = outcome.status[:300]
+                if outcome.error:  # the sandbox's failure, not the program's: a failed sample, never a 0
+                    samples[i].meta["score_error"] = f"PrivateEval sandbox: {outcome.status[:300]}"
+                else:
+                    scores[i] = 1.0 if outcome.passed else 0.0
         return scores
 
     def _keywords(self) -> dict[str, dict[str, str]]:
@@ -458,22 +464,29 @@ def sandbox_interpreter(options: dict[str, Any]) -> tuple[str, str]:
     return release_python(), f"release environment ({', '.join(PACKAGES)})"
 
 
-def _timeout(options: dict[str, Any], which: str) -> float:
-    """--sandbox-timeout-s, else the release's 3 s in its environment, else our 10 s
-    (today's pandas imports take longer)."""
+def _cpu_s(options: dict[str, Any], which: str) -> float:
+    """--timeout (CPU seconds of a program after its imports), else the release's 3 s in
+    its environment, else our 10 s (today's libraries are slower)."""
     from ..sandbox import Limits
     from ..sandbox_env import RELEASE_TIMEOUT_S
 
     if options.get("sandbox_timeout_s"):
         return float(options["sandbox_timeout_s"])
-    return RELEASE_TIMEOUT_S if which.startswith("release") else Limits.timeout_s
+    return RELEASE_TIMEOUT_S if which.startswith("release") else Limits.cpu_s
+
+
+def _limits(options: dict[str, Any], which: str) -> Any:
+    from ..sandbox import Limits
+
+    return Limits(cpu_s=_cpu_s(options, which))
 
 
 async def run_programs(programs: list[Program], options: dict[str, Any]) -> list[Any]:
     """Check PrivateEval completions (sandbox + trusted checker) with bounded workers."""
-    from ..sandbox import Limits, check_many
+    from ..sandbox import check_many
+    from ..sandbox_env import PROBE_IMPORTS
 
     workers = int(options.get("sandbox_workers") or os.cpu_count() or 2)
     python, which = sandbox_interpreter(options)
-    return await check_many(programs, Limits(timeout_s=_timeout(options, which)), workers=workers, python=python,
-                            allow_unsafe=bool(options.get("allow_unsafe_sandbox")))
+    return await check_many(programs, _limits(options, which), workers=workers, python=python,
+                            allow_unsafe=bool(options.get("allow_unsafe_sandbox")), imports=PROBE_IMPORTS)

@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "default $ASYNCBENCH_DATA_DIR, else the public release")
     parser.add_argument("--workers", type=int, default=None, help="parallel PrivateEval programs (default: all cores)")
     parser.add_argument("--timeout", type=float, default=None, dest="timeout_s",
-                        help="seconds per PrivateEval program, start-up and imports included (default: the "
-                             "release's 3 in its environment, else 10)")
+                        help="CPU seconds per PrivateEval program after its imports, under a wall-clock cap of "
+                             "max(30, 10x) (default: the release's 3 in its environment, else 10)")
     parser.add_argument("--sandbox-python", help="interpreter for PrivateEval programs (default: a pinned "
                         "numpy 1.23.5 / pandas 1.5.3 environment built on first use)")
     parser.add_argument("--sandbox-own-python", action="store_true",
@@ -119,7 +119,9 @@ async def score_records(records: list[dict[str, Any]], data_dir: Path | None, op
 
     ctx = RunContext(model_spec="predictions", generate=no_model, make_request=no_request, options=options)
     scores = await bench.score(samples, preds, ctx)
-    results = [SampleResult(sample_id=s.id, task=s.task, status="ok", prediction=p, score=sc, meta=s.meta)
+    # a sample the sandbox could not judge (meta score_error) is failed, not scored
+    results = [SampleResult(sample_id=s.id, task=s.task, status="failed" if s.meta.get("score_error") else "ok",
+                            prediction=p, score=sc, meta=s.meta, error=s.meta.get("score_error"))
                for s, p, sc in zip(samples, preds, scores)]
     return dict(bench.aggregate(results))
 

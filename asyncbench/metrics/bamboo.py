@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..sandbox import Program
+from ..sandbox import Program, program
 
 DATASETS: tuple[str, ...] = (
     "altqa", "paperqa", "meetingqa", "senhallu", "abshallu",
@@ -165,11 +165,13 @@ def convert_back(completion: str, keywords: Mapping[str, str]) -> str | None:
 def build_program(problem: Mapping[str, Any], completion: str) -> Program:
     """What the release's harness execs as one program (prompt + completion, then the
     test and its check call), split at the trust boundary: the prompt and completion run
-    in the sandbox, the test in the checker (see asyncbench/sandbox.py)."""
+    in the sandbox; the checker runs the prompt's set-up itself and takes from the
+    sandbox only the names the problem's canonical solution binds or changes, then runs
+    the test (see asyncbench/sandbox.py)."""
     entry = str(problem.get("entry_point", "none"))
-    prompt = str(problem["prompt"])
-    return Program(module=f"{prompt}{completion}\n", test=str(problem["test"]),
-                   entry_point=None if entry == "none" else entry, prompt=prompt)
+    reference = problem.get("canonical_solution") or [""]
+    return program(str(problem["prompt"]), completion, str(problem["test"]), None if entry == "none" else entry,
+                   str(reference[0]))
 
 
 def private_eval_program(problem: Mapping[str, Any], completion: str,
