@@ -29,13 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def read_anchor_scores(path: Path) -> Any:
     """The `scores` list or mapping from FILE.json (UserError naming the problem)."""
     from ..errors import UserError
+    from ..jsonl_io import read_json_file
 
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file; pass --anchor-scores FILE.json") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    if not path.is_file():
+        raise UserError(f"{path}: no such file; pass --anchor-scores FILE.json")
+    raw = read_json_file(path, hint='expected {"scores": [237 numbers]}', what="anchor scores")
     scores = raw.get("scores", raw) if isinstance(raw, dict) else raw
     if not isinstance(scores, (list, dict)):
         raise UserError(f'{path}: expected {{"scores": [237 numbers]}} or {{"scores": {{dataset: [numbers]}}}}')

@@ -66,6 +66,8 @@ def main(args: argparse.Namespace) -> int:
 
     if args.host not in _LOOPBACK and not args.allow_remote:
         raise UserError(f"refusing to bind {args.host}: the simulator is for local use; add --allow-remote to bind it anyway")
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port {args.port} is not a TCP port: give 1-65535, or 0 to pick a free one")
     config = SimConfig(
         host=args.host,
         port=args.port,
