@@ -15,6 +15,8 @@ from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from ..types import Request, Response, Usage
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status
+from .bounded import BodyTooLarge, body_too_large_cause
+from .sdk_transport import sdk_http_client
 
 
 class AnthropicProvider(ProviderBase):
@@ -29,14 +31,17 @@ class AnthropicProvider(ProviderBase):
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
         super().__init__(model, api_key, api)
         self._clients: dict[str, Any] = {}
+        # the SDK's import takes seconds of CPU: here, not inside the first request's deadline
+        import anthropic  # noqa: F401
         self.batch_cut_at: dict[str, list[str]] = {}  # custom_id -> whitespace stops to apply
 
     def _client(self, base_url: str) -> Any:
         import anthropic
 
         if base_url not in self._clients:
+            http = sdk_http_client(anthropic.DefaultAsyncHttpxClient, self.max_response_bytes)
             self._clients[base_url] = anthropic.AsyncAnthropic(api_key=self.api_key or "no-key", base_url=base_url,
-                                                                   max_retries=0)
+                                                  max_retries=0, http_client=http)
         return self._clients[base_url]
 
     def prompt_cache_min_tokens(self) -> int | None:
@@ -90,7 +95,11 @@ class AnthropicProvider(ProviderBase):
         except anthropic.APITimeoutError:
             raise ProviderError("transient", f"timed out after {timeout:g}s") from None
         except anthropic.APIConnectionError as exc:
+            if (big := body_too_large_cause(exc)) is not None:
+                raise ProviderError("fatal", str(big)) from None
             raise ProviderError("transient", f"connection error: {exc}") from None
+        except BodyTooLarge as exc:  # raised while the SDK read the body
+            raise ProviderError("fatal", str(exc)) from None
         except ValueError as exc:
             raise ProviderError("transient", f"malformed response body: {exc}") from None
         resp = parse_message(data, cut_at)
@@ -190,5 +199,9 @@ async def _errors() -> AsyncIterator[None]:
         yield
     except anthropic.APIStatusError as exc:
         raise _classified(exc) from None
+    except BodyTooLarge as exc:
+        raise ProviderError("fatal", str(exc)) from None
     except (anthropic.APITimeoutError, anthropic.APIConnectionError) as exc:
+        if (big := body_too_large_cause(exc)) is not None:
+            raise ProviderError("fatal", str(big)) from None
         raise ProviderError("transient", f"connection error: {exc}") from None

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from ..errors import ProviderError
 from ..types import Request, Response
+from .bounded import DEFAULT_MAX_RESPONSE_BYTES
 
 
 @dataclass
@@ -82,6 +83,19 @@ class ProviderBase:
         self.model = model
         self.api_key = api_key
         self.api = api
+        self._max_response_bytes = DEFAULT_MAX_RESPONSE_BYTES
+
+    @property
+    def max_response_bytes(self) -> int:
+        """The cap on one answer's decoded body (--max-response-bytes; bounded.py)."""
+        return self._max_response_bytes
+
+    @max_response_bytes.setter
+    def max_response_bytes(self, limit: int) -> None:
+        self._max_response_bytes = limit
+        http = getattr(self, "http", None)  # the aiohttp providers' client
+        if http is not None:
+            http.max_bytes = limit
 
     def prompt_cache_min_tokens(self) -> int | None:
         """The shortest prefix this model's prompt cache takes, for `--prompt-cache auto`

@@ -18,7 +18,9 @@ from ..limits import parse_ratelimit_headers
 from ..prompt_cache import prefix_key, prompt_text
 from ..types import Request, Response
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status
+from .bounded import BodyTooLarge, body_too_large_cause
 from .openai_wire import parse_body, request_body
+from .sdk_transport import sdk_http_client
 
 
 class OpenAIProvider(ProviderBase):
@@ -34,14 +36,17 @@ class OpenAIProvider(ProviderBase):
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
         super().__init__(model, api_key, api)
         self._clients: dict[str, Any] = {}
+        # the SDK's import takes seconds of CPU: here, not inside the first request's deadline
+        import openai  # noqa: F401
 
     def _client(self, base_url: str) -> Any:
         import openai
 
         if base_url not in self._clients:
             # the SDK insists on a key; servers that want none ignore this placeholder
+            http = sdk_http_client(openai.DefaultAsyncHttpxClient, self.max_response_bytes)
             self._clients[base_url] = openai.AsyncOpenAI(api_key=self.api_key or "no-key", base_url=base_url,
-                                                         max_retries=0)
+                                                         max_retries=0, http_client=http)
         return self._clients[base_url]
 
     def prompt_cache_min_tokens(self) -> int | None:
@@ -80,7 +85,11 @@ class OpenAIProvider(ProviderBase):
         except openai.APITimeoutError:
             raise ProviderError("transient", f"timed out after {timeout:g}s") from None
         except openai.APIConnectionError as exc:
+            if (big := body_too_large_cause(exc)) is not None:
+                raise ProviderError("fatal", str(big)) from None
             raise ProviderError("transient", f"connection error: {exc}") from None
+        except BodyTooLarge as exc:  # raised while the SDK read the body
+            raise ProviderError("fatal", str(exc)) from None
         except ValueError as exc:
             raise ProviderError("transient", f"malformed response body: {exc}") from None
         text, usage, finish = parse_body(data)
@@ -165,5 +174,9 @@ async def _errors() -> AsyncIterator[None]:
     except openai.APIStatusError as exc:
         code = exc.code if isinstance(getattr(exc, "code", None), str) else None
         raise classify_status(exc.status_code, exc.message, code=code) from None
+    except BodyTooLarge as exc:
+        raise ProviderError("fatal", str(exc)) from None
     except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+        if (big := body_too_large_cause(exc)) is not None:
+            raise ProviderError("fatal", str(big)) from None
         raise ProviderError("transient", f"connection error: {exc}") from None
