@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -17,6 +17,9 @@ from ..types import Request, Response, Usage
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status
 from .bounded import BodyTooLarge, body_too_large_cause
 from .sdk_transport import sdk_http_client
+
+# How far the provider's clock may be behind ours when walking its list of batches.
+CLOCK_SKEW_S = 600.0
 
 
 class AnthropicProvider(ProviderBase):
@@ -114,10 +117,27 @@ class AnthropicProvider(ProviderBase):
             self.batch_cut_at[custom_id] = cut_at
         return {"custom_id": custom_id, "params": params}
 
-    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str]) -> str:
+    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str],
+                           on_uploaded: Callable[[str], None] = lambda file_id: None) -> str:
         async with _errors():
             batch = await self._client(base_url).messages.batches.create(requests=entries)
         return str(batch.id)
+
+    async def batch_find(self, base_url: str, intent: str, since: float, n_requests: int,
+                         known: set[str]) -> str | None:
+        """Message Batches carry no metadata: the one batch created since the intent was
+        recorded (less clock skew) with its number of requests and not on record is it.
+        None when there is none — or more than one, which cannot be told apart."""
+        found: list[str] = []
+        async with _errors():
+            async for b in self._client(base_url).messages.batches.list(limit=100):
+                if b.created_at.timestamp() < since - CLOCK_SKEW_S:
+                    break
+                rc = b.request_counts
+                total = rc.processing + rc.succeeded + rc.errored + rc.canceled + rc.expired
+                if b.id not in known and total == n_requests:
+                    found.append(str(b.id))
+        return found[0] if len(found) == 1 else None
 
     async def batch_poll(self, base_url: str, batch_id: str) -> BatchStatus:
         async with _errors():

@@ -7,6 +7,7 @@ Model specs are `provider:model` — `openai:gpt-4o-mini`, `anthropic:claude-son
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
@@ -120,8 +121,17 @@ class ProviderBase:
         """One request as a line of this provider's batch input."""
         raise NotImplementedError
 
-    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str]) -> str:
-        """Submit one batch; returns its id."""
+    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str],
+                           on_uploaded: Callable[[str], None] = lambda file_id: None) -> str:
+        """Submit one batch; returns its id. `meta` goes in the batch's metadata where the
+        API has it (OpenAI); `on_uploaded` hears the input file's id before the batch is
+        created (so that it is on record if the process dies between the two)."""
+        raise NotImplementedError
+
+    async def batch_find(self, base_url: str, intent: str, since: float, n_requests: int,
+                         known: set[str]) -> str | None:
+        """The id of a batch submitted for `intent` (a client-made id in `meta`) at or
+        after `since`, whose reply never reached the record; None if there is none."""
         raise NotImplementedError
 
     async def batch_poll(self, base_url: str, batch_id: str) -> BatchStatus:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,6 +21,11 @@ from .base import BatchResult, BatchStatus, ProviderBase, classify_status
 from .bounded import BodyTooLarge, body_too_large_cause
 from .openai_wire import parse_body, request_body
 from .sdk_transport import sdk_http_client
+
+# The batch metadata key holding the client-made id of a submission (runners/batch.py),
+# and how far the provider's clock may be behind ours when walking its list of batches.
+INTENT_KEY = "asyncbench_intent"
+CLOCK_SKEW_S = 600.0
 
 
 class OpenAIProvider(ProviderBase):
@@ -102,14 +107,28 @@ class OpenAIProvider(ProviderBase):
         return {"custom_id": custom_id, "method": "POST",
                 "url": "/v1/completions" if completion else "/v1/chat/completions", "body": body}
 
-    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str]) -> str:
+    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str],
+                           on_uploaded: Callable[[str], None] = lambda file_id: None) -> str:
         client = self._client(base_url)
         data = "".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in entries).encode()
         async with _errors():
             f = await client.files.create(file=("asyncbench-batch.jsonl", data), purpose="batch")
+            on_uploaded(str(f.id))
             batch = await client.batches.create(input_file_id=f.id, endpoint=entries[0]["url"],
                                                 completion_window="24h", metadata=meta)
         return str(batch.id)
+
+    async def batch_find(self, base_url: str, intent: str, since: float, n_requests: int,
+                         known: set[str]) -> str | None:
+        """The batch whose metadata names `intent`: the list is newest first, so the walk
+        stops at batches created well before the intent was recorded."""
+        async with _errors():
+            async for b in self._client(base_url).batches.list(limit=100):
+                if (b.metadata or {}).get(INTENT_KEY) == intent:
+                    return str(b.id)
+                if b.created_at < since - CLOCK_SKEW_S:
+                    break
+        return None
 
     async def batch_poll(self, base_url: str, batch_id: str) -> BatchStatus:
         async with _errors():

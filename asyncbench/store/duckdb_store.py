@@ -408,6 +408,8 @@ class Store:
                   keys: Sequence[str], submitted_at: float) -> None:
         """Record a submitted batch and the request keys in it (one transaction)."""
         with self.transaction():
+            # the same batch again (recovered from a journal after the store got it): once
+            self.con.execute("DELETE FROM batch_requests WHERE batch_id = ?", [batch_id])
             self.con.execute(
                 "INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, 'submitted', '{}', ?, ?, false)",
                 [batch_id, run_id, provider, model, endpoint, base_url, len(keys), submitted_at, submitted_at])
