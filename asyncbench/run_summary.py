@@ -98,6 +98,17 @@ def _estimate(client: ModelClient, prompt_tokens: int, output_tokens: int) -> fl
     return round(client.price.estimate(prompt_tokens, output_tokens), 6) if client.price.priced else "unpriced"
 
 
+def _grouped(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for f in failures:
+        group = groups.setdefault((f["status"], f["error"] or ""), {"status": f["status"], "error": f["error"],
+                                                                   "n": 0, "sample_ids": []})
+        group["n"] += 1
+        if len(group["sample_ids"]) < 3:
+            group["sample_ids"].append(f["sample_id"])
+    return list(groups.values())
+
+
 def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, Any], unsettled: list[SampleEntry],
                 latencies: Latencies, runner: Runner, scores: Scores, prep_report: dict[str, Any],
                 truncated: dict[str, int], limits: dict[str, Any], prices: PriceTable,
@@ -130,6 +141,9 @@ def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, 
         "backend": runner.describe(),
         "aborted": runner.aborted,
         "failures": failures[:50],
+        # every failure, one entry per distinct (status, error): what the terminal shows, so
+        # 50,000 requests pending in a batch are one line, not 50,000
+        "failure_groups": _grouped(failures),
         "hints": sorted({f["hint"] for f in failures if "hint" in f}),
         "prepare": prep_report,
         "scores": scores,

@@ -21,6 +21,10 @@
   still in a batch is a failed outcome ("pending in batch ...": the run ends partial), which
   the same command later collects.
 - `--max-cost` reserves each request's estimate at the batch price before submitting.
+- The ledger books a batch's requests and spend on the invocation that collects its
+  results (the one that learns what was answered and what it cost): with `--no-wait`, the
+  submitting invocation shows requests 0 / $0 and the one that collects shows them all,
+  so the invocation rows add up to the run's.
 - A client whose provider has no batch API (a judge on another server) is sent live.
 """
 
@@ -181,12 +185,14 @@ class BatchRunner:
             retry = await self._collect(client, tracked, by_key, attempts, reserved, budget, finish)
             tracked = [b for b in tracked if not b.ended]
             if not self.wait:
+                # one message for every pending request (one summary line, not one per request)
+                pending = ProviderError("transient", "pending in a batch not yet ended; run the same command "
+                                                     "again to collect it")
                 for b in tracked:
                     for k in b.keys:
                         if k in by_key and by_key[k].index not in outcomes:
                             self.pending += 1
-                            finish(k, error=ProviderError("transient", f"pending in batch {b.batch_id} ({b.state}); "
-                                                          "run the same command again to collect it"))
+                            finish(k, error=pending)
             if not retry:
                 break
             again = [k for k, _ in retry if attempts[k] < self.max_attempts]
@@ -257,7 +263,6 @@ class BatchRunner:
             journal.write("recorded", intent)
             for k in chunk:
                 attempts[k] += 1
-            self._stats.requests_sent += len(chunk)
             self.submitted.append(batch_id)
             self._say(f"batch {batch_id}: submitted {len(chunk)} request(s) to {client.spec.label}")
             out.append(_Batch(batch_id, base_url, now, chunk))
@@ -298,6 +303,8 @@ class BatchRunner:
                     if k not in by_key:
                         continue  # answered meanwhile (another run), or not in this call
                     got = results.get(k)
+                    if got is not None:  # a request the batch ran: booked where its answer lands
+                        self._stats.requests_sent += 1
                     if got is None:
                         got = ProviderError("fatal" if status.error else "transient",
                                             f"batch {b.batch_id} {status.state}: {status.error or 'no result'}")
