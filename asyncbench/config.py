@@ -54,7 +54,7 @@ class RunConfig:
     dry_run: bool = False
     timeout_s: float = 120.0
     max_attempts: int = 6
-    max_response_bytes: int = 8 * 1024 * 1024  # providers/bounded.py: an answer's body, decoded
+    max_response_bytes: int = 4 * 1024 * 1024  # providers/bounded.py: an answer's body, decoded
     max_input_tokens: int | None = None
     tokenizer: str | None = None
     temperature: float = 0.0

@@ -102,7 +102,7 @@ def main() -> None:
             f"--timeout {args.timeout:g} --out benchmarks/hostile_servers.md\n```\n\n" + table + "\n\n"
             "What ends each: 429s (any Retry-After, cut to 60 s and to `--timeout`; unparsable ones count as absent) "
             "end the run once its endpoints have answered nothing but errors and 429s for one `--timeout`; a body "
-            "is refused past `--max-response-bytes` (8 MiB by default) while it streams, gzip inflated in 64 KB "
+            "is refused past `--max-response-bytes` (4 MiB by default) while it streams, gzip inflated in 64 KB "
             "pieces; a slow drip meets the attempt's total deadline (`--timeout`), which no byte extends.\n")
 
 

@@ -129,7 +129,7 @@ def test_a_slow_drip_cannot_extend_the_request_deadline(transport: str, hostile:
     scheduler, outcomes = run_jobs(provider, url, n=2)
     for o in outcomes:
         assert o.error is not None and o.response is None
-    first = [o for o in outcomes if o.attempts][0]
+    first = next(o for o in outcomes if o.attempts)
     assert first.error is not None and "within --timeout 2s" in first.error.message, first.error.message
     assert scheduler.dead is not None and "failed every request" in scheduler.dead
 

@@ -41,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=120.0, dest="timeout_s", help="per-request timeout, s")
     p.add_argument("--max-attempts", type=int, default=6, help="attempts per request for transient failures")
     p.add_argument("--max-response-bytes", type=int, default=DEFAULT_MAX_RESPONSE_BYTES, metavar="N",
-                   help="refuse an answer whose (decoded) body is over N bytes (default 8 MiB)")
+                   help="refuse an answer whose (decoded) body is over N bytes (default 4 MiB)")
     p.add_argument("--max-input-tokens", type=int, help="truncate prompts in the middle to this many tokens")
     p.add_argument("--tokenizer", help="tokenizer for truncation: cl100k_base, o200k_base, hf:REPO")
     p.add_argument("--temperature", type=float, default=0.0)

@@ -21,8 +21,9 @@ import zlib
 from typing import Any
 
 # Default cap on one response's decoded body (--max-response-bytes). A long-context
-# answer of 16k tokens is ~64 KB of JSON; 8 MiB leaves room for anything real.
-DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+# answer of 16k tokens is ~64 KB of JSON; 4 MiB leaves room for anything real, and a
+# hostile server can make a run hold at most concurrency x this (32 x 4 MiB = 128 MiB).
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 # Batch result files are answers by the thousand, read whole by the SDKs: their own cap.
 BATCH_DOWNLOAD_MAX_BYTES = 4 * 1024 ** 3
 ACCEPT_ENCODING = "gzip, deflate"
@@ -87,15 +88,17 @@ def declared_too_large(headers: Any, limit: int, url: str) -> None:
         raise BodyTooLarge(too_large(url, limit))
 
 
-async def read_bounded(resp: Any, limit: int, url: str) -> bytes:
+async def read_bounded(resp: Any, limit: int, url: str) -> bytearray:
     """The whole body of an aiohttp response opened with `auto_decompress=False`."""
     declared_too_large(resp.headers, limit, url)
     decoder = BoundedDecoder(resp.headers.get("content-encoding"), limit, url)
-    parts: list[bytes] = []
+    body = bytearray()  # grown in place: no second copy of the body at the end
     async for chunk in resp.content.iter_chunked(_PIECE):
-        parts += decoder.feed(chunk)
-    parts += decoder.flush()
-    return b"".join(parts)
+        for piece in decoder.feed(chunk):
+            body += piece
+    for piece in decoder.flush():
+        body += piece
+    return body
 
 
 def body_too_large_cause(exc: BaseException) -> BodyTooLarge | None:

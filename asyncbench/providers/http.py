@@ -89,7 +89,7 @@ class HTTPClient:
             await self._session.close()
 
 
-def _error_message(raw: bytes) -> tuple[str, str | None]:
+def _error_message(raw: bytes | bytearray) -> tuple[str, str | None]:
     """Pull the human message and code out of OpenAI/Anthropic/TGI error bodies."""
     try:
         data = json.loads(raw)
