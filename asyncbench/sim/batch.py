@@ -5,7 +5,8 @@ OpenAI: `POST /v1/files` (multipart, purpose `batch`), `GET /v1/files/{id}[/cont
 16 string pairs, keys of up to 64 and values of up to 512 characters), `GET
 /v1/batches[/{id}]`, `POST /v1/batches/{id}/cancel`. The list is newest first, `limit`
 1-100 (default 20) after the `after` cursor, with `first_id`/`last_id`/`has_more`, each
-batch with its metadata (OpenAI API reference, "List batches", GET /v1/batches). A batch goes validating ->
+batch with its metadata (OpenAI API reference, "List batches":
+https://platform.openai.com/docs/api-reference/batch/list). A batch goes validating ->
 in_progress -> finalizing -> completed (or failed when its file does not validate:
 `errors.data` with the line and code, as the real service reports them; expired; cancelled).
 Results are two files, `output_file_id` (200 answers) and `error_file_id` (error answers
@@ -14,7 +15,7 @@ and requests not run), one JSON line per request with its `custom_id`.
 Anthropic: `POST /v1/messages/batches` (`requests: [{custom_id, params}]`), `GET
 /v1/messages/batches` (newest first; `limit` 1-1000, default 20; `after_id` /
 `before_id` cursors; `first_id`/`last_id`/`has_more`: Anthropic API reference, "List
-Message Batches"), `GET /v1/messages/batches/{id}`, `GET .../results` (JSONL; `results_url` points there), `POST
+Message Batches", https://docs.anthropic.com/en/api/listing-message-batches), `GET /v1/messages/batches/{id}`, `GET .../results` (JSONL; `results_url` points there), `POST
 .../cancel`. `processing_status` in_progress -> ended (canceling); `request_counts`;
 results typed succeeded / errored / canceled / expired. Custom ids are checked as the
 real API does (1-64 of `[a-zA-Z0-9_-]`, unique); so are the size limits (100,000
