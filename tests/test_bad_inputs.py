@@ -84,6 +84,8 @@ CASES: dict[str, Case] = {
     "anchor scores a binary file": ({"a.json": bytes(range(256)) * 4},
                                     ["estimate", "minilongbench", "--anchor-scores", "{tmp}/a.json"], "not UTF-8"),
     "simulate port out of range": ({}, ["simulate", "--port", "99999"], "--port 99999 is not a TCP port"),
+    "max-response-bytes too small": ({}, ["run", "minilongbench", "--model", "sim", "--max-response-bytes", "10",
+                                          "--dry-run"], "--max-response-bytes must be"),
 }
 
 
