@@ -85,7 +85,7 @@ async def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec,
     enc = tiktoken_encoding_for(spec.model)
     if enc:
         return get_tokenizer(enc), enc, False
-    server = await provider.server_tokenizer(spec.base_urls)
+    server = await provider.server_tokenizer(spec.base_urls, cfg.timeout_s)
     if server is not None:
         return server, str(server.name), False
     return get_tokenizer("cl100k_base"), "cl100k_base", True

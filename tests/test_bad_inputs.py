@@ -104,10 +104,12 @@ def test_bad_input_is_one_line_and_exit_2(name: str, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_200_mb_prompt_the_server_cannot_tokenize_is_one_line(tmp_path: Path) -> None:
-    """The simulator's /tokenize (as vLLM's) gives up on 200 MB within the tokenizer's
-    60 s timeout: one line naming the sample and its size, not a traceback."""
+    """The simulator's /tokenize (as vLLM's) cannot tokenize 200 MB within the run's
+    --timeout (which tokenize calls obey too): one line naming the sample and its size,
+    not a traceback."""
     row = json.dumps({"id": "huge", "prompt": "word " * 40_000_000}).encode() + b"\n"
-    check_one_line(({"d.jsonl": row}, ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--cache", "{tmp}/c.duckdb"],
+    check_one_line(({"d.jsonl": row}, ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--cache", "{tmp}/c.duckdb",
+                                       "--timeout", "3"],
                     "sample huge: cannot tokenize its 200.0M-character prompt"), tmp_path)
 
 

@@ -141,7 +141,7 @@ class ProviderBase:
         """custom_id -> answer or classified error, for every request the batch reports."""
         raise NotImplementedError
 
-    async def server_tokenizer(self, base_urls: list[str]) -> Any:
+    async def server_tokenizer(self, base_urls: list[str], timeout: float = 60.0) -> Any:
         """The model's own tokenizer as its server offers it (a `Tokenizer` with `spans`),
         or None when the server has no tokenize endpoint."""
         return None

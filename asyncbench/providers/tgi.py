@@ -29,11 +29,11 @@ class ServerTokenizer:
 
     name = "tgi /tokenize"
 
-    def __init__(self, url: str, headers: dict[str, str]) -> None:
+    def __init__(self, url: str, headers: dict[str, str], timeout: float = 60.0) -> None:
         import httpx
 
         self.url = url
-        self.client = httpx.Client(headers=headers, timeout=60)
+        self.client = httpx.Client(headers=headers, timeout=timeout)  # the run's --timeout
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         import httpx
@@ -100,10 +100,10 @@ class TGIProvider(ProviderBase):
         return (min(inputs) if inputs else None, min(totals) if totals else None,
                 f"tgi /info ({len(base_urls)} endpoint{'s' if len(base_urls) > 1 else ''})")
 
-    async def server_tokenizer(self, base_urls: list[str]) -> Any:
+    async def server_tokenizer(self, base_urls: list[str], timeout: float = 60.0) -> Any:
         """TGI's `POST /tokenize` (the model's own tokenizer, special tokens included, as
         pred.py's `tokenizer(prompt)`), when the first replica serves it."""
-        tok = ServerTokenizer(f"{base_urls[0]}/tokenize", self.http.headers)
+        tok = ServerTokenizer(f"{base_urls[0]}/tokenize", self.http.headers, timeout)
         try:
             await anyio.to_thread.run_sync(tok.spans, "a")
         except ProviderError:
