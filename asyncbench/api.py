@@ -48,6 +48,7 @@ class Options(TypedDict, total=False):
     dry_run: bool
     timeout_s: float
     max_attempts: int
+    max_response_bytes: int
     max_input_tokens: int
     tokenizer: str
     official_model: str

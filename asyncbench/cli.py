@@ -119,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"asyncbench: error: {redact(str(exc))}", file=sys.stderr)
         return 2
+    except RecursionError:
+        # a JSON input nested thousands deep that a reader let through: bad input, not a crash
+        print("asyncbench: error: an input file is nested too deeply (JSON arrays/objects inside each other "
+              "over ~900 levels); flatten it", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("asyncbench: interrupted; completed responses are saved in the cache", file=sys.stderr)
         return 130

@@ -28,6 +28,7 @@ class ModelClient:
                  rpm: float | None, tpm: float | None, api_key: str | None = None) -> None:
         self.spec = spec
         self.provider = provider
+        provider.max_response_bytes = cfg.max_response_bytes
         self.api_key = api_key  # handed to Ray workers only; never stored or printed
         self.price: Price = prices.price(spec.model, by_prefix=provider.priced_by_prefix,
                                          billed=provider.bills_per_token, provider=spec.provider)

@@ -54,6 +54,7 @@ class RunConfig:
     dry_run: bool = False
     timeout_s: float = 120.0
     max_attempts: int = 6
+    max_response_bytes: int = 4 * 1024 * 1024  # providers/bounded.py: an answer's body, decoded
     max_input_tokens: int | None = None
     tokenizer: str | None = None
     official_model: str | None = None  # LongBench pred.py's name for the served model (official_models.py)
@@ -82,6 +83,7 @@ class RunConfig:
         _number("--temperature", self.temperature, low=0.0, high=2.0)
         _whole("--concurrency", self.concurrency, 1, MAX_CONCURRENCY)
         _whole("--max-attempts", self.max_attempts, 1, 100)
+        _whole("--max-response-bytes", self.max_response_bytes, 1024, 2**40)
         _whole("--ray-workers", self.ray_workers, 1, 1024)
         _whole("--repeat", self.repeat, 0, 1_000_000)
         if self.batch_fallback not in ("batch", "live"):

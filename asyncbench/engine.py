@@ -507,8 +507,13 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         if templated and not s.chat:
             as_chat.add(s.task)
         cut = prompt_limit.for_sample(s.max_tokens, templated)
-        text, removed = (build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=cut)
-                         if tokenizer is not None else (s.prompt or "", 0))
+        try:
+            text, removed = (build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=cut)
+                             if tokenizer is not None else (s.prompt or "", 0))
+        except ProviderError as exc:  # the server's /tokenize refused or timed out on it
+            size = len(s.prompt or "") / 1e6
+            raise UserError(f"sample {s.id}: cannot tokenize its {size:.1f}M-character prompt to fit the context "
+                            f"({exc.message}); shorten that prompt or pass --tokenizer cl100k_base") from None
         if removed:
             truncated[s.id] = removed
         return client.request(prompt=text, max_tokens=s.max_tokens, temperature=cfg.temperature,

@@ -10,6 +10,45 @@ from typing import Any
 
 from .errors import UserError
 
+# Python's parser recurses per nesting level: a file nested ~1,000 deep (a hostile one
+# 100,000 deep) ends in RecursionError, which must read as bad input, not a crash.
+_TOO_DEEP = "nested too deeply (JSON arrays/objects inside each other over ~900 levels)"
+
+
+def parse_json(text: str, where: str, hint: str) -> Any:
+    """json.loads with every way a user's text can fail as one UserError line naming
+    `where` (a path, or path:line)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{where}: not valid JSON at line {exc.lineno} ({exc.msg}); {hint}") from None
+    except RecursionError:
+        raise UserError(f"{where}: {_TOO_DEEP}; {hint}") from None
+
+
+def read_json_file(path: Path, *, hint: str, what: str = "file") -> Any:
+    """A whole JSON file, any top-level type; one UserError line for every failure."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                        f"the {what} must be a UTF-8 JSON file") from None
+    return parse_json(text, str(path), hint)
+
+
+def _lone_surrogate(row: dict[str, Any]) -> bool:
+    """Whether a parsed row holds a string no UTF-8 encoder takes (an escaped lone
+    surrogate such as "\\ud800": valid JSON, but not text a request can carry)."""
+    try:
+        json.dumps(row, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
 
 def iter_json_objects(path: Path, *, hint: str = "write one JSON object per line",
                       what: str = "file") -> Iterator[tuple[int, dict[str, Any]]]:
@@ -31,19 +70,19 @@ def iter_json_objects(path: Path, *, hint: str = "write one JSON object per line
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise UserError(f"{path}:{lineno}: not valid JSON ({exc.msg}); {hint}") from None
+            except RecursionError:
+                raise UserError(f"{path}:{lineno}: {_TOO_DEEP}; {hint}") from None
             if not isinstance(row, dict):
                 raise UserError(f"{path}:{lineno}: expected a JSON object; {hint}")
+            if "\\u" in line and _lone_surrogate(row):
+                raise UserError(f"{path}:{lineno}: holds a lone UTF-16 surrogate escape (such as \\ud800), "
+                                "which is not text; remove it or write the character it was meant to be")
             yield lineno, row
 
 
 def read_json_object(path: Path, *, hint: str) -> dict[str, Any]:
     """A whole-file JSON object (prompt tables, MiniLongBench sample files)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: invalid JSON at line {exc.lineno} ({exc.msg}); {hint}") from None
+    data = read_json_file(path, hint=hint)
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object; {hint}")
     return data

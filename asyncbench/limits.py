@@ -13,6 +13,7 @@ would hit the same wall.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -24,6 +25,10 @@ import anyio
 
 # Stay a hair under a known limit: client and server clocks start at different instants.
 SAFETY = 0.98
+# The longest pause a server's Retry-After (or reset header) can impose. Per-minute limits
+# clear within a minute; a larger value is a server asking for more than any limit needs
+# ("Retry-After: 1e9" once paused a run for ever), so it is cut to this.
+MAX_RETRY_AFTER_S = 60.0
 
 
 class TokenBucket:
@@ -55,33 +60,46 @@ class TokenBucket:
         self.level -= cost
 
 
+def _bounded(seconds: float) -> float | None:
+    """A wait a server asked for, within [0, MAX_RETRY_AFTER_S]; None for NaN (not a wait)."""
+    if math.isnan(seconds):
+        return None
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+
+
 def _parse_duration(value: str) -> float | None:
-    """OpenAI's reset format: '1s', '6m0s', '20ms', '1h2m3.5s', or plain seconds."""
+    """OpenAI's reset format: '1s', '6m0s', '20ms', '1h2m3.5s', or plain seconds; the
+    whole value must be in that form ('soon', '5 minutes' are not durations)."""
     value = value.strip()
     try:
-        return float(value)
+        seconds = float(value)
+        return None if not math.isfinite(seconds) else max(seconds, 0.0)
     except ValueError:
         pass
-    total, matched = 0.0, False
+    if not re.fullmatch(r"(?:[0-9]*\.?[0-9]+(?:ms|h|m|s))+", value):
+        return None
+    total = 0.0
     for num, unit in re.findall(r"([0-9]*\.?[0-9]+)(ms|h|m|s)", value):
-        matched = True
         total += float(num) * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[unit]
-    return total if matched else None
+    return total
 
 
 def _parse_reset_timestamp(value: str) -> float | None:
     """Anthropic's reset format: an RFC 3339 timestamp; returns seconds from now."""
     try:
         when = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        return max(0.0, when.timestamp() - time.time())
+    except (ValueError, OverflowError, OSError):
         return _parse_duration(value)
-    return max(0.0, when.timestamp() - time.time())
 
 
 def parse_ratelimit_headers(headers: Mapping[str, str]) -> dict[str, float]:
     """Normalise OpenAI `x-ratelimit-*`, Anthropic `anthropic-ratelimit-*` and
     `retry-after(-ms)` headers into {limit_requests, remaining_requests, reset_requests,
-    limit_tokens, remaining_tokens, reset_tokens, retry_after} (seconds for times)."""
+    limit_tokens, remaining_tokens, reset_tokens, retry_after} (seconds for times).
+
+    Waits are cut to MAX_RETRY_AFTER_S; a value that is none of the documented forms
+    (delay-seconds or an HTTP-date for Retry-After, RFC 9110 10.2.3) counts as absent."""
     out: dict[str, float] = {}
     get = headers.get
     for kind in ("requests", "tokens"):
@@ -105,21 +123,34 @@ def parse_ratelimit_headers(headers: Mapping[str, str]) -> dict[str, float]:
     ms = get("retry-after-ms")
     if ms is not None:
         try:
-            out["retry_after"] = float(ms) / 1000.0
+            if (wait := _bounded(float(ms) / 1000.0)) is not None:
+                out["retry_after"] = wait
         except ValueError:
             pass
-    if "retry_after" not in out and get("retry-after") is not None:
-        parsed = _parse_duration(get("retry-after") or "")
-        if parsed is None:  # HTTP-date form
-            try:
-                from email.utils import parsedate_to_datetime
-
-                parsed = max(0.0, parsedate_to_datetime(get("retry-after") or "").timestamp() - time.time())
-            except (TypeError, ValueError):
-                parsed = None
-        if parsed is not None:
-            out["retry_after"] = parsed
+    raw_after = get("retry-after")
+    if "retry_after" not in out and raw_after is not None:
+        if (wait := parse_retry_after(raw_after)) is not None:
+            out["retry_after"] = wait
     return out
+
+
+def parse_retry_after(value: str) -> float | None:
+    """Retry-After as seconds from now: delay-seconds or an HTTP-date (RFC 9110 10.2.3),
+    cut to MAX_RETRY_AFTER_S; None when it is neither."""
+    value = value.strip()
+    if re.fullmatch(r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?", value):
+        return _bounded(float(value))
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is always GMT
+        from datetime import timezone
+
+        when = when.replace(tzinfo=timezone.utc)
+    return _bounded(when.timestamp() - time.time())
 
 
 @dataclass
@@ -181,8 +212,9 @@ class RateLimiter:
                 self.tokens.take(tokens)
 
     def pause(self, seconds: float) -> None:
-        """Stop all sending for `seconds` (Retry-After, or remaining hit zero)."""
-        until = time.monotonic() + max(0.0, seconds)
+        """Stop all sending for `seconds` (Retry-After, or remaining hit zero), at most
+        MAX_RETRY_AFTER_S whoever asks."""
+        until = time.monotonic() + (_bounded(seconds) or 0.0)
         if until > self.paused_until:
             self.paused_until = until
             self.stats.pauses += 1

@@ -51,12 +51,9 @@ SHAPE = '{"models": {NAME: {"input": USD per Mtok, "output": ..., "cached_input"
 def _read_prices(path: Path) -> dict[str, Price]:
     """A user's price file, every entry checked: a NaN or negative price would silently
     switch off --max-cost."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"cannot read price file {path}: {exc.strerror or exc}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UserError(f"price file {path} is not JSON ({exc}); expected {SHAPE}") from None
+    from .jsonl_io import read_json_file
+
+    data = read_json_file(path, hint=f"expected {SHAPE}", what="price file")
     models = data.get("models", data) if isinstance(data, dict) else None
     if not isinstance(models, dict):
         raise UserError(f"price file {path}: expected {SHAPE}")

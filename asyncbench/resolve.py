@@ -124,7 +124,7 @@ async def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec, provider: Provid
     if enc:
         return get_tokenizer(enc), enc, False
     strip = model is not None and sentencepiece_decode(model.name)
-    server = await provider.server_tokenizer(spec.base_urls, strip)
+    server = await provider.server_tokenizer(spec.base_urls, strip, cfg.timeout_s)
     if server is not None and model is not None and not counts_special_tokens(model.name):
         server.count_specials = False  # pred.py's chatglm3 branch
     if server is not None:

@@ -124,6 +124,17 @@ def excluded_block(excluded: list[SampleEntry], listed: int = 50) -> dict[str, A
             "samples": [{"sample_id": e.sample_id, "task": e.task, "reason": e.error} for e in excluded[:listed]]}
 
 
+def _grouped(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for f in failures:
+        group = groups.setdefault((f["status"], f["error"] or ""), {"status": f["status"], "error": f["error"],
+                                                                   "n": 0, "sample_ids": []})
+        group["n"] += 1
+        if len(group["sample_ids"]) < 3:
+            group["sample_ids"].append(f["sample_id"])
+    return list(groups.values())
+
+
 def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, Any], unsettled: list[SampleEntry],
                 latencies: Latencies, runner: Runner, scores: Scores, prep_report: dict[str, Any],
                 truncated: dict[str, int], limits: dict[str, Any], prices: PriceTable,
@@ -156,6 +167,9 @@ def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, 
         "backend": runner.describe(),
         "aborted": runner.aborted,
         "failures": failures[:50],
+        # every failure, one entry per distinct (status, error): what the terminal shows, so
+        # 50,000 requests pending in a batch are one line, not 50,000
+        "failure_groups": _grouped(failures),
         "hints": sorted({f["hint"] for f in failures if "hint" in f}),
         "next_step": next_step(unsettled),  # None: complete
         "excluded": excluded_block(excluded or []),

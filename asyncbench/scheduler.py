@@ -6,9 +6,14 @@
   request's estimated cost against `--max-cost`, and picks the endpoint with the fewest
   outstanding requests among the healthy ones.
 - Retries (a plain loop in `_try`): rate-limited and transient failures only,
-  exponential back-off with jitter, bounded by attempts and by time; a 429 pauses the
-  whole endpoint group for its Retry-After. Fatal errors (auth, bad request, context too
-  long) are never retried.
+  exponential back-off with jitter, bounded by attempts and by time (the deadline is
+  checked before a pause, so no pause runs past it); a 429 pauses the whole endpoint
+  group for its Retry-After (cut to 60 s in limits.py, and to `timeout_s`). Fatal errors (auth, bad request,
+  context too long) are never retried.
+- A server cannot hold a run: each attempt has one total deadline (`timeout_s`) that a
+  server dripping bytes cannot extend, and a run whose endpoints have answered nothing
+  but errors or 429s — `DEAD_AFTER_JOBS` requests in a row, or for one `timeout_s` since
+  its first request — ends partial at once (`dead`).
 - An endpoint that fails `fail_threshold` times in a row is taken out and probed back in
   after a growing delay by a single request.
 """
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import anyio
@@ -46,8 +51,9 @@ class Outcome:
     skipped: bool = False  # never sent: budget reached
 
 
-# Jobs in a row that exhausted their attempts on transient errors, with not one success
-# in the run, after which the endpoints are taken to be dead and the rest fail at once.
+# Jobs in a row that exhausted their attempts on transient errors or 429s, with not one
+# success in the run, after which the endpoints are taken to be dead and the rest fail at
+# once.
 DEAD_AFTER_JOBS = 8
 
 
@@ -192,6 +198,8 @@ class Scheduler:
     dead: str | None = None
     _successes: int = 0
     _failed_in_a_row: int = 0
+    _first_sent: float | None = None  # monotonic time of the run's first attempt
+    _pauses: set[anyio.CancelScope] = field(default_factory=set)  # waits `_declare_dead` ends
 
     def _give_up(self, exc: ProviderError, attempts: int, elapsed_s: float) -> bool:
         """After a failed attempt: stop retrying? A fatal error at once; a rate limit after
@@ -218,17 +226,25 @@ class Scheduler:
         if not self.budget.reserve(job.est_cost):
             raise _BudgetReached()
         try:
-            await self.limiter.acquire(job.tokens)
+            await self._unless_dead(self.limiter.acquire(job.tokens))
             ep = await self.pool.acquire()
         except BaseException:
             self.budget.settle(job.est_cost, 0.0)
             raise
         self.stats.requests_sent += 1
+        if self._first_sent is None:
+            self._first_sent = time.monotonic()
         if self.on_attempt:
             self.on_attempt()
         try:
             try:
-                response = _validated(await self.provider.send(job.request, ep.url, self.timeout_s))
+                # one total deadline for the attempt, whatever the transport: an SDK's
+                # timeout is per read, which a server sending a byte at a time resets
+                with anyio.fail_after(self.timeout_s):
+                    response = _validated(await self.provider.send(job.request, ep.url, self.timeout_s))
+            except TimeoutError:
+                raise ProviderError("transient", f"no complete answer from {ep.url} within --timeout "
+                                                 f"{self.timeout_s:g}s") from None
             except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
                 # a response of a shape no server should send: retried like a dropped connection
                 raise ProviderError("transient", f"malformed response from {ep.url}: "
@@ -239,7 +255,8 @@ class Scheduler:
             self.limiter.observe(exc.ratelimit)
             if exc.kind == "rate_limited":
                 self.stats.rate_limited += 1
-                self.limiter.pause(exc.retry_after if exc.retry_after is not None else 1.0)
+                # never a longer pause for a rate limit than for an answer (--timeout)
+                self.limiter.pause(min(exc.retry_after if exc.retry_after is not None else 1.0, self.timeout_s))
             elif exc.kind == "transient":
                 self.stats.transient_errors += 1
             else:
@@ -254,24 +271,53 @@ class Scheduler:
         self.budget.settle(job.est_cost, self.cost_of(response))
         return response
 
+    async def _unless_dead(self, wait: Awaitable[None]) -> None:
+        """Await a pause (the limiter's, a back-off) that ends early, with `_Dead`, when the
+        endpoints are declared dead meanwhile: a 429's pause must not outlive the run."""
+        with anyio.CancelScope() as scope:
+            self._pauses.add(scope)
+            try:
+                await wait
+            finally:
+                self._pauses.discard(scope)
+        if scope.cancelled_caught:
+            raise _Dead()
+
     async def process(self, job: Job) -> Outcome:
         """One job through its retries (the Ray workers' entry point)."""
         return await self._process(job)
 
     async def _process(self, job: Job) -> Outcome:
         if self.dead is not None:
-            return Outcome(job.index, error=EndpointDead("transient", self.dead), attempts=0)
+            return self._dead_outcome(job, 0)
         outcome = await self._try(job)
         if outcome.response is not None:
             self._successes += 1
             self._failed_in_a_row = 0
-        elif outcome.error is not None and outcome.error.kind == "transient" and self._successes == 0:
+        elif outcome.error is not None and outcome.error.kind != "fatal" and self._successes == 0 \
+                and not isinstance(outcome.error, EndpointDead):
             self._failed_in_a_row += 1
-            if self._failed_in_a_row >= DEAD_AFTER_JOBS and self.dead is None:
-                urls = ", ".join(e.url for e in self.pool.endpoints)
-                self.dead = (f"{urls} failed every request ({self._failed_in_a_row} in a row, "
-                             f"{outcome.attempts} attempts each); last error: {outcome.error.message}")
+            if self._failed_in_a_row >= DEAD_AFTER_JOBS:
+                self._declare_dead(f"{self._failed_in_a_row} in a row, {outcome.attempts} attempts each",
+                                   outcome.error)
         return outcome
+
+    def _dead_outcome(self, job: Job, attempts: int) -> Outcome:
+        return Outcome(job.index, error=EndpointDead("transient", self.dead or "endpoints dead"), attempts=attempts)
+
+    def _declare_dead(self, how: str, last: ProviderError) -> None:
+        """The endpoints are dead: say why once, and end every pause now waiting."""
+        if self.dead is None:
+            urls = ", ".join(e.url for e in self.pool.endpoints)
+            what = "refused every request with 429" if last.kind == "rate_limited" else "failed every request"
+            self.dead = f"{urls} {what} ({how}); last error: {last.message}"
+        for scope in list(self._pauses):
+            scope.cancel()
+
+    def _stalled(self, now: float) -> bool:
+        """Nothing but failures and 429s for one `timeout_s` since the run's first request:
+        a server that only rate-limits, or only times out, cannot hold the run longer."""
+        return self._successes == 0 and self._first_sent is not None and now - self._first_sent >= self.timeout_s
 
     async def _try(self, job: Job) -> Outcome:
         """Attempts until an answer, a fatal error or `_give_up`. A plain loop: a retry
@@ -287,10 +333,25 @@ class Scheduler:
             except _BudgetReached:
                 self.stats.budget_skipped += 1
                 return Outcome(job.index, attempts=attempts - 1, skipped=True)
+            except _Dead:
+                return self._dead_outcome(job, attempts - 1)
             except ProviderError as exc:
-                if self._give_up(exc, attempts, time.monotonic() - started):
+                now = time.monotonic()
+                if exc.kind != "fatal" and self._stalled(now):
+                    self._declare_dead(f"for {now - (self._first_sent or now):.0f} s, --timeout "
+                                       f"{self.timeout_s:g}s", exc)
+                if self.dead is not None and exc.kind != "fatal":
+                    return self._dead_outcome(job, attempts)
+                pause = self._wait(exc, attempts)
+                held = min(exc.retry_after, self.timeout_s) if exc.kind == "rate_limited" and exc.retry_after else 0.0
+                # the deadline before the pause (and the limiter's hold after it): a wait
+                # that would end past it is not started
+                if self._give_up(exc, attempts, now + pause + held - started):
                     return Outcome(job.index, error=exc, attempts=attempts)
-                await anyio.sleep(self._wait(exc, attempts))
+                try:
+                    await self._unless_dead(anyio.sleep(pause))
+                except _Dead:
+                    return self._dead_outcome(job, attempts)
 
     async def run(self, jobs: Iterable[Job] | AsyncIterable[Job]) -> list[Outcome]:
         """Process every job; outcomes come back in the order the jobs were given (and via
@@ -337,6 +398,10 @@ async def _aiter(items: Iterable[Job]) -> AsyncIterator[Job]:
 
 class _BudgetReached(Exception):
     pass
+
+
+class _Dead(Exception):
+    """A pause ended because the endpoints were declared dead meanwhile."""
 
 
 def _validated(response: Response) -> Response:

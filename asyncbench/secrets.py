@@ -5,14 +5,20 @@ such as a password in a base URL) are replaced by `[REDACTED]`, and user-info is
 of URLs, wherever text from a server or a URL is about to be stored or printed: error
 messages (a server that echoes the key in its error body), response texts, run summaries,
 run.json, the run's stored configuration.
+
+A server that echoes a key need not echo it verbatim: the key upper- or lower-cased,
+base64-encoded (an `Authorization: Basic` header echoed back, at any byte alignment
+inside a longer encoded text) or URL-encoded is masked too.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import re
+from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 # Environment variables whose values are secrets, by name or prefix.
 SECRET_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ASYNCBENCH_API_KEY", "HF_TOKEN", "RAY_AUTH_TOKEN")
@@ -40,13 +46,38 @@ def secret_values() -> list[str]:
 
 
 def redact(text: str) -> str:
-    """`text` with URL user-info removed and every secret masked."""
+    """`text` with URL user-info removed and every secret (and its simple transforms)
+    masked."""
     if "@" in text:
         text = _USERINFO.sub(r"\g<scheme>", text)
-    for secret in secret_values():
-        if secret in text:
-            text = text.replace(secret, MASK)
+    secrets = secret_values()
+    if secrets:
+        text = _pattern(tuple(secrets)).sub(MASK, text)
     return text
+
+
+def _base64_cores(secret: str) -> set[str]:
+    """What every base64 encoding of a text holding `secret` contains, whatever the byte
+    offset it starts at: the encoding of the secret's whole 3-byte groups from each of
+    the three alignments (standard and URL-safe alphabets)."""
+    raw, out = secret.encode(), set()
+    for start in range(3):
+        n = (len(raw) - start) // 3 * 3
+        if n >= 6:  # 8 characters at least: shorter ones would match ordinary text
+            core = base64.b64encode(raw[start:start + n]).decode()
+            out |= {core, core.translate(str.maketrans("+/", "-_"))}
+    return out
+
+
+@lru_cache(maxsize=16)
+def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for every secret: as is, in any letter case, URL-encoded (hex digits of
+    any case), and base64-encoded (case kept: base64 is case-sensitive)."""
+    plain = {v for s in secrets for v in (s, quote(s, safe=""), quote_plus(s))}
+    encoded = {v for s in secrets for v in _base64_cores(s)} - plain
+    parts = [(v, f"(?i:{re.escape(v)})") for v in plain] + [(v, re.escape(v)) for v in encoded]
+    parts.sort(key=lambda p: len(p[0]), reverse=True)  # a longer variant is masked whole
+    return re.compile("|".join(p for _, p in parts))
 
 
 def redact_json(value: Any) -> Any:

@@ -14,6 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 ROW = b'{"id": "a", "prompt": "x"}\n'
+DEEP = b"[" * 100_000 + b"]" * 100_000
 # name -> (files to write {name: bytes}, argv after `asyncbench`, text the line must contain)
 Case = tuple[dict[str, bytes], list[str], str]
 CASES: dict[str, Case] = {
@@ -63,6 +64,28 @@ CASES: dict[str, Case] = {
                                 "asyncbench cache recover"),
     "export into a missing folder": ({}, ["cache", "export", "--cache", "{tmp}/c.duckdb", "--out", "{tmp}/no/x.parquet"],
                                      "does not exist"),
+    # issue 24's eight
+    "answers nested 100,000 deep": ({"d.jsonl": b'{"id": "a", "prompt": "x", "answers": ' + DEEP + b'}\n'},
+                                    ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--dry-run"], "nested too deeply"),
+    "prices nested 100,000 deep": ({"p.json": b'{"models": ' + DEEP + b'}', "d.jsonl": ROW},
+                                   ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--prices", "{tmp}/p.json",
+                                    "--dry-run"], "nested too deeply"),
+    "lone surrogate in a prompt": ({"d.jsonl": b'{"id": "a", "prompt": "x\\ud800y"}\n'},
+                                   ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--dry-run"], "d.jsonl:1: holds a lone"),
+    "cache a jsonl file": ({"x.jsonl": b'{"a": 1}\n', "d.jsonl": ROW},
+                           ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--cache", "{tmp}/x.jsonl"], "not a DuckDB"),
+    "cache stats on a jsonl file": ({"x.jsonl": b'{"a": 1}\n'}, ["cache", "stats", "--cache", "{tmp}/x.jsonl"],
+                                    "not a DuckDB"),
+    "cache export from a jsonl file": ({"x.jsonl": b'{"a": 1}\n'},
+                                       ["cache", "export", "--cache", "{tmp}/x.jsonl", "--out", "{tmp}/o.jsonl"],
+                                       "not a DuckDB"),
+    "cache a json file of another name": ({"c.db": b'{"responses": []}'}, ["cache", "stats", "--cache", "{tmp}/c.db"],
+                                          "is not a DuckDB file"),
+    "anchor scores a binary file": ({"a.json": bytes(range(256)) * 4},
+                                    ["estimate", "minilongbench", "--anchor-scores", "{tmp}/a.json"], "not UTF-8"),
+    "simulate port out of range": ({}, ["simulate", "--port", "99999"], "--port 99999 is not a TCP port"),
+    "max-response-bytes too small": ({}, ["run", "minilongbench", "--model", "sim", "--max-response-bytes", "10",
+                                          "--dry-run"], "--max-response-bytes must be"),
 }
 
 
@@ -76,7 +99,22 @@ def run_cli(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_one_line_and_exit_2(name: str, tmp_path: Path) -> None:
-    files, argv, expected = CASES[name]
+    check_one_line(CASES[name], tmp_path)
+
+
+@pytest.mark.slow
+def test_a_200_mb_prompt_the_server_cannot_tokenize_is_one_line(tmp_path: Path) -> None:
+    """The simulator's /tokenize (as vLLM's) cannot tokenize 200 MB within the run's
+    --timeout (which tokenize calls obey too): one line naming the sample and its size,
+    not a traceback."""
+    row = json.dumps({"id": "huge", "prompt": "word " * 40_000_000}).encode() + b"\n"
+    check_one_line(({"d.jsonl": row}, ["run", "jsonl:{tmp}/d.jsonl", "--model", "sim", "--cache", "{tmp}/c.duckdb",
+                                       "--timeout", "3"],
+                    "sample huge: cannot tokenize its 200.0M-character prompt"), tmp_path)
+
+
+def check_one_line(case: Case, tmp_path: Path) -> None:
+    files, argv, expected = case
     for fname, content in files.items():
         (tmp_path / fname).write_bytes(content)
     done = run_cli([a.replace("{tmp}", str(tmp_path)) for a in argv], tmp_path)

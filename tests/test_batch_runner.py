@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -152,6 +153,30 @@ def test_no_wait_submits_and_exits_partial_then_the_same_command_collects(tmp_pa
         stats = _stats(url)
     assert rc == 0 and summary["complete"], err
     assert stats["batches_submitted"] == 1
+
+
+def test_a_batch_is_booked_on_the_collecting_invocation_and_no_wait_prints_one_pending_line(tmp_path: Path) -> None:
+    """Issue 23 (numbers #5): with --no-wait the submitting invocation books 0 requests /
+    $0 and the collecting one books every request and the whole spend, so the invocation
+    rows add up to the run's; the submitting one's terminal summary has one pending line,
+    not one per request."""
+    cmd = [c for c in _cmd(tmp_path, "nw", "URL", "--batch", "--no-wait", "--limit", "1") if c != "--json"]
+    with sim_subprocess(["--batch-turnaround-s", "1.5"]) as url:
+        cmd = [c.replace("URL", url) for c in cmd]
+        first = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+        assert first.returncode == 3, first.stderr
+        time.sleep(2)
+        rc, summary, err = _run(cmd + ["--json"])
+        stats = _stats(url)
+    assert rc == 0 and summary["complete"], err
+    said = " ".join((first.stdout + first.stderr).split())  # the terminal wraps long lines
+    assert said.count("pending in a batch not yet ended") == 1, first.stdout
+    assert re.search(r"failed \S+, \S+, \S+ and \d+ more: transient: pending in a batch", said), said
+    submit, collect = summary["invocations"]
+    assert (submit["requests"], submit["cost_usd"]) == (0, 0)
+    assert collect["requests"] == stats["batch_requests"] > 0
+    assert collect["cost_usd"] == pytest.approx(summary["cost_usd"]["total"]) and collect["cost_usd"] > 0
+    assert sum(i["requests"] for i in summary["invocations"]) == summary["samples"]["answered"] == stats["ok"]
 
 
 def test_batches_are_split_to_the_providers_limits(tmp_path: Path) -> None:

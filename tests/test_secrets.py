@@ -7,12 +7,14 @@ careless server would do.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import duckdb
 import pytest
@@ -29,9 +31,10 @@ URL_PASSWORD = "url-password-secret-5555"
 class Server(LocalServer):
     """OpenAI chat/completions, TGI /generate and /info, logging headers."""
 
-    def __init__(self, echo: bool) -> None:
+    def __init__(self, echo: bool, transforms: bool = False) -> None:
         super().__init__()
         self.echo = echo
+        self.transforms = transforms  # echo the key changed: cased, base64, URL-encoded
         self.headers: list[dict[str, str]] = []
         self.calls = 0
 
@@ -45,6 +48,8 @@ class Server(LocalServer):
         if self.echo and ("question 0" in raw or "prompt 0" in raw):  # always an error that repeats the key
             return web.json_response({"error": {"message": f"upstream rejected credentials {auth!r}"}}, status=503)
         text = f"answer; you sent {auth}" if self.echo else "answer"
+        if self.transforms:
+            text = "answer; you sent " + " ".join(transforms_of(auth.removeprefix("Bearer ")))
         if request.path.endswith("/generate"):
             return web.json_response({"generated_text": text, "details": {"finish_reason": "length",
                                                                             "generated_tokens": 2}})
@@ -61,6 +66,28 @@ class Server(LocalServer):
             choice = {"index": 0, "text": text, "finish_reason": "stop"}
         return web.json_response({"id": "x", "object": "chat.completion", "model": body.get("model", "m"),
                                   "choices": [choice], "usage": usage})
+
+
+def transforms_of(key: str) -> list[str]:
+    """The key as a careless server might repeat it: cased, base64-encoded alone and
+    inside longer encoded texts at each byte alignment (a Basic header), URL-encoded."""
+    out = [key.upper(), key.lower(), key.swapcase(), quote(key, safe=""), quote(key, safe="").lower()]
+    for prefix in ("", "u", "us", "user:"):
+        raw = f"{prefix}{key}:x".encode()
+        out += [base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode().rstrip("=")]
+    return out
+
+
+@pytest.mark.parametrize("key", [SELF_HOSTED_KEY, "Ab+/x=?&%zZ~09", "naïve-clé-secrète"])
+def test_redaction_covers_simple_transforms_of_a_key(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from asyncbench.secrets import MASK, redact
+
+    monkeypatch.setenv("ASYNCBENCH_API_KEY", key)
+    for variant in transforms_of(key):
+        masked = redact(f"echo: [{variant}] end")
+        assert MASK in masked and variant not in masked, (variant, masked)
+        assert masked.startswith("echo: [") and masked.endswith("] end")
+    assert redact("nothing secret here, AbCdEfGh") == "nothing secret here, AbCdEfGh"
 
 
 @pytest.fixture
@@ -141,6 +168,19 @@ def test_an_echoed_key_reaches_no_file_and_no_output(model: str, path: str, data
     summary = json.loads(done.stdout)
     assert {f["sample_id"] for f in summary["failures"]} == {"c0", "r0"}
     assert all("[REDACTED]" in f["error"] for f in summary["failures"])  # the echo was there, masked
+
+
+def test_a_transformed_echo_of_the_key_reaches_no_file_and_no_output(data: Path, tmp_path: Path) -> None:
+    with Server(echo=False, transforms=True) as server:
+        done = run(["run", f"jsonl:{data}", "--model", "openai-compat:m", "--base-url",
+                    f"http://127.0.0.1:{server.port}/v1", "--json"], tmp_path, ASYNCBENCH_API_KEY=SELF_HOSTED_KEY)
+    assert done.returncode == 0, done.stderr
+    stored = _stored_text(tmp_path)
+    assert "answer; you sent [REDACTED]" in stored  # the echo arrived, and was masked
+    for text in [done.stdout, done.stderr, stored,
+                 *(p.read_text() for p in (tmp_path / "out").rglob("*") if p.is_file())]:
+        for variant in transforms_of(SELF_HOSTED_KEY):
+            assert variant not in text, variant
 
 
 def test_url_credentials_authenticate_but_are_never_stored(data: Path, tmp_path: Path) -> None:

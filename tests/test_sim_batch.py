@@ -157,3 +157,35 @@ def test_an_expired_anthropic_batch_marks_unprocessed_requests_expired() -> None
         kinds = sorted(r.result.type for r in client.messages.batches.results(b.id))
         assert kinds == ["expired", "expired", "succeeded", "succeeded"]
         assert b.request_counts.expired == 2
+
+
+def test_batches_are_listed_newest_first_in_pages_with_their_metadata() -> None:
+    """As the real APIs list them: OpenAI GET /v1/batches (limit 1-100, `after`), each
+    batch with its metadata (checked: at most 16 string pairs); Anthropic GET
+    /v1/messages/batches (limit 1-1000, `after_id`/`before_id`). The SDKs' auto-paging
+    walks every page."""
+    with run_sim_in_thread(SimConfig(batch_turnaround_s=0.05)) as sim:
+        client = openai.OpenAI(api_key="k", base_url=sim.base_url + "/v1", max_retries=0)
+        f = client.files.create(file=("in.jsonl", _jsonl([_line("a", "x")])), purpose="batch")
+        made = [client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h",
+                                      metadata={"asyncbench_intent": f"intent-{i}"}).id for i in range(5)]
+        page = client.batches.list(limit=2)
+        assert [b.id for b in page.data] == made[::-1][:2] and page.has_more
+        assert [b.id for b in client.batches.list(limit=2, after=made[3]).data] == [made[2], made[1]]
+        walked = list(client.batches.list(limit=2))  # auto-paging through every page
+        assert [b.id for b in walked] == made[::-1]
+        assert [(b.metadata or {}).get("asyncbench_intent") for b in walked] == [f"intent-{i}" for i in range(5)][::-1]
+        with pytest.raises(openai.BadRequestError, match="limit"):
+            client.batches.list(limit=101)
+        with pytest.raises(openai.BadRequestError, match="metadata"):
+            client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h",
+                                  metadata={"k": "v" * 513})
+        ant = anthropic.Anthropic(api_key="k", base_url=sim.base_url, max_retries=0)
+        params = {"model": "claude-haiku-4-5", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+        ids = [ant.messages.batches.create(requests=[{"custom_id": f"c{i}", "params": params}]).id  # type: ignore[list-item]
+               for i in range(3)]
+        first = ant.messages.batches.list(limit=2)
+        assert [b.id for b in first.data] == ids[::-1][:2] and first.has_more
+        assert [b.id for b in ant.messages.batches.list(limit=2, after_id=ids[1]).data] == [ids[0]]
+        assert [b.id for b in ant.messages.batches.list(limit=5, before_id=ids[0]).data] == [ids[2], ids[1]]
+        assert [b.id for b in ant.messages.batches.list(limit=1)] == ids[::-1]

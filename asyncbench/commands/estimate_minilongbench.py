@@ -36,37 +36,35 @@ def read_anchor_scores(path: Path) -> Any:
     MiniLongBench run (.jsonl, .csv or a JSON list of records with `sample_id` and
     `score`). UserError naming the problem."""
     from ..errors import UserError
+    from ..jsonl_io import parse_json, read_json_file
 
+    if not path.is_file():
+        raise UserError(f"{path}: no such file; pass --anchor-scores FILE.json")
+    hint = 'expected {"scores": [237 numbers]} or a `asyncbench samples RUN --out FILE.jsonl` export'
+    if path.suffix.lower() not in (".csv", ".jsonl"):
+        raw = read_json_file(path, hint=hint, what="anchor scores")
+        if isinstance(raw, list) and raw and isinstance(raw[0], dict):
+            return scores_from_samples(raw, path)
+        if isinstance(raw, dict):
+            for key in ("scores", "scores_in_sorted_anchor_order"):
+                if key in raw:
+                    raw = raw[key]
+                    break
+        if not isinstance(raw, (list, dict)):
+            raise UserError(f'{path}: expected {{"scores": [237 numbers]}}, {{"scores": {{dataset: [numbers]}}}} '
+                            "or a `asyncbench samples RUN --out FILE.jsonl` export")
+        return raw
+    data = path.read_bytes()
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file; pass --anchor-scores FILE.json") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                        "the anchor scores must be a UTF-8 file") from None
     if path.suffix.lower() == ".csv":
         return scores_from_samples(list(csv.DictReader(io.StringIO(text))), path)
-    if path.suffix.lower() == ".jsonl":
-        rows = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise UserError(f"{path} line {lineno}: invalid JSON: {exc.msg}") from None
-        return scores_from_samples(rows, path)
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    if isinstance(raw, list) and raw and isinstance(raw[0], dict):
-        return scores_from_samples(raw, path)
-    if isinstance(raw, dict):
-        for key in ("scores", "scores_in_sorted_anchor_order"):
-            if key in raw:
-                raw = raw[key]
-                break
-    if not isinstance(raw, (list, dict)):
-        raise UserError(f'{path}: expected {{"scores": [237 numbers]}}, {{"scores": {{dataset: [numbers]}}}} '
-                        "or a `asyncbench samples RUN --out FILE.jsonl` export")
-    return raw
+    rows = [parse_json(line, f"{path} line {lineno}", hint)  # .jsonl
+            for lineno, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return scores_from_samples(rows, path)
 
 
 def _id_order(sample_id: str) -> tuple[str, int]:

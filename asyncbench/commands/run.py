@@ -13,6 +13,8 @@ import json
 import sys
 from typing import Any
 
+from ..providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("benchmark", nargs="?",
@@ -39,6 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "bound; answers, judge and prior calls in the cache are free); send nothing")
     p.add_argument("--timeout", type=float, default=120.0, dest="timeout_s", help="per-request timeout, s")
     p.add_argument("--max-attempts", type=int, default=6, help="attempts per request for transient failures")
+    p.add_argument("--max-response-bytes", type=int, default=DEFAULT_MAX_RESPONSE_BYTES, metavar="N",
+                   help="refuse an answer whose (decoded) body is over N bytes (default 4 MiB)")
     p.add_argument("--max-input-tokens", type=int, help="truncate prompts in the middle to this many tokens")
     p.add_argument("--tokenizer", help="tokenizer for truncation: cl100k_base, o200k_base, hf:REPO, or a "
                    "model's tokenizer.json (file or folder)")
@@ -155,7 +159,8 @@ def main(args: argparse.Namespace) -> int:
         stored.pop("resolved_model", None)
         stored.update(cache=args.cache, progress=args.progress, dry_run=False, backend=args.backend,
                       ray_address=args.ray_address, ray_workers=args.ray_workers, batch=args.batch,
-                      no_wait=args.no_wait, batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache)
+                      no_wait=args.no_wait, batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache,
+                      max_response_bytes=args.max_response_bytes)
         cfg = RunConfig(**stored)
     else:
         if not args.benchmark:
@@ -172,6 +177,7 @@ def main(args: argparse.Namespace) -> int:
             progress=args.progress, backend=args.backend, ray_address=args.ray_address,
             ray_workers=args.ray_workers, batch=args.batch, no_wait=args.no_wait,
             batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache, extra=_extra(args),
+            max_response_bytes=args.max_response_bytes,
         )
     try:
         summary = anyio.run(execute, cfg)

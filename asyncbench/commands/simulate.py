@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "providers' 5 minutes)")
     parser.add_argument("--batch-turnaround-s", type=float, default=1.0,
                         help="seconds a batch (OpenAI Batch, Anthropic Message Batches) takes to end (default 1)")
+    parser.add_argument("--batch-hold", action="append", default=[], metavar="STAGE=SECONDS",
+                        help="hold batch calls at STAGE (upload, create, created) for SECONDS: a client "
+                             "killed meanwhile leaves the state a crash at that point would")
     parser.add_argument("--batch-expire", type=int, default=0,
                         help="the first N batches expire with half their requests unprocessed (default 0)")
     parser.add_argument("--batch-max-requests", type=int,
@@ -60,6 +63,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "/detokenize and token counts as a real TGI/vLLM server serving it")
 
 
+def _holds(items: list[str]) -> dict[str, float]:
+    from ..errors import UserError
+
+    out = {}
+    for item in items:
+        stage, _, seconds = item.partition("=")
+        try:
+            out[stage] = float(seconds)
+        except ValueError:
+            stage = ""
+        if stage not in ("upload", "create", "created"):
+            raise UserError(f"--batch-hold {item!r}: give STAGE=SECONDS with STAGE upload, create or created")
+    return out
+
+
 def main(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -68,6 +86,8 @@ def main(args: argparse.Namespace) -> int:
 
     if args.host not in _LOOPBACK and not args.allow_remote:
         raise UserError(f"refusing to bind {args.host}: the simulator is for local use; add --allow-remote to bind it anyway")
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port {args.port} is not a TCP port: give 1-65535, or 0 to pick a free one")
     config = SimConfig(
         host=args.host,
         port=args.port,
@@ -89,6 +109,7 @@ def main(args: argparse.Namespace) -> int:
         batch_turnaround_s=args.batch_turnaround_s,
         prompt_cache_ttl_s=args.prompt_cache_ttl_s,
         batch_expire=args.batch_expire,
+        batch_hold_s=_holds(args.batch_hold),
         **({"openai_batch_max_requests": args.batch_max_requests,
             "anthropic_batch_max_requests": args.batch_max_requests} if args.batch_max_requests else {}),
         **({"openai_batch_max_bytes": args.batch_max_bytes,

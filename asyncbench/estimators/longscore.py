@@ -13,7 +13,6 @@ mapping per task ({"kv_retrieval": {"2k": ...}, ...}).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -123,12 +122,11 @@ def mean_over_tasks(per_task: Mapping[str, Mapping[str, float]]) -> dict[str, fl
 
 def load_scores(path: Path) -> dict[str, Any]:
     """Read and validate a scores file: {length: score} or {task: {length: score}}."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file; pass --scores FILE.json") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    from ..jsonl_io import read_json_file
+
+    if not path.is_file():
+        raise UserError(f"{path}: no such file; pass --scores FILE.json")
+    data = read_json_file(path, hint='expected {"4k": 96.5, "8k": 95.8}', what="scores file")
     if not isinstance(data, dict) or not data:
         raise UserError(f'{path}: expected a JSON object such as {{"4k": 96.5, "8k": 95.8}}')
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -15,6 +15,11 @@ from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from ..types import Request, Response, Usage
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status
+from .bounded import BodyTooLarge, body_too_large_cause
+from .sdk_transport import sdk_http_client
+
+# How far the provider's clock may be behind ours when walking its list of batches.
+CLOCK_SKEW_S = 600.0
 
 
 class AnthropicProvider(ProviderBase):
@@ -29,14 +34,17 @@ class AnthropicProvider(ProviderBase):
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
         super().__init__(model, api_key, api)
         self._clients: dict[str, Any] = {}
+        # the SDK's import takes seconds of CPU: here, not inside the first request's deadline
+        import anthropic  # noqa: F401
         self.batch_cut_at: dict[str, list[str]] = {}  # custom_id -> whitespace stops to apply
 
     def _client(self, base_url: str) -> Any:
         import anthropic
 
         if base_url not in self._clients:
+            http = sdk_http_client(anthropic.DefaultAsyncHttpxClient, self.max_response_bytes)
             self._clients[base_url] = anthropic.AsyncAnthropic(api_key=self.api_key or "no-key", base_url=base_url,
-                                                                   max_retries=0)
+                                                  max_retries=0, http_client=http)
         return self._clients[base_url]
 
     def prompt_cache_min_tokens(self) -> int | None:
@@ -90,7 +98,11 @@ class AnthropicProvider(ProviderBase):
         except anthropic.APITimeoutError:
             raise ProviderError("transient", f"timed out after {timeout:g}s") from None
         except anthropic.APIConnectionError as exc:
+            if (big := body_too_large_cause(exc)) is not None:
+                raise ProviderError("fatal", str(big)) from None
             raise ProviderError("transient", f"connection error: {exc}") from None
+        except BodyTooLarge as exc:  # raised while the SDK read the body
+            raise ProviderError("fatal", str(exc)) from None
         except ValueError as exc:
             raise ProviderError("transient", f"malformed response body: {exc}") from None
         resp = parse_message(data, cut_at)
@@ -105,10 +117,27 @@ class AnthropicProvider(ProviderBase):
             self.batch_cut_at[custom_id] = cut_at
         return {"custom_id": custom_id, "params": params}
 
-    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str]) -> str:
+    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str],
+                           on_uploaded: Callable[[str], None] = lambda file_id: None) -> str:
         async with _errors():
             batch = await self._client(base_url).messages.batches.create(requests=entries)
         return str(batch.id)
+
+    async def batch_find(self, base_url: str, intent: str, since: float, n_requests: int,
+                         known: set[str]) -> str | None:
+        """Message Batches carry no metadata: the one batch created since the intent was
+        recorded (less clock skew) with its number of requests and not on record is it.
+        None when there is none — or more than one, which cannot be told apart."""
+        found: list[str] = []
+        async with _errors():
+            async for b in self._client(base_url).messages.batches.list(limit=100):
+                if b.created_at.timestamp() < since - CLOCK_SKEW_S:
+                    break
+                rc = b.request_counts
+                total = rc.processing + rc.succeeded + rc.errored + rc.canceled + rc.expired
+                if b.id not in known and total == n_requests:
+                    found.append(str(b.id))
+        return found[0] if len(found) == 1 else None
 
     async def batch_poll(self, base_url: str, batch_id: str) -> BatchStatus:
         async with _errors():
@@ -190,5 +219,9 @@ async def _errors() -> AsyncIterator[None]:
         yield
     except anthropic.APIStatusError as exc:
         raise _classified(exc) from None
+    except BodyTooLarge as exc:
+        raise ProviderError("fatal", str(exc)) from None
     except (anthropic.APITimeoutError, anthropic.APIConnectionError) as exc:
+        if (big := body_too_large_cause(exc)) is not None:
+            raise ProviderError("fatal", str(big)) from None
         raise ProviderError("transient", f"connection error: {exc}") from None

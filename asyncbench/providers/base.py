@@ -7,12 +7,14 @@ Model specs are `provider:model` — `openai:gpt-4o-mini`, `anthropic:claude-son
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
 
 from ..errors import ProviderError
 from ..types import Request, Response
+from .bounded import DEFAULT_MAX_RESPONSE_BYTES
 
 
 @dataclass
@@ -84,6 +86,19 @@ class ProviderBase:
         self.model = model
         self.api_key = api_key
         self.api = api
+        self._max_response_bytes = DEFAULT_MAX_RESPONSE_BYTES
+
+    @property
+    def max_response_bytes(self) -> int:
+        """The cap on one answer's decoded body (--max-response-bytes; bounded.py)."""
+        return self._max_response_bytes
+
+    @max_response_bytes.setter
+    def max_response_bytes(self, limit: int) -> None:
+        self._max_response_bytes = limit
+        http = getattr(self, "http", None)  # the aiohttp providers' client
+        if http is not None:
+            http.max_bytes = limit
 
     def prompt_cache_min_tokens(self) -> int | None:
         """The shortest prefix this model's prompt cache takes, for `--prompt-cache auto`
@@ -108,8 +123,17 @@ class ProviderBase:
         """One request as a line of this provider's batch input."""
         raise NotImplementedError
 
-    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str]) -> str:
-        """Submit one batch; returns its id."""
+    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str],
+                           on_uploaded: Callable[[str], None] = lambda file_id: None) -> str:
+        """Submit one batch; returns its id. `meta` goes in the batch's metadata where the
+        API has it (OpenAI); `on_uploaded` hears the input file's id before the batch is
+        created (so that it is on record if the process dies between the two)."""
+        raise NotImplementedError
+
+    async def batch_find(self, base_url: str, intent: str, since: float, n_requests: int,
+                         known: set[str]) -> str | None:
+        """The id of a batch submitted for `intent` (a client-made id in `meta`) at or
+        after `since`, whose reply never reached the record; None if there is none."""
         raise NotImplementedError
 
     async def batch_poll(self, base_url: str, batch_id: str) -> BatchStatus:
@@ -119,10 +143,11 @@ class ProviderBase:
         """custom_id -> answer or classified error, for every request the batch reports."""
         raise NotImplementedError
 
-    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False) -> Any:
+    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False, timeout: float = 60.0) -> Any:
         """The model's own tokenizer as its server offers it (a `Tokenizer` with `cut_middle`),
         or None when the server has no tokenize endpoint. `strip_space`: the model's
-        decoder drops a span's leading `▁` space (for servers that give offsets only)."""
+        decoder drops a span's leading `▁` space (for servers that give offsets only);
+        `timeout`: the run's --timeout for each tokenize call."""
         return None
 
     async def served_models(self, base_urls: list[str]) -> list[str]:

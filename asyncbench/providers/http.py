@@ -16,14 +16,18 @@ import aiohttp
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from .base import classify_status
+from .bounded import ACCEPT_ENCODING, DEFAULT_MAX_RESPONSE_BYTES, BodyTooLarge, read_bounded
 
 
 class HTTPClient:
-    """One pooled aiohttp session per provider instance, created lazily inside the loop."""
+    """One pooled aiohttp session per provider instance, created lazily inside the loop.
+    Bodies are read through `bounded.read_bounded` (at most `max_bytes` decoded, inflated
+    in pieces): the session's own decompression is off."""
 
     def __init__(self, headers: dict[str, str] | None = None) -> None:
         self._headers = headers or {}
         self._session: aiohttp.ClientSession | None = None
+        self.max_bytes = DEFAULT_MAX_RESPONSE_BYTES
 
     @property
     def headers(self) -> dict[str, str]:
@@ -33,7 +37,8 @@ class HTTPClient:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                headers=self._headers,
+                headers={"Accept-Encoding": ACCEPT_ENCODING, **self._headers},
+                auto_decompress=False,
                 json_serialize=lambda o: json.dumps(o, ensure_ascii=False),
             )
         return self._session
@@ -43,7 +48,7 @@ class HTTPClient:
         ProviderError."""
         try:
             async with self.session().post(url, json=body, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                raw = await resp.read()
+                raw = await read_bounded(resp, self.max_bytes, url)
                 info = parse_ratelimit_headers(resp.headers)
                 if resp.status >= 400:
                     message, code = _error_message(raw)
@@ -56,6 +61,8 @@ class HTTPClient:
                 return data, info, resp.headers
         except ProviderError:
             raise
+        except BodyTooLarge as exc:
+            raise ProviderError("fatal", str(exc)) from None
         except asyncio.TimeoutError:
             raise ProviderError("transient", f"timed out after {timeout:g}s: {url}") from None
         except (aiohttp.ClientError, OSError) as exc:
@@ -64,7 +71,7 @@ class HTTPClient:
     async def get_json(self, url: str, timeout: float = 10.0) -> dict[str, Any]:
         try:
             async with self.session().get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                raw = await resp.read()
+                raw = await read_bounded(resp, self.max_bytes, url)
                 if resp.status >= 400:
                     message, code = _error_message(raw)
                     raise classify_status(resp.status, message, code=code)
@@ -74,7 +81,7 @@ class HTTPClient:
                 return data
         except ProviderError:
             raise
-        except (asyncio.TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
+        except (asyncio.TimeoutError, aiohttp.ClientError, OSError, ValueError, BodyTooLarge) as exc:
             raise ProviderError("transient", f"cannot reach {url}: {type(exc).__name__}: {exc}") from None
 
     async def aclose(self) -> None:
@@ -82,7 +89,7 @@ class HTTPClient:
             await self._session.close()
 
 
-def _error_message(raw: bytes) -> tuple[str, str | None]:
+def _error_message(raw: bytes | bytearray) -> tuple[str, str | None]:
     """Pull the human message and code out of OpenAI/Anthropic/TGI error bodies."""
     try:
         data = json.loads(raw)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -18,7 +18,14 @@ from ..limits import parse_ratelimit_headers
 from ..prompt_cache import prefix_key, prompt_text
 from ..types import Request, Response
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status
+from .bounded import BodyTooLarge, body_too_large_cause
 from .openai_wire import parse_body, request_body
+from .sdk_transport import sdk_http_client
+
+# The batch metadata key holding the client-made id of a submission (runners/batch.py),
+# and how far the provider's clock may be behind ours when walking its list of batches.
+INTENT_KEY = "asyncbench_intent"
+CLOCK_SKEW_S = 600.0
 
 
 class OpenAIProvider(ProviderBase):
@@ -34,14 +41,17 @@ class OpenAIProvider(ProviderBase):
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
         super().__init__(model, api_key, api)
         self._clients: dict[str, Any] = {}
+        # the SDK's import takes seconds of CPU: here, not inside the first request's deadline
+        import openai  # noqa: F401
 
     def _client(self, base_url: str) -> Any:
         import openai
 
         if base_url not in self._clients:
             # the SDK insists on a key; servers that want none ignore this placeholder
+            http = sdk_http_client(openai.DefaultAsyncHttpxClient, self.max_response_bytes)
             self._clients[base_url] = openai.AsyncOpenAI(api_key=self.api_key or "no-key", base_url=base_url,
-                                                         max_retries=0)
+                                                         max_retries=0, http_client=http)
         return self._clients[base_url]
 
     def prompt_cache_min_tokens(self) -> int | None:
@@ -80,7 +90,11 @@ class OpenAIProvider(ProviderBase):
         except openai.APITimeoutError:
             raise ProviderError("transient", f"timed out after {timeout:g}s") from None
         except openai.APIConnectionError as exc:
+            if (big := body_too_large_cause(exc)) is not None:
+                raise ProviderError("fatal", str(big)) from None
             raise ProviderError("transient", f"connection error: {exc}") from None
+        except BodyTooLarge as exc:  # raised while the SDK read the body
+            raise ProviderError("fatal", str(exc)) from None
         except ValueError as exc:
             raise ProviderError("transient", f"malformed response body: {exc}") from None
         text, usage, finish = parse_body(data)
@@ -93,14 +107,28 @@ class OpenAIProvider(ProviderBase):
         return {"custom_id": custom_id, "method": "POST",
                 "url": "/v1/completions" if completion else "/v1/chat/completions", "body": body}
 
-    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str]) -> str:
+    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str],
+                           on_uploaded: Callable[[str], None] = lambda file_id: None) -> str:
         client = self._client(base_url)
         data = "".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in entries).encode()
         async with _errors():
             f = await client.files.create(file=("asyncbench-batch.jsonl", data), purpose="batch")
+            on_uploaded(str(f.id))
             batch = await client.batches.create(input_file_id=f.id, endpoint=entries[0]["url"],
                                                 completion_window="24h", metadata=meta)
         return str(batch.id)
+
+    async def batch_find(self, base_url: str, intent: str, since: float, n_requests: int,
+                         known: set[str]) -> str | None:
+        """The batch whose metadata names `intent`: the list is newest first, so the walk
+        stops at batches created well before the intent was recorded."""
+        async with _errors():
+            async for b in self._client(base_url).batches.list(limit=100):
+                if (b.metadata or {}).get(INTENT_KEY) == intent:
+                    return str(b.id)
+                if b.created_at < since - CLOCK_SKEW_S:
+                    break
+        return None
 
     async def batch_poll(self, base_url: str, batch_id: str) -> BatchStatus:
         async with _errors():
@@ -165,5 +193,9 @@ async def _errors() -> AsyncIterator[None]:
     except openai.APIStatusError as exc:
         code = exc.code if isinstance(getattr(exc, "code", None), str) else None
         raise classify_status(exc.status_code, exc.message, code=code) from None
+    except BodyTooLarge as exc:
+        raise ProviderError("fatal", str(exc)) from None
     except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+        if (big := body_too_large_cause(exc)) is not None:
+            raise ProviderError("fatal", str(big)) from None
         raise ProviderError("transient", f"connection error: {exc}") from None

@@ -30,11 +30,11 @@ class VLLMTokenizer:
 
     name = "vllm /tokenize"
 
-    def __init__(self, root: str, model: str, headers: dict[str, str]) -> None:
+    def __init__(self, root: str, model: str, headers: dict[str, str], timeout: float = 60.0) -> None:
         import httpx
 
         self.root, self.model = root, model
-        self.client = httpx.Client(headers=headers, timeout=60)
+        self.client = httpx.Client(headers=headers, timeout=timeout)  # the run's --timeout
         self._around: tuple[int, int] | None = None
         self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
 
@@ -111,11 +111,11 @@ class OpenAICompatProvider(ProviderBase):
         as raw text (vLLM, TGI and llama.cpp all serve it), the rest as one chat message."""
         return self.api == "completion" or not chat
 
-    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False) -> Any:
+    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False, timeout: float = 60.0) -> Any:
         """vLLM's `POST /tokenize` and `/detokenize` (the model's own tokenizer), when the
         first replica serves them (they sit beside /v1, at the server's root)."""
         root = base_urls[0].rstrip("/").removesuffix("/v1")
-        tok = VLLMTokenizer(root, self.model, self.http.headers)
+        tok = VLLMTokenizer(root, self.model, self.http.headers, timeout)
         try:
             await anyio.to_thread.run_sync(tok.around)
         except ProviderError:

@@ -40,13 +40,13 @@ class ServerTokenizer:
 
     name = "tgi /tokenize"
 
-    def __init__(self, url: str, headers: dict[str, str], strip_space: bool = False) -> None:
+    def __init__(self, url: str, headers: dict[str, str], strip_space: bool = False, timeout: float = 60.0) -> None:
         import httpx
 
         self.url = url
         self.strip_space = strip_space
         self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
-        self.client = httpx.Client(headers=headers, timeout=60)
+        self.client = httpx.Client(headers=headers, timeout=timeout)  # the run's --timeout
 
     def tokens(self, text: str) -> list[tuple[int, int] | None]:
         """Each token's byte span, None for a special (empty-span) token."""
@@ -165,11 +165,11 @@ class TGIProvider(ProviderBase):
         return (min(inputs) if inputs else None, min(totals) if totals else None,
                 f"tgi /info ({len(base_urls)} endpoint{'s' if len(base_urls) > 1 else ''})")
 
-    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False) -> Any:
+    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False, timeout: float = 60.0) -> Any:
         """TGI's `POST /tokenize` (the model's own tokenizer, special tokens included, as
         pred.py's `tokenizer(prompt)`), when the first replica serves it. `strip_space`:
         the model's decoder drops a span's leading `▁` space (SentencePiece, Llama)."""
-        tok = ServerTokenizer(f"{base_urls[0]}/tokenize", self.http.headers, strip_space)
+        tok = ServerTokenizer(f"{base_urls[0]}/tokenize", self.http.headers, strip_space, timeout)
         try:
             await anyio.to_thread.run_sync(tok.tokens, "a")
         except ProviderError:

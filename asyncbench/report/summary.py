@@ -173,9 +173,14 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     if trunc.get("no_template_sent_as_chat"):
         console.print(f"sent as one chat message though pred.py uses no chat template (the API has no completion "
                       f"endpoint): {', '.join(trunc['no_template_sent_as_chat'])}")
-    for f in summary.get("failures") or []:
-        if f["status"] != "skipped_budget":  # those are counted above; the hint says what to do
-            console.print(f"[red]{f['status'].replace('_', ' ')}[/] {f['sample_id']}: {f['error']}")
+    groups = summary.get("failure_groups")
+    if groups is None:  # a run.json written before failures were grouped
+        groups = [{"status": f["status"], "error": f["error"], "n": 1, "sample_ids": [f["sample_id"]]}
+                  for f in summary.get("failures") or []]
+    for g in groups:
+        if g["status"] != "skipped_budget":  # those are counted above; the hint says what to do
+            more = f" and {g['n'] - len(g['sample_ids']):,} more" if g["n"] > len(g["sample_ids"]) else ""
+            console.print(f"[red]{g['status'].replace('_', ' ')}[/] {', '.join(g['sample_ids'])}{more}: {g['error']}")
     _excluded(console, summary.get("excluded") or {}, scores)
     step = summary.get("next_step") or "run the same command again to retry what is not settled"
     for hint in summary.get("hints") or []:

@@ -2,10 +2,14 @@
 (OpenAI Batch, Anthropic Message Batches) at the batch price (half of list).
 
 - Jobs are split into batches under the provider's limits (requests and bytes per
-  batch), each submitted and recorded in the store (batch id and the request keys in it)
-  the moment the provider returns its id. A run interrupted after that (Ctrl-C, SIGKILL,
-  `--no-wait`) is re-attached by the same command: requests in a batch not yet collected
-  are never submitted again; the runner polls that batch instead.
+  batch). Each submission is paid once: its intent (a client-made id, in the batch's
+  metadata where the API has it) and each step after it (the uploaded file, the batch
+  id) go to the batch journal (store/batch_journal.py) before the next step, without
+  waiting for the store's lock; the store then records the batch and its request keys.
+  A run interrupted anywhere (Ctrl-C, SIGKILL, `--no-wait`) is re-attached by the same
+  command: submissions of dead processes are put in the store, or looked up at the
+  provider by their intent, before anything is submitted again; requests in a batch not
+  yet collected are never submitted again; the runner polls that batch instead.
 - Batches are polled with a growing interval (`poll_s` up to `max_poll_s`); each change
   of state or counts is one line on stderr. An ended batch's results go to the engine's
   `on_outcome` as they are read, the path live answers take (cache, ledger, journal), and
@@ -17,15 +21,21 @@
   still in a batch is a failed outcome ("pending in batch ...": the run ends partial), which
   the same command later collects.
 - `--max-cost` reserves each request's estimate at the batch price before submitting.
+- The ledger books a batch's requests and spend on the invocation that collects its
+  results (the one that learns what was answered and what it cost): with `--no-wait`, the
+  submitting invocation shows requests 0 / $0 and the one that collects shows them all,
+  so the invocation rows add up to the run's.
 - A client whose provider has no batch API (a judge on another server) is sent live.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,6 +46,7 @@ from ..client import ModelClient
 from ..errors import ProviderError, UserError
 from ..scheduler import Budget, Job, Outcome, SchedulerStats
 from ..secrets import strip_userinfo
+from ..store.batch_journal import BatchJournal, finished_files, unresolved
 from .base import MapChunks, add_stats
 from .local import LocalRunner
 
@@ -83,6 +94,43 @@ class BatchRunner:
     def bind(self, store: Store, run_id: str) -> None:
         self.store = store
         self.run_id = run_id
+        self.journal = BatchJournal(store.path)
+
+    async def _recover(self, client: ModelClient) -> None:
+        """Submissions that dead processes journaled but the store does not hold: a batch
+        id goes into the store; without one, the provider is asked whether the batch
+        exists (its metadata names the intent) before anything is submitted again."""
+        store = self.store
+        assert store is not None
+        subs = unresolved(store.path)
+        mine = [s for s in subs if not s.done and s.provider == client.spec.provider
+                and s.endpoint == client.spec.endpoint_id]
+        known = {str(b["batch_id"]) for b in await anyio.to_thread.run_sync(store.batches)} if mine else set()
+        for sub in mine:
+            url = next((u for u in client.spec.base_urls if strip_userinfo(u) == sub.base_url),
+                       client.spec.base_urls[0])
+            batch_id = sub.batch_id
+            if batch_id is None:
+                try:
+                    batch_id = await client.provider.batch_find(url, sub.intent, sub.at, len(sub.keys), known)
+                except ProviderError as exc:
+                    raise UserError(f"--batch: cannot check whether an interrupted submission of {len(sub.keys)} "
+                                    f"request(s) became a batch ({exc.message}); run the same command again when "
+                                    f"{client.spec.label} answers (nothing is submitted twice)") from None
+                if batch_id is None:
+                    self._say(f"an interrupted submission of {len(sub.keys)} request(s) never became a batch; "
+                              "its requests are submitted now")
+                    sub.done = True
+                    continue
+                self._say(f"batch {batch_id}: found at the provider (an interrupted submission of "
+                          f"{len(sub.keys)} request(s)); not submitted again")
+            if batch_id not in known:
+                await anyio.to_thread.run_sync(store.put_batch, batch_id, sub.run_id, sub.provider, sub.model,
+                                               sub.endpoint, sub.base_url, sub.keys, sub.at)
+                known.add(batch_id)
+            sub.done = True
+        for path in finished_files(store.path, subs):
+            path.unlink(missing_ok=True)
 
     def _say(self, line: str) -> None:
         if self.progress:
@@ -105,6 +153,7 @@ class BatchRunner:
         attempts = dict.fromkeys(by_key, 0)
         reserved: dict[str, float] = {}
         endpoint = client.spec.endpoint_id
+        await self._recover(client)
         # re-attach to batches an earlier process submitted and did not collect
         tracked: list[_Batch] = []
         held: set[str] = set()
@@ -136,12 +185,14 @@ class BatchRunner:
             retry = await self._collect(client, tracked, by_key, attempts, reserved, budget, finish)
             tracked = [b for b in tracked if not b.ended]
             if not self.wait:
+                # one message for every pending request (one summary line, not one per request)
+                pending = ProviderError("transient", "pending in a batch not yet ended; run the same command "
+                                                     "again to collect it")
                 for b in tracked:
                     for k in b.keys:
                         if k in by_key and by_key[k].index not in outcomes:
                             self.pending += 1
-                            finish(k, error=ProviderError("transient", f"pending in batch {b.batch_id} ({b.state}); "
-                                                          "run the same command again to collect it"))
+                            finish(k, error=pending)
             if not retry:
                 break
             again = [k for k, _ in retry if attempts[k] < self.max_attempts]
@@ -186,28 +237,39 @@ class BatchRunner:
             size += n
         out = []
         base_url = client.spec.base_urls[0]
+        spec, journal = client.spec, self.journal
         for chunk in chunks:
+            # the intent on disk before anything is sent: from here a crash is recovered
+            intent, at = uuid.uuid4().hex, time.time()
+            journal.write("intent", intent, run_id=self.run_id, provider=spec.provider, model=spec.model,
+                          endpoint=spec.endpoint_id, base_url=strip_userinfo(base_url), keys=chunk, at=at)
             try:
-                batch_id = await provider.batch_submit(base_url, [entries[k] for k in chunk],
-                                                       {"asyncbench_run": self.run_id})
+                batch_id = await provider.batch_submit(
+                    base_url, [entries[k] for k in chunk], {"asyncbench_run": self.run_id, "asyncbench_intent": intent},
+                    on_uploaded=functools.partial(self._uploaded, intent))
             except ProviderError as exc:
+                if exc.kind == "fatal":  # refused (4xx): no batch exists. Otherwise (a
+                    journal.write("void", intent)  # timeout) the next run looks it up.
                 for k in chunk:
                     attempts[k] += 1
                     budget.settle(reserved.pop(k, 0.0), 0.0)
                     finish(k, error=exc)
                 continue
+            journal.write("created", intent, batch_id=batch_id)
             now = time.time()
-            # recorded before anything else happens: from here a crash re-attaches
             await anyio.to_thread.run_sync(store.put_batch, batch_id, self.run_id, client.spec.provider,
                                            client.spec.model, client.spec.endpoint_id, strip_userinfo(base_url),
                                            chunk, now)
+            journal.write("recorded", intent)
             for k in chunk:
                 attempts[k] += 1
-            self._stats.requests_sent += len(chunk)
             self.submitted.append(batch_id)
             self._say(f"batch {batch_id}: submitted {len(chunk)} request(s) to {client.spec.label}")
             out.append(_Batch(batch_id, base_url, now, chunk))
         return out
+
+    def _uploaded(self, intent: str, file_id: str) -> None:
+        self.journal.write("uploaded", intent, file_id=file_id)
 
     async def _collect(self, client: ModelClient, tracked: list[_Batch], by_key: dict[str, Job],
                        attempts: dict[str, int], reserved: dict[str, float], budget: Budget,
@@ -241,6 +303,8 @@ class BatchRunner:
                     if k not in by_key:
                         continue  # answered meanwhile (another run), or not in this call
                     got = results.get(k)
+                    if got is not None:  # a request the batch ran: booked where its answer lands
+                        self._stats.requests_sent += 1
                     if got is None:
                         got = ProviderError("fatal" if status.error else "transient",
                                             f"batch {b.batch_id} {status.state}: {status.error or 'no result'}")
@@ -278,7 +342,9 @@ class BatchRunner:
                 "batches_reattached": self.attached, "pending_requests": self.pending}
 
     def close(self) -> None:
-        pass
+        journal: BatchJournal | None = getattr(self, "journal", None)
+        if journal is not None:
+            journal.close()
 
 
 async def _aiter(items: list[Job]) -> AsyncIterator[Job]:

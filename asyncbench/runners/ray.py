@@ -39,6 +39,7 @@ from ..client import ModelClient
 from ..errors import ProviderError, UserError
 from ..limits import RateLimiter
 from ..providers import ModelSpec, make_provider
+from ..providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
 from ..scheduler import Budget, EndpointPool, Job, Outcome, Scheduler, SchedulerStats
 from ..types import Response
 from .base import add_stats
@@ -104,13 +105,16 @@ class GenerationWorker:
     worker is free (a slow worker never holds a backlog)."""
 
     def __init__(self, spec: ModelSpec, api_key: str | None, concurrency: int, timeout_s: float,
-                 max_attempts: int, limiter: Any, delay_s: float = 0.0) -> None:
+                 max_attempts: int, limiter: Any, delay_s: float = 0.0,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self.spec = spec
         self.concurrency = concurrency
         self.delay_s = delay_s
         self.pool: EndpointPool | None = None
         self.scheduler: Scheduler | None = None
-        self._args = (make_provider(spec, api_key), timeout_s, max_attempts, RemoteLimiter(limiter))
+        provider = make_provider(spec, api_key)
+        provider.max_response_bytes = max_response_bytes
+        self._args = (provider, timeout_s, max_attempts, RemoteLimiter(limiter))
 
     def _scheduler(self) -> Scheduler:
         if self.scheduler is None:  # anyio primitives are made inside the actor's event loop
@@ -180,13 +184,14 @@ class RayRunner:
         self._groups: dict[tuple[str, str], _WorkerGroup] = {}
 
     # -- generation -----------------------------------------------------------------
-    def group(self, spec: ModelSpec, api_key: str | None, rpm: float | None, tpm: float | None) -> _WorkerGroup:
+    def group(self, spec: ModelSpec, api_key: str | None, rpm: float | None, tpm: float | None,
+              max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> _WorkerGroup:
         """The limiter actor and workers of one endpoint group, made once (on its first
         request to send) and reused for every purpose (eval, judge, prior)."""
         key = _group_key(spec)
         if key not in self._groups:
             limiter = self._limiter_cls.remote(rpm, tpm)
-            self._groups[key] = _WorkerGroup(self, spec, api_key, limiter)
+            self._groups[key] = _WorkerGroup(self, spec, api_key, limiter, max_response_bytes)
         return self._groups[key]
 
     async def run(self, client: ModelClient, jobs: AsyncIterable[Job], *, budget: Budget,
@@ -196,7 +201,8 @@ class RayRunner:
         if first is None:  # everything cached: no actors started
             return []
         lim = client.limiter
-        group = self.group(client.spec, client.api_key, lim.configured_rpm, lim.configured_tpm)
+        group = self.group(client.spec, client.api_key, lim.configured_rpm, lim.configured_tpm,
+                           client.provider.max_response_bytes)
 
         def cost_of(r: Response) -> float:
             return client.price.cost(r.usage)
@@ -243,8 +249,10 @@ class RayRunner:
 class _WorkerGroup:
     """The workers of one model client and their shared limiter."""
 
-    def __init__(self, backend: RayRunner, spec: ModelSpec, api_key: str | None, limiter: Any) -> None:
+    def __init__(self, backend: RayRunner, spec: ModelSpec, api_key: str | None, limiter: Any,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self.backend = backend
+        self.max_response_bytes = max_response_bytes
         self.spec = spec
         self.api_key = api_key
         self.limiter = limiter
@@ -261,7 +269,8 @@ class _WorkerGroup:
         b = self.backend
         delay = b.worker_delays[k] if k < len(b.worker_delays) else 0.0
         return b._worker_cls.options(scheduling_strategy="SPREAD").remote(
-            self.spec, self.api_key, self.per_worker, b.timeout_s, b.max_attempts, self.limiter, delay)
+            self.spec, self.api_key, self.per_worker, b.timeout_s, b.max_attempts, self.limiter, delay,
+            self.max_response_bytes)
 
     def replace_dead(self, k: int, dead: Any) -> bool:
         """A replacement for worker k, which died (once, however many of its slots saw

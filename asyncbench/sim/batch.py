@@ -1,15 +1,21 @@
 """The simulator's batch APIs: OpenAI Batch (files + batches) and Anthropic Message Batches.
 
 OpenAI: `POST /v1/files` (multipart, purpose `batch`), `GET /v1/files/{id}[/content]`,
-`POST /v1/batches` (input_file_id, endpoint, completion_window "24h"), `GET
-/v1/batches[/{id}]`, `POST /v1/batches/{id}/cancel`. A batch goes validating ->
+`POST /v1/batches` (input_file_id, endpoint, completion_window "24h", metadata: at most
+16 string pairs, keys of up to 64 and values of up to 512 characters), `GET
+/v1/batches[/{id}]`, `POST /v1/batches/{id}/cancel`. The list is newest first, `limit`
+1-100 (default 20) after the `after` cursor, with `first_id`/`last_id`/`has_more`, each
+batch with its metadata (OpenAI API reference, "List batches":
+https://platform.openai.com/docs/api-reference/batch/list). A batch goes validating ->
 in_progress -> finalizing -> completed (or failed when its file does not validate:
 `errors.data` with the line and code, as the real service reports them; expired; cancelled).
 Results are two files, `output_file_id` (200 answers) and `error_file_id` (error answers
 and requests not run), one JSON line per request with its `custom_id`.
 
 Anthropic: `POST /v1/messages/batches` (`requests: [{custom_id, params}]`), `GET
-/v1/messages/batches/{id}`, `GET .../results` (JSONL; `results_url` points there), `POST
+/v1/messages/batches` (newest first; `limit` 1-1000, default 20; `after_id` /
+`before_id` cursors; `first_id`/`last_id`/`has_more`: Anthropic API reference, "List
+Message Batches", https://docs.anthropic.com/en/api/listing-message-batches), `GET /v1/messages/batches/{id}`, `GET .../results` (JSONL; `results_url` points there), `POST
 .../cancel`. `processing_status` in_progress -> ended (canceling); `request_counts`;
 results typed succeeded / errored / canceled / expired. Custom ids are checked as the
 real API does (1-64 of `[a-zA-Z0-9_-]`, unique); so are the size limits (100,000
@@ -17,7 +23,9 @@ requests, 256 MB: 400 / 413).
 
 Every request of a batch is answered by the same code as a live request (parse, context
 check, answerer, prompt cache), so a batch answer equals the live one. `batch_turnaround_s`
-sets how long a batch takes (seconds, so tests run quickly); the first `batch_expire`
+sets how long a batch takes (seconds, so tests run quickly); `batch_hold_s` holds a call
+at a stage of a submission (a client killed meanwhile leaves the state of a crash
+there; a call whose client has gone is dropped, as a request never received); the first `batch_expire`
 batches expire with half their requests done; `error_rate` makes that share of requests
 fail with a server error (drawn per request and attempt, like live faults).
 """
@@ -107,6 +115,8 @@ class BatchService:
             rest = parts[3:]
             if method == "POST" and not rest:
                 return await self._anthropic_create(request)
+            if method == "GET" and not rest:
+                return self._anthropic_list(request)
             batch = self.batches.get(rest[0]) if rest else None
             if batch is None or batch.api != "anthropic":
                 return _anthropic_error(404, "not_found_error", f"batch {rest[0] if rest else ''} not found")
@@ -131,9 +141,7 @@ class BatchService:
         if method == "POST" and not rest:
             return await self._openai_create(request)
         if method == "GET" and not rest:
-            data = [self._openai_object(b) for b in self.batches.values() if b.api == "openai"][::-1]
-            return _json({"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
-                          "last_id": data[-1]["id"] if data else None, "has_more": False})
+            return self._openai_list(request)
         batch = self.batches.get(rest[0]) if rest else None
         if batch is None or batch.api != "openai":
             return _openai_error(404, f"No batch found with id '{rest[0] if rest else ''}'.")
@@ -146,6 +154,61 @@ class BatchService:
                 batch.info["cancelling_at"] = int(time.time())
             return _json(self._openai_object(batch))
         return _openai_error(404, f"no route {method} {path}")
+
+    async def _hold(self, stage: str, request: web.BaseRequest) -> bool:
+        """Wait at `stage` if the test asked; False when the client went away meanwhile
+        (the call is then dropped, as a request the server never got)."""
+        seconds = self.server.config.batch_hold_s.get(stage)
+        if not seconds:
+            return True
+        self.server.stats.batch_holds += 1
+        await asyncio.sleep(seconds)
+        transport = request.transport
+        return transport is not None and not transport.is_closing()
+
+    def _page(self, api: str, request: web.BaseRequest, max_limit: int, after_key: str,
+              before_key: str | None) -> tuple[list[SimBatch], bool] | web.Response:
+        """A newest-first page of one API's batches after (or before) a cursor id."""
+        error = _openai_error if api == "openai" else (lambda status, message: _anthropic_error(
+            status, "invalid_request_error", message))
+        try:
+            limit = int(request.query.get("limit", "20"))
+        except ValueError:
+            return error(400, "limit must be an integer")
+        if not 1 <= limit <= max_limit:
+            return error(400, f"limit must be between 1 and {max_limit}")
+        ordered = [b for b in self.batches.values() if b.api == api][::-1]
+        ids = [b.id for b in ordered]
+        after, before = request.query.get(after_key), request.query.get(before_key) if before_key else None
+        if after is not None or before is not None:
+            cursor = after if after is not None else before
+            if cursor not in ids:
+                return error(400, f"no batch {cursor!r} to page from")
+            at = ids.index(str(cursor))
+            if after is not None:
+                page = ordered[at + 1:at + 1 + limit]
+                return page, at + 1 + limit < len(ordered)
+            page = ordered[max(0, at - limit):at]
+            return page, at - limit > 0
+        return ordered[:limit], limit < len(ordered)
+
+    def _openai_list(self, request: web.BaseRequest) -> web.Response:
+        got = self._page("openai", request, 100, "after", None)
+        if isinstance(got, web.Response):
+            return got
+        page, more = got
+        data = [self._openai_object(b) for b in page]
+        return _json({"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+                      "last_id": data[-1]["id"] if data else None, "has_more": more})
+
+    def _anthropic_list(self, request: web.BaseRequest) -> web.Response:
+        got = self._page("anthropic", request, 1000, "after_id", "before_id")
+        if isinstance(got, web.Response):
+            return got
+        page, more = got
+        data = [self._anthropic_object(b, request) for b in page]
+        return _json({"data": data, "first_id": data[0]["id"] if data else None,
+                      "last_id": data[-1]["id"] if data else None, "has_more": more})
 
     # ------------------------------------------------------------------ OpenAI
 
@@ -166,6 +229,8 @@ class BatchService:
             if "file" not in fields:
                 return _openai_error(400, "'file' is a required property", param="file")
             name, content = fields["file"]
+            if not await self._hold("upload", request):
+                return _openai_error(499, "client closed the request")
             f = SimFile(self._id("file-"), name or "upload.jsonl", purpose, content, int(time.time()))
             self.files[f.id] = f
             return _json(f.meta())
@@ -199,6 +264,14 @@ class BatchService:
         if f.purpose != "batch":
             return _openai_error(400, f"File {f.id} has purpose {f.purpose!r}; batches need purpose 'batch'",
                                  param="input_file_id")
+        metadata = body.get("metadata")
+        if metadata is not None and (not isinstance(metadata, dict) or len(metadata) > 16 or any(
+                not isinstance(k, str) or not isinstance(v, str) or len(k) > 64 or len(v) > 512
+                for k, v in metadata.items())):
+            return _openai_error(400, "Invalid 'metadata': at most 16 pairs of strings, keys of up to 64 and values "
+                                 "of up to 512 characters.", "invalid_value", "metadata")
+        if not await self._hold("create", request):
+            return _openai_error(499, "client closed the request")
         stats = self.server.stats
         stats.batches_submitted += 1
         now = int(time.time())
@@ -210,6 +283,7 @@ class BatchService:
                       "expires_at": now + 86400}
         self.batches[batch.id] = batch
         batch.task = asyncio.get_running_loop().create_task(self._run_openai(batch, f.data))
+        await self._hold("created", request)
         return _json(self._openai_object(batch))
 
     def _openai_object(self, b: SimBatch) -> dict[str, Any]:
@@ -366,6 +440,8 @@ class BatchService:
                                         "unique within a batch.")
             seen.add(cid)
             parsed.append((cid, item["params"]))
+        if not await self._hold("create", request):
+            return _anthropic_error(499, "invalid_request_error", "client closed the request")
         stats = self.server.stats
         stats.batches_submitted += 1
         stats.batch_requests += len(parsed)
@@ -378,6 +454,7 @@ class BatchService:
                                          "expired": 0}}
         self.batches[batch.id] = batch
         batch.task = asyncio.get_running_loop().create_task(self._run_anthropic(batch))
+        await self._hold("created", request)
         return _json(self._anthropic_object(batch, request))
 
     def _anthropic_object(self, b: SimBatch, request: web.BaseRequest) -> dict[str, Any]:

@@ -48,7 +48,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -104,6 +104,10 @@ class SimConfig:
     openai_batch_max_bytes: int = 200 * 1024 * 1024
     anthropic_batch_max_requests: int = 100_000
     anthropic_batch_max_bytes: int = 256 * 1024 * 1024
+    # Seconds to hold a batch call at a stage ("upload": a file upload before it is
+    # stored; "create": a batch create before the batch exists; "created": after it exists,
+    # before the reply), so a test can kill the client at each point of a submission.
+    batch_hold_s: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         rates = {

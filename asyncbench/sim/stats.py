@@ -34,6 +34,7 @@ class SimStats:
     # /v1/messages/batches) and the requests they carried
     batches_submitted: int = 0
     batch_requests: int = 0
+    batch_holds: int = 0  # batch calls that reached a --batch-hold stage
     routes: Counter[str] = field(default_factory=Counter)
     log: list[str] = field(default_factory=list)
     # arrival time (Unix seconds) of each logged request: lets a test check the rate the

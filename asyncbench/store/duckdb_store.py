@@ -167,6 +167,7 @@ class Store:
                             "(is part of that path a file?); pass --cache PATH.duckdb in a writable folder") from None
         if self.path.is_dir():
             raise UserError(f"cache path {self.path} is a folder; pass --cache {self.path / 'cache.duckdb'}")
+        check_cache_path(self.path)
         self._lock = threading.RLock()  # one thread at a time uses the open connection
         self._con: duckdb.DuckDBPyConnection | None = None
         self._depth = 0
@@ -435,6 +436,8 @@ class Store:
                   keys: Sequence[str], submitted_at: float) -> None:
         """Record a submitted batch and the request keys in it (one transaction)."""
         with self.transaction():
+            # the same batch again (recovered from a journal after the store got it): once
+            self.con.execute("DELETE FROM batch_requests WHERE batch_id = ?", [batch_id])
             self.con.execute(
                 "INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, 'submitted', '{}', ?, ?, false)",
                 [batch_id, run_id, provider, model, endpoint, base_url, len(keys), submitted_at, submitted_at])
@@ -608,8 +611,9 @@ def stored_plan(path: Path, run_id: str, keys: list[str]) -> StoredPlan | None:
     if not path.is_file():
         return None
     try:
+        check_cache_path(path)
         con = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error:
+    except (duckdb.Error, UserError):
         return None
     try:
         cached = {r[0] for r in con.execute("SELECT key FROM responses WHERE key IN (SELECT unnest($1))",
@@ -629,6 +633,31 @@ def stored_plan(path: Path, run_id: str, keys: list[str]) -> StoredPlan | None:
     finally:
         con.close()
     return StoredPlan(cached, bool(last and last[0] and last[1]), calls, excluded)
+
+
+# Data-file suffixes DuckDB would open as a database of that format (a JSON file becomes
+# a read-only view: nothing written persists, and every re-run pays again).
+_DATA_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".tsv", ".parquet", ".txt", ".gz", ".zst")
+# A DuckDB file's main header: 8 bytes of checksum, then these 4 (duckdb storage format).
+_MAGIC_AT, _MAGIC = 8, b"DUCK"
+
+
+def check_cache_path(path: Path) -> None:
+    """A cache path is a DuckDB file or absent: never a data file DuckDB would open as
+    another format, nor a file of something else."""
+    if path.suffix.lower() in _DATA_SUFFIXES:
+        raise UserError(f"cache path {path} names a {path.suffix} file, not a DuckDB cache; pass --cache "
+                        f"{path.with_suffix('.duckdb')} (a cache path must be a DuckDB file or absent)")
+    if not path.is_file():
+        return
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(_MAGIC_AT + len(_MAGIC))
+    except OSError as exc:
+        raise UserError(f"cannot read cache file {path}: {exc.strerror or exc}") from None
+    if head[_MAGIC_AT:] != _MAGIC:
+        raise UserError(f"cache file {path} is not a DuckDB file (no DuckDB header); pass --cache NEW.duckdb, "
+                        f"or if it is a damaged cache run `asyncbench cache recover --cache {path} --out NEW.duckdb`")
 
 
 def _corrupt(path: Path, exc: Exception) -> UserError:

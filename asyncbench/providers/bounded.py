@@ -1,0 +1,111 @@
+"""Response bodies read in pieces, decompressed in pieces, and cut off at a size cap.
+
+A server's answer is a few kilobytes; a hostile or broken one can send an endless
+chunked body (1.1 GB in 5 s), a gzip bomb (1 MB on the wire, 1 GB inflated) or a 100 MB
+JSON document. Every transport asyncbench uses reads through here:
+
+- aiohttp (`openai-compat:`, `tgi:`): `read_bounded` over the response's stream, with the
+  session's own decompression off;
+- httpx2 under the official SDKs (`openai:`, `anthropic:`): `sdk_transport.BoundedTransport`
+  wraps the SDK's transport and hands it a stream that is already decoded and bounded.
+
+Both ask for `gzip, deflate` only and inflate with zlib in pieces of at most `_PIECE`
+bytes (`decompressobj.decompress(data, max_length)`), so memory stays under the cap plus
+one piece whatever the compression ratio. A body over the cap is refused as soon as it
+passes it (at once when its Content-Length says so), and its connection dropped.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+# Default cap on one response's decoded body (--max-response-bytes). A long-context
+# answer of 16k tokens is ~64 KB of JSON; 4 MiB leaves room for anything real, and a
+# hostile server can make a run hold at most concurrency x this (32 x 4 MiB = 128 MiB).
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+# Batch result files are answers by the thousand, read whole by the SDKs: their own cap.
+BATCH_DOWNLOAD_MAX_BYTES = 4 * 1024 ** 3
+ACCEPT_ENCODING = "gzip, deflate"
+_PIECE = 64 * 1024
+
+
+class BodyTooLarge(Exception):
+    """A response body over its cap, or in an encoding asyncbench did not ask for."""
+
+
+class BoundedDecoder:
+    """One response body's bytes as they arrive: decoded per its Content-Encoding and
+    counted; `feed` raises BodyTooLarge once the decoded size passes `limit`."""
+
+    def __init__(self, encoding: str | None, limit: int, url: str) -> None:
+        self.limit, self.url, self.size = limit, url, 0
+        enc = (encoding or "identity").strip().lower()
+        if enc in ("", "identity"):
+            self._inflate: Any = None
+        elif enc in ("gzip", "x-gzip"):
+            self._inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        elif enc == "deflate":
+            self._inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # zlib header, detected
+        else:
+            raise BodyTooLarge(f"{url} answered in Content-Encoding {enc!r}, not one asked for ({ACCEPT_ENCODING})")
+
+    def _count(self, piece: bytes) -> bytes:
+        self.size += len(piece)
+        if self.size > self.limit:
+            raise BodyTooLarge(too_large(self.url, self.limit))
+        return piece
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if self._inflate is None:
+            return [self._count(chunk)] if chunk else []
+        out, data = [], chunk
+        try:
+            while data:
+                out.append(self._count(self._inflate.decompress(data, _PIECE)))
+                data = self._inflate.unconsumed_tail
+        except zlib.error as exc:
+            raise BodyTooLarge(f"{self.url} sent a body that does not inflate ({exc})") from None
+        return out
+
+    def flush(self) -> list[bytes]:
+        if self._inflate is None:
+            return []
+        return self.feed(b"") + [self._count(self._inflate.flush(_PIECE))]
+
+
+def too_large(url: str, limit: int) -> str:
+    return (f"the answer from {url} is over --max-response-bytes {limit:,} bytes (a broken or hostile server?); "
+            "raise --max-response-bytes if its answers are really that large")
+
+
+def declared_too_large(headers: Any, limit: int, url: str) -> None:
+    """Refuse before reading when the Content-Length already says the body is too large
+    (only for an identity body: a compressed one is counted once decoded)."""
+    length = headers.get("content-length")
+    encoding = (headers.get("content-encoding") or "identity").strip().lower()
+    if encoding == "identity" and length is not None and length.isdigit() and int(length) > limit:
+        raise BodyTooLarge(too_large(url, limit))
+
+
+async def read_bounded(resp: Any, limit: int, url: str) -> bytearray:
+    """The whole body of an aiohttp response opened with `auto_decompress=False`."""
+    declared_too_large(resp.headers, limit, url)
+    decoder = BoundedDecoder(resp.headers.get("content-encoding"), limit, url)
+    body = bytearray()  # grown in place: no second copy of the body at the end
+    async for chunk in resp.content.iter_chunked(_PIECE):
+        for piece in decoder.feed(chunk):
+            body += piece
+    for piece in decoder.flush():
+        body += piece
+    return body
+
+
+def body_too_large_cause(exc: BaseException) -> BodyTooLarge | None:
+    """The BodyTooLarge an SDK wrapped in its connection error, if that is what it was."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, BodyTooLarge):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None

@@ -1,0 +1,177 @@
+"""A hostile HTTP server: each way a server's answer can try to hold a run or its memory.
+
+`python -m asyncbench.sim.hostile --port-file F` serves every behaviour at once, by path
+prefix: `http://127.0.0.1:PORT/<behaviour>/v1/chat/completions` (OpenAI),
+`.../<behaviour>/v1/messages` (Anthropic), `.../<behaviour>/generate` (TGI). Every POST
+gets the behaviour; `GET .../models` and `.../info` answer normally (a run asks them
+first), anything else is 404. Written on raw asyncio streams, not a web framework, so
+that it can send what no well-behaved framework would (an endless chunked body, a byte
+every half second). Used by tests/test_hostile_servers.py and
+benchmarks/hostile_servers.py; `sent` counts the body bytes each behaviour got out
+before the client hung up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import zlib
+from collections import Counter
+from email.utils import formatdate
+from pathlib import Path
+
+# behaviour -> what it does (the table in benchmarks/hostile_servers.md has one row each)
+BEHAVIOURS = {
+    "retry-after-huge": "429 with Retry-After: 1e9 (and retry-after-ms: 1e12)",
+    "retry-after-unparsable": "429 with Retry-After: soon",
+    "retry-after-date": "429 with Retry-After an HTTP-date one year ahead",
+    "always-429": "429 with no Retry-After",
+    "endless-body": "200, chunked, an endless JSON string as fast as the socket takes it",
+    "gzip-bomb": "200, Content-Encoding: gzip, an endless stream inflating ~1000:1",
+    "huge-json": "200, a valid 100 MB JSON answer with its Content-Length",
+    "slow-drip": "200, then one body byte every 0.5 s, for ever",
+}
+_CHUNK = 64 * 1024
+
+
+class HostileServer:
+    def __init__(self) -> None:
+        self.sent: Counter[str] = Counter()  # body bytes written, per behaviour
+        self.requests: Counter[str] = Counter()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while await self._one(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        method, path, _ = lines[0].split(" ", 2)
+        headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+        length = int(headers.get("content-length", "0") or 0)
+        if length:
+            await reader.readexactly(length)
+        behaviour = path.strip("/").split("/")[0]
+        if method == "GET" and path.rstrip("/").endswith(("/models", "/info")):
+            body = json.dumps({"data": [{"id": "m", "object": "model", "max_model_len": 8192}],
+                               "model_id": "m", "max_input_tokens": 4000, "max_total_tokens": 8192}).encode()
+            await _send(writer, 200, {"Content-Type": "application/json"}, body)
+            return True
+        if method != "POST" or behaviour not in BEHAVIOURS or path.endswith(("/tokenize", "/detokenize")):
+            await _send(writer, 404, {"Content-Type": "application/json"}, b'{"error": {"message": "not found"}}')
+            return True
+        self.requests[behaviour] += 1
+        error = b'{"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}'
+        if behaviour == "retry-after-huge":
+            await _send(writer, 429, {"Retry-After": "1e9", "retry-after-ms": "1e12"}, error)
+        elif behaviour == "retry-after-unparsable":
+            await _send(writer, 429, {"Retry-After": "soon"}, error)
+        elif behaviour == "retry-after-date":
+            import time
+
+            await _send(writer, 429, {"Retry-After": formatdate(time.time() + 365 * 86400, usegmt=True)}, error)
+        elif behaviour == "always-429":
+            await _send(writer, 429, {}, error)
+        else:
+            await getattr(self, "_" + behaviour.replace("-", "_"))(writer, behaviour)
+            return False
+        return True
+
+    async def _endless_body(self, writer: asyncio.StreamWriter, name: str) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        writer.write(_chunk(b'{"choices": [{"message": {"content": "'))
+        block = _chunk(b"a" * _CHUNK)
+        while not writer.is_closing():
+            writer.write(block)
+            await _drain(writer)
+            self.sent[name] += _CHUNK
+
+    async def _gzip_bomb(self, writer: asyncio.StreamWriter, name: str) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+        first = packer.compress(b'{"choices": [{"message": {"content": "')
+        spaces = b" " * (16 * 1024 * 1024)
+        if first:
+            writer.write(_chunk(first))
+        while not writer.is_closing():
+            piece = packer.compress(spaces) + packer.flush(zlib.Z_SYNC_FLUSH)
+            writer.write(_chunk(piece))
+            await _drain(writer)
+            self.sent[name] += len(piece)
+
+    async def _huge_json(self, writer: asyncio.StreamWriter, name: str) -> None:
+        size = 100 * 1024 * 1024
+        head = b'{"id": "x", "object": "chat.completion", "choices": [{"index": 0, "finish_reason": "stop", ' \
+               b'"message": {"role": "assistant", "content": "'
+        tail = b'"}}], "usage": {"prompt_tokens": 1, "completion_tokens": 1}}'
+        writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                     f"{len(head) + size + len(tail)}\r\n\r\n".encode() + head)
+        block = b"a" * _CHUNK
+        for _ in range(size // _CHUNK):
+            if writer.is_closing():
+                return
+            writer.write(block)
+            await _drain(writer)
+            self.sent[name] += _CHUNK
+        writer.write(tail)
+        await writer.drain()
+
+    async def _slow_drip(self, writer: asyncio.StreamWriter, name: str) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        while not writer.is_closing():
+            writer.write(_chunk(b" "))
+            await _drain(writer)
+            self.sent[name] += 1
+            await asyncio.sleep(0.5)
+
+
+async def _drain(writer: asyncio.StreamWriter) -> None:
+    """drain() that ends the behaviour when the client has gone (asyncio's own drain
+    returns at once on a closing transport, which would spin a loop for ever)."""
+    await writer.drain()
+    if writer.is_closing():
+        raise ConnectionResetError
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+async def _send(writer: asyncio.StreamWriter, status: int, headers: dict[str, str], body: bytes) -> None:
+    reason = {200: "OK", 404: "Not Found", 429: "Too Many Requests"}[status]
+    lines = [f"HTTP/1.1 {status} {reason}", f"Content-Length: {len(body)}", "Content-Type: application/json",
+             *(f"{k}: {v}" for k, v in headers.items())]
+    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+    await writer.drain()
+
+
+async def serve(port: int = 0, port_file: Path | None = None) -> None:
+    server = HostileServer()
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", port)
+    chosen = listener.sockets[0].getsockname()[1]
+    if port_file is not None:
+        tmp = port_file.with_name(port_file.name + ".tmp")
+        tmp.write_text(f"{chosen}\n")
+        tmp.replace(port_file)
+    print(f"hostile server listening on 127.0.0.1:{chosen}", flush=True)
+    async with listener:
+        await listener.serve_forever()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port-file", type=Path)
+    args = parser.parse_args()
+    asyncio.run(serve(args.port, args.port_file))
+
+
+if __name__ == "__main__":
+    main()
