@@ -149,6 +149,10 @@ def test_decode_follows_byte_fallback_on_broken_characters(llama_server: LlamaSe
             assert server_tok.decode(ids[a:b]) == tok.decode(ids[a:b], skip_special_tokens=True), (a, b)
 
 
+def ask(**fields: Any) -> Request:
+    return Request(provider="openai-compat", model="llama2-7b-chat-4k", endpoint_id="llama-server", **fields)
+
+
 def send(server: LlamaServer, request: Request) -> Any:
     provider = OpenAICompatProvider(request.model, None, api="completion" if request.messages is None else "chat")
 
@@ -164,12 +168,12 @@ def send(server: LlamaServer, request: Request) -> Any:
 def test_completions_and_chat_completions(llama_server: LlamaServer, llama2_tokenizer_json: Path) -> None:
     tok = hf_tokenizer(llama2_tokenizer_json)
     prompt = "[INST]Summarise: 中文 and naïve text.[/INST]"
-    resp = send(llama_server, Request(model="llama2-7b-chat-4k", prompt=prompt, max_tokens=5, temperature=0.0))
+    resp = send(llama_server, ask(prompt=prompt, max_tokens=5, temperature=0.0))
     # raw text gets the BOS, as pred.py's tokenizer(prompt) does
     assert resp.usage.prompt_tokens == len(tok.encode(prompt).ids)
     assert resp.usage.completion_tokens <= 5 and resp.finish_reason in ("length", "stop")
     messages = [{"role": "user", "content": " What is 2+2? "}]
-    resp = send(llama_server, Request(model="llama2-7b-chat-4k", messages=messages, max_tokens=3, temperature=0.0))
+    resp = send(llama_server, ask(messages=messages, max_tokens=3, temperature=0.0))
     # the server renders Llama-2-chat's template: <s>[INST] content.strip() [/INST]
     assert resp.usage.prompt_tokens == len(tok.encode("[INST] What is 2+2? [/INST]").ids)
 
@@ -179,7 +183,7 @@ def test_context_error_is_fatal_not_malformed(llama_server: LlamaServer) -> None
     fatal context-length error (never retried as a malformed response)."""
     for messages, prompt in ((None, "hello " * 5000), ([{"role": "user", "content": "hello " * 5000}], None)):
         with pytest.raises(ProviderError) as info:
-            send(llama_server, Request(model="llama2-7b-chat-4k", prompt=prompt, messages=messages, max_tokens=5))
+            send(llama_server, ask(prompt=prompt, messages=messages, max_tokens=5))
         assert info.value.kind == "fatal" and info.value.status == 400
         assert "context too long" in info.value.message and "exceed_context_size_error" not in info.value.message
 

@@ -6,9 +6,9 @@ limit, error bodies), which depends only on the vocabulary and the metadata, not
 So the model is written here, with the `gguf` package, from the shared Llama-2 tokenizer
 (../shared/data/tokenizers/llama-2/tokenizer.json):
 
-- tokenizer.ggml.model "llama" (SentencePiece), the 32,000 pieces in id order, score −id
-  (SentencePiece BPE pieces are stored in merge order, so a higher score is an earlier merge:
-  the same choice as the tokenizer's merge ranks), the 256 `<0xNN>` pieces typed BYTE,
+- tokenizer.ggml.model "llama" (SentencePiece), the 32,000 pieces in id order, each scored
+  minus the rank of the merge that makes it (so llama.cpp merges in the tokenizer's order),
+  the 256 `<0xNN>` pieces typed BYTE,
   `<unk>` UNKNOWN, `<s>`/`</s>` CONTROL, BOS added (as LlamaTokenizerFast does);
 - Llama-2-chat's own chat template (meta-llama/Llama-2-7b-chat-hf tokenizer_config.json);
 - the `llama` architecture at 4,096 context with one layer of width 64: a 16 MB file, decoded
@@ -59,7 +59,20 @@ def vocabulary(tokenizer_json: Path) -> tuple[list[str], list[float], list[int]]
             types.append(int(TokenType.BYTE))
         else:
             types.append(int(TokenType.NORMAL))
-    return pieces, [-float(i) for i in range(len(pieces))], types
+    # A piece's score is minus the rank of the merge that makes it: llama.cpp's SentencePiece
+    # tokenizer joins the adjacent pair whose joined piece scores highest, so it merges in
+    # the order tokenizers' BPE does. (−id is not that order: the whitespace runs "▁▁▁▁"
+    # have small ids but late merges.) Pieces no merge makes (characters, bytes, specials)
+    # are never the result of a join; they score below every merge.
+    scores = [-float(len(data["model"]["merges"]) + i) for i in range(len(pieces))]
+    seen: set[int] = set()
+    for rank, merge in enumerate(data["model"]["merges"]):
+        left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+        idx = vocab.get(left + right)
+        if idx is not None and idx not in seen:
+            seen.add(idx)
+            scores[idx] = -float(rank)
+    return pieces, scores, types
 
 
 def write_model(tokenizer_json: Path, out: Path, seed: int = 0) -> Path:
