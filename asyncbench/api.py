@@ -50,6 +50,7 @@ class Options(TypedDict, total=False):
     max_attempts: int
     max_input_tokens: int
     tokenizer: str
+    official_model: str
     temperature: float
     repeat: int
     prices: str | Path

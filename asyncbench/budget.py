@@ -78,6 +78,27 @@ def model2maxlen_path(data_dir: Path | None, folder: str) -> Path | None:
     return path
 
 
+def model2path_for(maxlen: Path) -> Path | None:
+    """LongBench's `model2path.json` (pred.py's names -> the repositories it loads) beside
+    its model2maxlen.json; where those tables are our cache of the official ones, it is
+    fetched into it once. None when there is none (models are then matched by name)."""
+    from .datadir import cache_root
+    from .errors import UserError
+    from .official_models import MODEL2PATH
+    from .prompts import CONFIG_URL, _download
+
+    path = maxlen.parent / MODEL2PATH
+    if path.is_file():
+        return path
+    if maxlen.parent.resolve() != (cache_root() / "longbench" / "config").resolve():
+        return None
+    try:
+        _download(CONFIG_URL.format(name=MODEL2PATH), path)
+    except UserError:
+        return None
+    return path
+
+
 def official_maxlen(path: Path, model: str) -> int | None:
     """The model's entry in an official `model2maxlen.json` (names as the release writes
     them, e.g. llama2-7b-chat-4k; matched case-insensitively on the name after any

@@ -56,6 +56,7 @@ class RunConfig:
     max_attempts: int = 6
     max_input_tokens: int | None = None
     tokenizer: str | None = None
+    official_model: str | None = None  # LongBench pred.py's name for the served model (official_models.py)
     temperature: float = 0.0
     repeat: int = 0
     judge: str | None = None
@@ -107,6 +108,8 @@ class RunConfig:
         concurrency, paths and keys."""
         ident = {k: getattr(self, k) for k in ("benchmark", "model", "api", "limit", "max_input_tokens",
                                                 "tokenizer", "temperature", "repeat", "judge", "extra")}
+        if self.official_model:  # only when set: older runs keep their ids
+            ident["official_model"] = self.official_model
         ident["endpoint"] = endpoint_id
         ident["data"] = data
         blob = json.dumps(ident, sort_keys=True, default=str)

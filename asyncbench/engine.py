@@ -26,14 +26,15 @@ import anyio
 
 from .benchmarks import parse_benchmark
 from .benchmarks.base import Benchmark, LoadOptions, RunContext, notes_of
-from .budget import model2maxlen_path
+from .budget import PromptBudget, model2maxlen_path
 from .client import ModelClient, check_reachable, make_client
 from .config import RunConfig
 from .errors import ProviderError, UserError
 from .ledger import NO_TASK, SETTLED, InvocationEntry, RequestEntry, SampleEntry, account, merge_sample
+from .official_models import build_chat, has_post_process, postprocess, samsum_stop
 from .pricing import SHAPE, PriceTable
 from .progress import RunProgress
-from .resolve import SimProcesses, prompt_budget, resolve_model, truncation_tokenizer
+from .resolve import SimProcesses, official_model, prompt_budget, resolve_model, truncation_tokenizer
 from .run_summary import Latencies, dry_run_summary, out_dir, public_config, run_summary, write_out
 from .runners import Runner, make_runner
 from .scheduler import Budget, Job, Outcome
@@ -453,9 +454,18 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         data_id = benchmark.fingerprint() if hasattr(benchmark, "fingerprint") else ""
     run_id = cfg.run_id(spec.endpoint_id, data_id)
     official = getattr(benchmark, "MODEL2MAXLEN", None)  # the benchmark's model2maxlen.json, if it has one
-    prompt_limit = await prompt_budget(cfg, spec, client.provider,
-                                       model2maxlen_path(data_dir, official) if official else None)
-    if prompt_limit.input is None and prompt_limit.total is None and getattr(benchmark, "LONG_CONTEXT", False):
+    maxlen_path = model2maxlen_path(data_dir, official) if official else None
+    open_model, official_info = None, None
+    if official == "longbench":  # prompted as LongBench's pred.py prompts open models (official_models.py)
+        open_model, official_info = await official_model(cfg, spec, client.provider, maxlen_path)
+    elif cfg.official_model:
+        raise UserError(f"--official-model is LongBench pred.py's model name; {cfg.benchmark} does not use it")
+    release = getattr(benchmark, "release_request", None)  # the benchmark's own request shape (100-LongBench)
+    open_server = client.provider.serves_open_models
+    prompt_limit = (PromptBudget(None, None, "none: the release sends prompts uncut") if release is not None
+                    else await prompt_budget(cfg, spec, client.provider, maxlen_path, open_model))
+    if release is None and prompt_limit.input is None and prompt_limit.total is None \
+            and getattr(benchmark, "LONG_CONTEXT", False):
         raise UserError(f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
                         "the model-context table, and the server does not report it); pass --max-input-tokens N "
                         "(its context minus 500)")
@@ -463,9 +473,14 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
     tokenizer: Tokenizer | None = None
     tokenizer_name, stand_in = "none", False
     if prompt_limit.input is not None or prompt_limit.total is not None:
-        tokenizer, tokenizer_name, stand_in = await truncation_tokenizer(cfg, spec, client.provider)
+        tokenizer, tokenizer_name, stand_in = await truncation_tokenizer(cfg, spec, client.provider, open_model)
     limits: dict[str, Any] = {"budget": prompt_limit.describe(), "tokenizer": tokenizer_name,
                               "tokenizer_stand_in": stand_in}
+    if official_info is not None:
+        limits["official"] = official_info
+    if release is not None:
+        limits["release_requests"] = benchmark.describe_requests(spec.provider, open_server)  # type: ignore[attr-defined]
+    newline_stop = await samsum_stop(client.provider, spec.base_urls, tokenizer) if open_model else None
     as_chat: set[str] = set()  # tasks pred.py sends without a template, sent as chat here (chat-only APIs)
 
     from .prompts import build_request_prompt
@@ -476,6 +491,11 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         if s.messages is not None:
             return client.request(messages=s.messages, max_tokens=s.max_tokens, temperature=cfg.temperature,
                                   repeat=cfg.repeat, chat=True, stop=s.stop)
+        if open_model is not None:
+            return build_open(s)
+        if release is not None:  # as the release sends it: never cut (a prompt too long fails at the server)
+            return client.request(max_tokens=s.max_tokens, repeat=cfg.repeat, stop=s.stop,
+                                  **release(s.prompt or "", spec.provider, open_server))
         templated = not client.provider.sends_raw(s.chat)
         if templated and not s.chat:
             as_chat.add(s.task)
@@ -486,6 +506,28 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
             truncated[s.id] = removed
         return client.request(prompt=text, max_tokens=s.max_tokens, temperature=cfg.temperature,
                               repeat=cfg.repeat, chat=s.chat, stop=s.stop)
+
+    def build_open(s: Sample) -> Request:
+        """pred.py's request for an open model: its cut, then its build_chat text (chat
+        datasets), sent raw; samsum's newline rule (samsum_stop)."""
+        assert open_model is not None
+        cut = prompt_limit.for_sample(s.max_tokens, templated=False)
+        text, removed = (build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=cut)
+                         if tokenizer is not None else (s.prompt or "", 0))
+        if removed:
+            truncated[s.id] = removed
+        if s.chat:
+            text = build_chat(text, open_model.name)
+        params: dict[str, Any] = {}
+        if s.stop and newline_stop is not None:
+            params = dict(newline_stop.params)
+            limits["samsum"] = newline_stop.describe()
+        if s.stop and newline_stop is not None and newline_stop.client_cut:
+            s.meta["postprocess"] = {"model": open_model.name, "newline_cut": True}
+        elif has_post_process(open_model.name):
+            s.meta["postprocess"] = {"model": open_model.name, "newline_cut": False}
+        return client.request(prompt=text, max_tokens=s.max_tokens, temperature=cfg.temperature,
+                              repeat=cfg.repeat, chat=False, params=params)
 
     if cfg.dry_run or opening is None or runner is None:
         samples = list(samples)
@@ -521,6 +563,9 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
                              task: str | None = None, temperature: float = 0.0,
                              params: dict[str, Any] | None = None, repeat: int = 0) -> Request:
             target = judge if spec_or_none and judge is not None else client
+            if not spec_or_none and release is not None and messages is None and prompt is not None:
+                return client.request(max_tokens=max_tokens, task=task, repeat=repeat,
+                                      **release(prompt, spec.provider, open_server))
             return target.request(prompt=prompt, messages=messages, max_tokens=max_tokens, task=task,
                                   temperature=temperature, params=params, repeat=repeat)
 
@@ -650,14 +695,14 @@ async def _score(benchmark: Benchmark, samples: list[Sample], generated: Generat
                          truncated_tokens=truncated.get(s.id, 0), meta=s.meta, references=list(s.answers))
         if isinstance(ans, Response):
             r.status = "ok"
-            r.prediction = ans.text
+            r.prediction = postprocess(ans.text, s.meta.get("postprocess"))
             r.prompt_tokens = ans.usage.prompt_tokens
             r.completion_tokens = ans.usage.completion_tokens
             r.cached_prompt_tokens = ans.usage.cached_prompt_tokens
             r.cost_usd = client.price.cost(ans.usage, ans.discount)
             r.latency_ms = ans.latency_ms
             ok_samples.append(s)
-            ok_preds.append(ans.text)
+            ok_preds.append(r.prediction)
             ok_results.append(r)
         elif isinstance(ans, ProviderError):
             r.error = f"{ans.kind}: {ans.message}"

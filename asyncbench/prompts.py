@@ -129,13 +129,10 @@ def truncate_middle(text: str, tokenizer: Tokenizer, max_tokens: int) -> tuple[s
     if len(text) * 4 + _SPECIAL_TOKENS <= max_tokens or len(text.encode("utf-8", "surrogatepass")) + \
             _SPECIAL_TOKENS <= max_tokens:
         return text, 0
-    spans = getattr(tokenizer, "spans", None)
-    if spans is not None:  # a server's tokenizer: cut the text at its tokens' character offsets
-        offsets: list[tuple[int, int]] = spans(text)
-        if len(offsets) <= max_tokens:
-            return text, 0
-        half = int(max_tokens / 2)
-        return text[: offsets[half - 1][1]] + text[offsets[-half][0]:], len(offsets) - 2 * half
+    cut = getattr(tokenizer, "cut_middle", None)
+    if cut is not None:  # a server's tokenizer makes the same cut with its own endpoints
+        done: tuple[str, int] = cut(text, max_tokens)
+        return done
     ids = tokenizer.encode(text)
     if len(ids) <= max_tokens:
         return text, 0

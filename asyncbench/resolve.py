@@ -12,8 +12,9 @@ from typing import Any
 from .budget import PromptBudget
 from .config import RunConfig
 from .errors import UserError
+from .official_models import OfficialModel
 from .providers import ModelSpec, ProviderBase, parse_model_spec
-from .tokenizers import Tokenizer, get_tokenizer, tiktoken_encoding_for
+from .tokenizers import Tokenizer, TokenizerFile, get_tokenizer, tiktoken_encoding_for
 
 
 class SimProcesses(list[Any]):
@@ -47,8 +48,36 @@ def resolve_model(model: str, base_urls: list[str], cfg: RunConfig, stack: SimPr
 
 
 
+async def official_model(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
+                         maxlen: Path | None) -> tuple[OfficialModel | None, dict[str, object]]:
+    """The LongBench pred.py model this run's server is (official_models.py), and what
+    run.json records about it: which settings apply and why, or why none do."""
+    from .budget import model2path_for
+    from .official_models import identify, read_tables
+
+    if not provider.serves_open_models:
+        if cfg.official_model:
+            raise UserError(f"--official-model is for self-hosted servers (tgi:, openai-compat:), not {spec.label}")
+        return None, {"applied": False, "why": f"{spec.provider} serves API models (their own chat format)"}
+    if maxlen is None:
+        if cfg.official_model:
+            raise UserError("--official-model needs LongBench's model2maxlen.json: pass --data-dir DIR with "
+                            "DIR/longbench/model2maxlen.json")
+        return None, {"applied": False, "why": "no model2maxlen.json"}
+    paths = model2path_for(maxlen)
+    tables = read_tables(maxlen.parent)
+    served = await provider.served_models(spec.base_urls)
+    found = identify(tables, forced=cfg.official_model, served=served, model=spec.model, where=str(maxlen.parent))
+    if found is None:
+        why = (f"not in {maxlen.name}" + (f" or {paths.name}" if paths else "")
+               + (f" (the server serves {', '.join(served)})" if served else "")
+               + ": the server's chat template, its context and --max-input-tokens apply")
+        return None, {"applied": False, "model": spec.model, "why": why}
+    return found, {"applied": True, **found.describe(), "tables": str(maxlen.parent)}
+
+
 async def prompt_budget(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
-                        official: Path | None) -> PromptBudget:
+                        official: Path | None, model: OfficialModel | None = None) -> PromptBudget:
     """The prompt budget (budget.py): --max-input-tokens, else the official
     `model2maxlen.json` entry (`official`, the benchmark's copy), else context - 500; the
     context itself from the server (TGI /info, vLLM /v1/models) or the shipped table caps
@@ -60,6 +89,9 @@ async def prompt_budget(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
     known = context_window_for(spec.model)
     if cfg.max_input_tokens:
         return PromptBudget(cfg.max_input_tokens, server_total, "--max-input-tokens")
+    if model is not None:
+        return PromptBudget(model.maxlen, server_total, f"{official.name if official else 'model2maxlen.json'} "
+                                                        f"({model.name})")
     if official is not None and (value := official_maxlen(official, spec.model)) is not None:
         return PromptBudget(value, server_total, f"{official.name} (official)")
     if server_total or server_input:
@@ -72,20 +104,29 @@ async def prompt_budget(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
     return PromptBudget(None, None, "none")
 
 
-async def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec,
-                               provider: ProviderBase) -> tuple[Tokenizer, str, bool]:
-    """(tokenizer, its name, whether it is a stand-in): --tokenizer when given, tiktoken
-    for OpenAI models, the server's own (TGI `/tokenize`), else cl100k_base as a stand-in
-    that run.json and the summary name (pass --tokenizer hf:REPO for the model's own)."""
+async def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
+                               model: OfficialModel | None = None) -> tuple[Tokenizer, str, bool]:
+    """(tokenizer, its name, whether it is a stand-in): --tokenizer when given (a
+    tokenizer.json, hf:REPO, a tiktoken name), tiktoken for OpenAI models, the server's
+    own (TGI `/tokenize`, vLLM `/tokenize` + `/detokenize`), else cl100k_base as a
+    stand-in that run.json and the summary name."""
+    from .official_models import counts_special_tokens, sentencepiece_decode
+
     if cfg.tokenizer:
         try:
-            return get_tokenizer(cfg.tokenizer), cfg.tokenizer, False
+            tok = get_tokenizer(cfg.tokenizer)
         except Exception as exc:
             raise UserError(f"cannot load tokenizer {cfg.tokenizer!r}: {exc}") from None
+        if model is not None and not counts_special_tokens(model.name) and isinstance(tok, TokenizerFile):
+            tok = TokenizerFile(tok.path, special=False)  # pred.py's chatglm3 branch
+        return tok, cfg.tokenizer, False
     enc = tiktoken_encoding_for(spec.model)
     if enc:
         return get_tokenizer(enc), enc, False
-    server = await provider.server_tokenizer(spec.base_urls)
+    strip = model is not None and sentencepiece_decode(model.name)
+    server = await provider.server_tokenizer(spec.base_urls, strip)
+    if server is not None and model is not None and not counts_special_tokens(model.name):
+        server.count_specials = False  # pred.py's chatglm3 branch
     if server is not None:
         return server, str(server.name), False
     return get_tokenizer("cl100k_base"), "cl100k_base", True

@@ -6,6 +6,8 @@
   works offline.
 - A Hugging Face tokenizer name (`hf:<repo>`), when `transformers` is installed and the
   tokenizer is available locally.
+- A model's own `tokenizer.json` (a path to it or to its folder), read with the
+  `tokenizers` package: LongBench's pred.py cut with the model's exact tokens, offline.
 - Otherwise a documented approximation: ceil(characters / 4), the rule of thumb OpenAI
   publishes for English text. It is only used for rate-limit budgeting, never for
   truncation of a model whose tokenizer we know.
@@ -107,6 +109,48 @@ class HFTokenizer:
         return len(self.encode(text))
 
 
+@dataclass
+class TokenizerFile:
+    """A model's `tokenizer.json` through the `tokenizers` package. Encoding adds the
+    model's special tokens (BOS) as pred.py's `tokenizer(prompt)` does (`special=False`:
+    without, as its chatglm3 branch); decoding skips them, and the file's own decoder
+    applies its rules (Llama's drops the space of a span's first `▁` piece), as
+    `tokenizer.decode(ids, skip_special_tokens=True)`."""
+
+    path: str
+    special: bool = True
+
+    def __post_init__(self) -> None:
+        from tokenizers import Tokenizer as _Tokenizer
+
+        self.name = self.path
+        self._tok = _Tokenizer.from_file(self.path)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=self.special).ids)
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._tok.decode(ids, skip_special_tokens=True))
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def token_id(self, text: str) -> int:
+        """The last id of `text` encoded without special tokens (pred.py's samsum
+        newline id: `tokenizer.encode("\\n", add_special_tokens=False)[-1]`)."""
+        return int(self._tok.encode(text, add_special_tokens=False).ids[-1])
+
+
+def tokenizer_file(spec: str) -> str | None:
+    """The tokenizer.json a spec names (the file, or a folder holding one), else None."""
+    path = Path(spec).expanduser()
+    if path.is_dir() and (path / "tokenizer.json").is_file():
+        return str(path / "tokenizer.json")
+    if path.suffix == ".json" and path.is_file():
+        return str(path)
+    return None
+
+
 def approx_count(text: str) -> int:
     """ceil(chars / 4): the documented approximation for endpoints without a tokenizer."""
     return math.ceil(len(text) / 4)
@@ -124,11 +168,19 @@ def tiktoken_encoding_for(model: str) -> str | None:
 
 @lru_cache(maxsize=16)
 def get_tokenizer(spec: str) -> Tokenizer:
-    """A tokenizer by spec: `cl100k_base`, `o200k_base`, an OpenAI model name, or `hf:<repo>`."""
+    """A tokenizer by spec: `cl100k_base`, `o200k_base`, an OpenAI model name, `hf:<repo>`,
+    or a model's tokenizer.json (its path or folder)."""
     if spec in _BPE_URLS:
         return TiktokenTokenizer(spec)
     if spec.startswith("hf:"):
-        return HFTokenizer(spec[3:])
+        try:
+            return HFTokenizer(spec[3:])
+        except ImportError:  # no transformers: the repository's tokenizer.json through `tokenizers`
+            from huggingface_hub import hf_hub_download
+
+            return TokenizerFile(hf_hub_download(spec[3:], "tokenizer.json"))
+    if (file := tokenizer_file(spec)) is not None:
+        return TokenizerFile(file)
     enc = tiktoken_encoding_for(spec)
     if enc:
         return TiktokenTokenizer(enc)

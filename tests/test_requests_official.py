@@ -35,6 +35,8 @@ class Capture(LocalServer):
         self.bodies: list[tuple[str, dict[str, Any]]] = []
 
     async def handle(self, request: web.Request) -> web.Response:
+        if request.method != "POST":  # no /v1/models: a server that says nothing about itself
+            return web.json_response({"error": "not found"}, status=404)
         body = await request.json()
         self.bodies.append((request.path, body))
         usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
@@ -58,18 +60,18 @@ def test_minilongbench_requests_are_pred_py_s(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     run = json.loads((tmp_path / "o" / "run.json").read_text())
     assert run["truncation"]["budget"] == {"max_input_tokens": 3500, "max_total_tokens": None,
-                                           "source": "model2maxlen.json (official)"}
+                                           "source": "model2maxlen.json (llama2-7b-chat-4k)"}
     assert run["truncation"]["tokenizer"] == "cl100k_base" and not run["truncation"]["tokenizer_stand_in"]
+    assert run["truncation"]["official"]["why"] == "the model is named llama2-7b-chat-4k"
+    # a server that is not vLLM: samsum is sent without a stop, its answers cut at the client
+    assert run["truncation"]["samsum"]["client_cut"] and run["truncation"]["samsum"]["params"] == {}
 
     tok = get_tokenizer("cl100k_base")
     samples = MiniLongBench(data_dir=DATA).load(LoadOptions(data_dir=DATA))
     expected = []
-    for s in samples:
-        text = truncate_middle(s.prompt or "", tok, 3500)[0]  # the official cut, no shaving
-        if s.task in NO_CHAT_TEMPLATE:
-            expected.append(("/v1/completions", text, ["\n"] if s.task == "samsum" else None))
-        else:
-            expected.append(("/v1/chat/completions", text, None))
+    for s in samples:  # pred.py: the official cut (no shaving), then build_chat's text, all raw
+        text = truncate_middle(s.prompt or "", tok, 3500)[0]
+        expected.append(("/v1/completions", text if s.task in NO_CHAT_TEMPLATE else f"[INST]{text}[/INST]", None))
     sent = []
     for path, body in server.bodies:
         if path.endswith("/chat/completions"):
@@ -80,7 +82,6 @@ def test_minilongbench_requests_are_pred_py_s(tmp_path: Path) -> None:
             sent.append((path, body["prompt"], body.get("stop")))
     assert len(sent) == len(samples) == 237
     assert sorted(sent) == sorted(expected)
-    assert sum(1 for p, _, _ in sent if p == "/v1/completions") == sum(s.task in NO_CHAT_TEMPLATE for s in samples)
     assert run["truncation"]["no_template_sent_as_chat"] == []
 
 

@@ -73,11 +73,11 @@ HUB_ZIP_URL = f"https://huggingface.co/datasets/{HUB_REPO}/resolve/main/data.zip
 def _fetch_zip(root: Path) -> Path:
     """data.zip from the hub: through huggingface_hub when installed (its own cache, auth,
     mirrors), else plain HTTPS to the resolve URL into `root`."""
-    try:
+    import importlib.util
+
+    if importlib.util.find_spec("huggingface_hub") is not None:
         from huggingface_hub import hf_hub_download
-    except ImportError:
-        hf_hub_download = None
-    if hf_hub_download is not None:
+
         try:
             return Path(hf_hub_download(repo_id=HUB_REPO, filename="data.zip", repo_type="dataset"))
         except Exception as exc:

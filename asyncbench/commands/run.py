@@ -39,7 +39,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=120.0, dest="timeout_s", help="per-request timeout, s")
     p.add_argument("--max-attempts", type=int, default=6, help="attempts per request for transient failures")
     p.add_argument("--max-input-tokens", type=int, help="truncate prompts in the middle to this many tokens")
-    p.add_argument("--tokenizer", help="tokenizer for truncation: cl100k_base, o200k_base, hf:REPO")
+    p.add_argument("--tokenizer", help="tokenizer for truncation: cl100k_base, o200k_base, hf:REPO, or a "
+                   "model's tokenizer.json (file or folder)")
+    p.add_argument("--official-model", metavar="NAME",
+                   help="LongBench: the served model is pred.py's NAME (model2maxlen.json, e.g. llama2-7b-chat-4k): "
+                        "its budget, build_chat text and cut (default: found from the server's /info or /v1/models)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--repeat", type=int, default=0, help="repeat index (a new cache key for a new sample)")
     p.add_argument("--judge", help="judge model spec for LLM-as-judge benchmarks")
@@ -160,7 +164,8 @@ def main(args: argparse.Namespace) -> int:
             api=args.api, data_dir=args.data_dir, cache=args.cache, out=args.out, limit=args.limit,
             concurrency=args.concurrency, rpm=args.rpm, tpm=args.tpm, max_cost=args.max_cost,
             dry_run=args.dry_run, timeout_s=args.timeout_s, max_attempts=args.max_attempts,
-            max_input_tokens=args.max_input_tokens, tokenizer=args.tokenizer, temperature=args.temperature,
+            max_input_tokens=args.max_input_tokens, tokenizer=args.tokenizer, official_model=args.official_model,
+            temperature=args.temperature,
             repeat=args.repeat, judge=args.judge, judge_base_urls=args.judge_base_urls, prices=args.prices,
             progress=args.progress, backend=args.backend, ray_address=args.ray_address,
             ray_workers=args.ray_workers, batch=args.batch, no_wait=args.no_wait,

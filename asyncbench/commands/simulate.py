@@ -56,6 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-max-bytes", type=int,
                         help="bytes per batch, both APIs (default: the real limits, 200 MB and 256 MB)")
     parser.add_argument("--model-id", default="asyncbench-sim", help="model name reported by /info and /v1/models")
+    parser.add_argument("--tokenizer-file", help="the simulated model's tokenizer.json (e.g. Llama-2's): /tokenize, "
+                        "/detokenize and token counts as a real TGI/vLLM server serving it")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -83,6 +85,7 @@ def main(args: argparse.Namespace) -> int:
         max_context_tokens=args.max_context_tokens,
         seed=args.seed,
         model_id=args.model_id,
+        tokenizer_file=args.tokenizer_file,
         batch_turnaround_s=args.batch_turnaround_s,
         prompt_cache_ttl_s=args.prompt_cache_ttl_s,
         batch_expire=args.batch_expire,

@@ -75,6 +75,8 @@ class ProviderBase:
     # The provider bills per token: a model of it missing from the price table is unpriced
     # (unknown cost), not free as a self-hosted one is.
     bills_per_token: ClassVar[bool] = False
+    # Serves open models that LongBench's pred.py prompts as raw text (official_models.py)
+    serves_open_models: ClassVar[bool] = False
     # A batch API (runners/batch.py): (max requests, max bytes) per batch; None: none.
     batch_limits: ClassVar[tuple[int, int] | None] = None
 
@@ -117,10 +119,20 @@ class ProviderBase:
         """custom_id -> answer or classified error, for every request the batch reports."""
         raise NotImplementedError
 
-    async def server_tokenizer(self, base_urls: list[str]) -> Any:
-        """The model's own tokenizer as its server offers it (a `Tokenizer` with `spans`),
-        or None when the server has no tokenize endpoint."""
+    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False) -> Any:
+        """The model's own tokenizer as its server offers it (a `Tokenizer` with `cut_middle`),
+        or None when the server has no tokenize endpoint. `strip_space`: the model's
+        decoder drops a span's leading `▁` space (for servers that give offsets only)."""
         return None
+
+    async def served_models(self, base_urls: list[str]) -> list[str]:
+        """The model ids the server says it serves (TGI /info, /v1/models), to find the
+        official settings for them (official_models.py); [] where it does not say."""
+        return []
+
+    async def takes_min_tokens(self, base_urls: list[str]) -> bool:
+        """Whether the server takes vLLM's `min_tokens` and `stop_token_ids` (samsum)."""
+        return False
 
     async def context_limits(self, base_urls: list[str]) -> tuple[int | None, int | None, str]:
         """(max input tokens, max total tokens, where they came from) as the server itself

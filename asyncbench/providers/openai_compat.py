@@ -18,7 +18,14 @@ from .openai_wire import parse_body, request_body
 
 class VLLMTokenizer:
     """A vLLM server's tokenizer: ids from `POST /tokenize`, text from `POST /detokenize`,
-    so the official cut (decode of each half) is made with the model's own tokens."""
+    so pred.py's cut (decode of each half, special tokens skipped) is made with the
+    model's own tokens.
+
+    vLLM's /detokenize decodes with special tokens kept (entrypoints/openai/
+    serving_tokenization.py: `tokenizer.decode(ids)`, whose `skip_special_tokens` is
+    False), so the ids are taken without special tokens (`add_special_tokens: false`)
+    and the ones the tokenizer adds around a text (the BOS) are counted, as pred.py's
+    `tokenizer(prompt)` counts them, but never sent back to be decoded."""
 
     name = "vllm /tokenize"
 
@@ -27,6 +34,8 @@ class VLLMTokenizer:
 
         self.root, self.model = root, model
         self.client = httpx.Client(headers=headers, timeout=60)
+        self._around: tuple[int, int] | None = None
+        self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         import httpx
@@ -41,17 +50,46 @@ class VLLMTokenizer:
         except (httpx.HTTPError, ValueError) as exc:
             raise ProviderError("fatal", f"{self.root}{path}: {exc}") from None
 
-    def encode(self, text: str) -> list[int]:
-        tokens = self._post("/tokenize", {"prompt": text, "add_special_tokens": True}).get("tokens")
+    def tokenize(self, text: str, special: bool) -> list[int]:
+        tokens = self._post("/tokenize", {"prompt": text, "add_special_tokens": special}).get("tokens")
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
             raise ProviderError("fatal", f"{self.root}/tokenize: no token ids in the reply")
         return tokens
 
+    def around(self) -> tuple[int, int]:
+        """How many special tokens the tokenizer adds before and after a text."""
+        if self._around is None:
+            bare, full = self.tokenize("a", False), self.tokenize("a", True)
+            before = next((i for i in range(len(full)) if full[i:i + len(bare)] == bare), 0)
+            self._around = (before, max(0, len(full) - len(bare) - before))
+        return self._around
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenize(text, True)
+
     def decode(self, ids: list[int]) -> str:
+        if not ids:
+            return ""
         text = self._post("/detokenize", {"tokens": ids}).get("prompt")
         if not isinstance(text, str):
             raise ProviderError("fatal", f"{self.root}/detokenize: no text in the reply")
         return text
+
+    def cut_middle(self, text: str, max_tokens: int) -> tuple[str, int]:
+        before, after = self.around() if self.count_specials else (0, 0)
+        ids = self.tokenize(text, False)
+        total = before + len(ids) + after
+        if total <= max_tokens:
+            return text, 0
+        half = int(max_tokens / 2)
+        # positions in pred.py's ids (specials included) -> positions in `ids`
+        head = ids[: max(0, half - before)]
+        tail = ids[len(ids) - max(0, half - after):] if half > after else []
+        return self.decode(head) + self.decode(tail), total - 2 * half
+
+    def token_id(self, text: str) -> int:
+        """pred.py's `tokenizer.encode(text, add_special_tokens=False)[-1]`."""
+        return self.tokenize(text, False)[-1]
 
     def count(self, text: str) -> int:
         return len(self.encode(text))
@@ -59,6 +97,7 @@ class VLLMTokenizer:
 
 class OpenAICompatProvider(ProviderBase):
     name = "openai-compat"
+    serves_open_models = True
 
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
         super().__init__(model, api_key, api)
@@ -77,9 +116,10 @@ class OpenAICompatProvider(ProviderBase):
         except ProviderError:
             return None
 
-    async def server_tokenizer(self, base_urls: list[str]) -> Any:
+    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False) -> Any:
         """The first replica's own tokenizer, by server kind: llama.cpp (its `/v1/models`
-        says `owned_by: llamacpp`; llamacpp_wire.py) or vLLM's `POST /tokenize` and
+        says `owned_by: llamacpp`; llamacpp_wire.py, which learns the decoder's space rule
+        from the server, so `strip_space` is not needed) or vLLM's `POST /tokenize` and
         `/detokenize` (beside /v1, at the server's root). Guessing is not enough: llama.cpp
         answers a vLLM body with `{"tokens": []}`, so the probe must get ids for "a"."""
         root = base_urls[0].rstrip("/").removesuffix("/v1")
@@ -91,11 +131,33 @@ class OpenAICompatProvider(ProviderBase):
                 return None
         tok = VLLMTokenizer(root, self.model, self.http.headers)
         try:
-            if not await anyio.to_thread.run_sync(tok.encode, "a"):
+            if not await anyio.to_thread.run_sync(tok.tokenize, "a", False):
                 return None
+            await anyio.to_thread.run_sync(tok.around)
         except ProviderError:
             return None
         return tok
+
+    async def served_models(self, base_urls: list[str]) -> list[str]:
+        """The ids `/v1/models` lists (vLLM: the served model's path or --served-model-name)."""
+        for url in base_urls:
+            try:
+                data = await self.http.get_json(f"{url}/models")
+            except ProviderError:
+                continue
+            return [str(m["id"]) for m in data.get("data") or [] if isinstance(m, dict) and m.get("id")]
+        return []
+
+    async def takes_min_tokens(self, base_urls: list[str]) -> bool:
+        """Whether the server is vLLM, which takes `min_tokens` and `stop_token_ids`: its
+        /v1/models entries carry `max_model_len` (vLLM's ModelCard, protocol.py)."""
+        for url in base_urls:
+            try:
+                data = await self.http.get_json(f"{url}/models")
+            except ProviderError:
+                continue
+            return any(isinstance(m, dict) and "max_model_len" in m for m in data.get("data") or [])
+        return False
 
     async def context_limits(self, base_urls: list[str]) -> tuple[int | None, int | None, str]:
         """vLLM's `/v1/models` reports each model's `max_model_len` (the context), llama.cpp's

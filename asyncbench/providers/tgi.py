@@ -1,8 +1,9 @@
 """`tgi:<name>`: Hugging Face text-generation-inference over plain HTTP.
 
-Raw-text samples (LongBench's few-shot and code tasks, base-model prompts) go to the
-native `/generate`; chat samples go to TGI's Messages API (`/v1/chat/completions`), so
-the server applies the model's own chat template — as LongBench's pred.py does locally.
+Raw-text samples (LongBench's few-shot and code tasks, base-model prompts, and every
+prompt of a model LongBench's pred.py lists, already wrapped in its build_chat text:
+official_models.py) go to the native `/generate`; other chat samples go to TGI's
+Messages API (`/v1/chat/completions`), where the server applies the model's template.
 `/info` tells the server's max input and total tokens, used for middle truncation.
 Greedy decoding is `do_sample: false` (TGI rejects temperature 0).
 """
@@ -10,6 +11,7 @@ Greedy decoding is `do_sample: false` (TGI rejects temperature 0).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import Any
 
 import anyio
@@ -23,19 +25,31 @@ from .openai_wire import parse_body, request_body
 
 
 class ServerTokenizer:
-    """A TGI server's tokenizer through `POST /tokenize`: each token with its character
-    span in the text, so a prompt is cut exactly where the model's tokens fall. Calls are
-    synchronous (prompts are built before they are queued)."""
+    """A TGI server's tokenizer through `POST /tokenize`, for pred.py's middle cut.
+
+    TGI (router/src/server.rs `encoding_to_tokens`, v3.x) answers one `{id, text, start,
+    stop}` per token, special ones (the BOS) included, where start/stop are UTF-8 *byte*
+    offsets into the input (`input.bytes().skip(start)`) and a special token has an empty
+    span ((0, 0); a null span is taken the same way). The cut keeps the bytes of the
+    first and last `half` tokens and decodes each side as `decode(..., skip_special_tokens
+    =True)` would: byte-fallback tokens of one character split by the cut become one
+    U+FFFD each (tokenizers' ByteFallback decoder), and with a SentencePiece tokenizer
+    (`strip_space`, Llama's) the second side loses the space its first `▁` piece stands
+    for (the decoder's `Strip`). Calls are synchronous (prompts are built before they are
+    queued)."""
 
     name = "tgi /tokenize"
 
-    def __init__(self, url: str, headers: dict[str, str]) -> None:
+    def __init__(self, url: str, headers: dict[str, str], strip_space: bool = False) -> None:
         import httpx
 
         self.url = url
+        self.strip_space = strip_space
+        self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
         self.client = httpx.Client(headers=headers, timeout=60)
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
+    def tokens(self, text: str) -> list[tuple[int, int] | None]:
+        """Each token's byte span, None for a special (empty-span) token."""
         import httpx
 
         try:
@@ -44,22 +58,73 @@ class ServerTokenizer:
             data = resp.json()
             if not isinstance(data, list):
                 raise TypeError("expected a list of tokens")
-            return [(int(t["start"]), int(t["stop"])) for t in data]
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            out: list[tuple[int, int] | None] = []
+            for t in data:
+                start, stop = t.get("start"), t.get("stop")
+                out.append(None if start is None or stop is None or int(start) == int(stop) or t.get("special")
+                           else (int(start), int(stop)))
+            return out
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ProviderError("fatal", f"{self.url}: {exc}") from None
 
+    def cut_middle(self, text: str, max_tokens: int) -> tuple[str, int]:
+        spans = self.tokens(text)
+        if not self.count_specials:
+            spans = [s for s in spans if s is not None]
+        if len(spans) <= max_tokens:
+            return text, 0
+        half = int(max_tokens / 2)
+        raw = text.encode("utf-8", "surrogatepass")
+        return (_side(raw, spans[:half], spans[half:], head=True)
+                + _side(raw, spans[-half:], spans[:-half], head=False, strip_space=self.strip_space),
+                len(spans) - 2 * half)
+
     def encode(self, text: str) -> list[int]:
-        return list(range(len(self.spans(text))))
+        return list(range(len(self.tokens(text))))
 
     def decode(self, ids: list[int]) -> str:
-        raise NotImplementedError("a server tokenizer cuts by spans")
+        raise NotImplementedError("a TGI server tokenizer cuts by byte spans (cut_middle)")
 
     def count(self, text: str) -> int:
-        return len(self.spans(text))
+        return len(self.tokens(text))
+
+
+def _side(raw: bytes, kept: list[tuple[int, int] | None], dropped: list[tuple[int, int] | None], *,
+          head: bool, strip_space: bool = False) -> str:
+    """The text of one side of the cut from its tokens' byte spans.
+
+    Tokens that share a span are the byte pieces of one character (byte fallback). Where
+    the cut separates a character's pieces, tokenizers' ByteFallback decoder turns the
+    whole run of byte pieces at the seam into one U+FFFD per piece (the run is not valid
+    UTF-8), so that run is replaced here the same way."""
+    spans = [s for s in kept if s is not None]
+    if not spans:
+        return ""
+    ordered = spans if head else spans[::-1]
+    seam = ordered[-1]
+    beyond = [s for s in dropped if s is not None]
+    neighbour = (beyond[:1] if head else beyond[-1:])
+    if neighbour and neighbour[0] == seam:  # a character split by the cut
+        counts = Counter(spans + beyond)
+        shared = {s for s, n in counts.items() if n > 1}
+        run = 0
+        for s in reversed(ordered):
+            if s not in shared:
+                break
+            run += 1
+        edge = ordered[len(ordered) - run]
+        if head:
+            return raw[: edge[0]].decode("utf-8", "replace") + "\ufffd" * run
+        return "\ufffd" * run + raw[edge[1]:].decode("utf-8", "replace")
+    if head:
+        return raw[: seam[1]].decode("utf-8", "replace")
+    out = raw[seam[0]:].decode("utf-8", "replace")
+    return out[1:] if strip_space and out.startswith(" ") else out
 
 
 class TGIProvider(ProviderBase):
     name = "tgi"
+    serves_open_models = True
 
     def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
         super().__init__(model, api_key, api)
@@ -100,15 +165,26 @@ class TGIProvider(ProviderBase):
         return (min(inputs) if inputs else None, min(totals) if totals else None,
                 f"tgi /info ({len(base_urls)} endpoint{'s' if len(base_urls) > 1 else ''})")
 
-    async def server_tokenizer(self, base_urls: list[str]) -> Any:
+    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False) -> Any:
         """TGI's `POST /tokenize` (the model's own tokenizer, special tokens included, as
-        pred.py's `tokenizer(prompt)`), when the first replica serves it."""
-        tok = ServerTokenizer(f"{base_urls[0]}/tokenize", self.http.headers)
+        pred.py's `tokenizer(prompt)`), when the first replica serves it. `strip_space`:
+        the model's decoder drops a span's leading `▁` space (SentencePiece, Llama)."""
+        tok = ServerTokenizer(f"{base_urls[0]}/tokenize", self.http.headers, strip_space)
         try:
-            await anyio.to_thread.run_sync(tok.spans, "a")
+            await anyio.to_thread.run_sync(tok.tokens, "a")
         except ProviderError:
             return None
         return tok
+
+    async def served_models(self, base_urls: list[str]) -> list[str]:
+        """The model the server says it runs: /info `model_id` (first replica that answers)."""
+        for url in base_urls:
+            try:
+                model_id = (await self.info(url)).get("model_id")
+            except ProviderError:
+                continue
+            return [str(model_id)] if model_id else []
+        return []
 
     async def info(self, base_url: str) -> dict[str, Any]:
         """The server's /info, with `max_input_tokens` normalised across TGI versions."""

@@ -49,7 +49,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -58,6 +58,9 @@ from .answerer import answer
 from .formats import ROUTES, Answer, BadRequest, Call, WireFormat
 from .limits import RateLimiter, retry_headers
 from .stats import SimStats
+
+if TYPE_CHECKING:
+    from .model_tokenizer import ModelTokenizer
 
 CONTEXT_MARKER = "<<SIM:CONTEXT_TOO_LONG>>"
 CHAT_DEFAULT_MAX_TOKENS = 256  # generation cap when a chat request sets no max_tokens
@@ -89,6 +92,9 @@ class SimConfig:
     max_context_tokens: int = 131072
     seed: int = 0
     model_id: str = "asyncbench-sim"
+    # the model's own tokenizer.json (model_tokenizer.py): /tokenize, /detokenize and every
+    # token count as the real server's; the /v1 routes then answer errors as vLLM does
+    tokenizer_file: str | None = None
     prompt_cache_ttl_s: float = 300.0  # prompt-cache entries live this long after their last use
     # Batch APIs (batch.py): seconds from submission to results, how many of the first
     # batches expire (half their requests unprocessed), and the providers' size limits.
@@ -143,6 +149,11 @@ class SimServer:
         self._next_id = 0
         self._pieces: dict[str, int] = {}  # the vLLM-style tokenizer's vocabulary, grown as it is used
         self._piece_list: list[str] = []
+        self.model_tokenizer: ModelTokenizer | None = None
+        if config.tokenizer_file:
+            from .model_tokenizer import ModelTokenizer
+
+            self.model_tokenizer = ModelTokenizer(config.tokenizer_file)
         from .batch import BatchService
 
         self.batches = BatchService(self)
@@ -211,9 +222,10 @@ class SimServer:
         )
 
     async def _tokenize(self, request: web.BaseRequest) -> web.Response:
-        """`POST /tokenize`: the simulator's tokens are the 4-character pieces its context
-        check counts. TGI's form (`inputs`): each token with its character span; vLLM's
-        (`prompt`): token ids, which `/detokenize` turns back into text."""
+        """`POST /tokenize`: the simulated model's tokenizer (model_tokenizer.py), else the
+        4-character pieces the context check counts. TGI's form (`inputs`): each token
+        with its UTF-8 byte span; vLLM's (`prompt`): token ids, which `/detokenize` turns
+        back into text."""
         try:
             body = json.loads(await request.read())
             text = body["inputs"] if "inputs" in body else body["prompt"]
@@ -221,12 +233,23 @@ class SimServer:
                 raise TypeError
         except (ValueError, KeyError, TypeError):
             return _json({"error": "Input validation error: `inputs` must be a string", "error_type": "validation"}, 422)
+        special = body.get("add_special_tokens", True) is not False
+        if self.model_tokenizer is not None:
+            if "prompt" in body:  # vLLM
+                ids = self.model_tokenizer.ids(text, special)
+                return _json({"count": len(ids), "max_model_len": self.config.max_context_tokens, "tokens": ids})
+            return _json(self.model_tokenizer.tgi_tokens(text, special))
         pieces = [text[j: j + 4] for j in range(0, len(text), 4)]
         if "prompt" in body:  # vLLM
             ids = [self._piece_id(p) for p in pieces]
             return _json({"count": len(ids), "max_model_len": self.config.max_context_tokens, "tokens": ids})
-        return _json([{"id": i, "text": p, "special": False, "start": 4 * i, "stop": 4 * i + len(p)}
-                      for i, p in enumerate(pieces)])
+        # TGI's offsets are UTF-8 byte offsets (router/src/server.rs encoding_to_tokens)
+        out, at = [], 0
+        for i, p in enumerate(pieces):
+            size = len(p.encode("utf-8", "surrogatepass"))
+            out.append({"id": i, "text": p, "start": at, "stop": at + size})
+            at += size
+        return _json(out)
 
     def _piece_id(self, piece: str) -> int:
         """The piece's id, a new one the first time it is seen."""
@@ -239,7 +262,10 @@ class SimServer:
         """vLLM's `POST /detokenize`: the text of token ids /tokenize gave."""
         try:
             ids = json.loads(await request.read())["tokens"]
-            text = "".join(self._piece_list[int(i)] for i in ids)
+            if self.model_tokenizer is not None:
+                text = self.model_tokenizer.detokenize([int(i) for i in ids])
+            else:
+                text = "".join(self._piece_list[int(i)] for i in ids)
         except (ValueError, KeyError, TypeError, IndexError):
             return _json({"object": "error", "message": "invalid tokens", "type": "BadRequestError", "code": 400}, 400)
         return _json({"prompt": text})
@@ -295,7 +321,7 @@ class SimServer:
         attempt = self._attempts.get(fingerprint, 0)
         self._attempts[fingerprint] = attempt + 1
 
-        prompt_tokens = [count_tokens(p) for p in call.prompts]
+        prompt_tokens = self.prompt_tokens(call)
         refusal = self._check_context(fmt, call, text, max(prompt_tokens))
         if refusal is not None:
             stats.context_length_errors += 1
@@ -313,13 +339,24 @@ class SimServer:
         completion = sum(a.completion_tokens for a in answers)
         return await self._deliver(request, fmt, call, answers, completion, fingerprint, attempt, headers, arrived)
 
+    def prompt_tokens(self, call: Call) -> list[int]:
+        """Each prompt's tokens: the model's own tokenizer's count as its server makes it
+        (model_tokenizer.py: raw text with special tokens, chat through the template),
+        else ceil(chars / 4)."""
+        tok = self.model_tokenizer
+        if tok is None:
+            return [count_tokens(p) for p in call.prompts]
+        if call.route == "chat":
+            return [tok.count(tok.chat_prompt(call.body.get("messages") or []), special=False)]
+        return [tok.count(p) for p in call.prompts]
+
     def answers(self, fmt: WireFormat, call: Call, fingerprint: str, raw: bytes) -> list[Answer]:
         """The model's answers to a parsed call, with the prompt-cache usage (live and batch)."""
         cap = call.max_tokens or CHAT_DEFAULT_MAX_TOKENS
         repeat = fingerprint in self._served and fmt.api == "openai"
         out = []
-        for p in call.prompts:
-            a = _answer(call, p, count_tokens(p), cap, repeat)
+        for p, n in zip(call.prompts, self.prompt_tokens(call)):
+            a = _answer(call, p, n, cap, repeat)
             if fmt.api == "anthropic" and call.cache_marks:
                 a.cached_tokens, a.cache_write_tokens = self._marked_cache(call, a.cache_puts)
             elif fmt.api == "openai" and call.body.get("prompt_cache_key"):
@@ -390,10 +427,14 @@ class SimServer:
                 self._prefix_cache[digest] = expiry
 
     def check_context(self, fmt: WireFormat, call: Call, text: str) -> web.Response | None:
-        return self._check_context(fmt, call, text, max(count_tokens(p) for p in call.prompts))
+        return self._check_context(fmt, call, text, max(self.prompt_tokens(call)))
 
     def _check_context(self, fmt: WireFormat, call: Call, text: str, prompt_tokens: int) -> web.Response | None:
         limit = self.config.max_context_tokens
+        if fmt.api == "tgi" and CONTEXT_MARKER not in text and prompt_tokens + call.max_tokens <= limit \
+                and prompt_tokens > limit - 1:  # router/src/validation.rs InputLength (max_input_tokens = total - 1)
+            msg = f"Input validation error: `inputs` must have less than {limit - 1} tokens. Given: {prompt_tokens}"
+            return self._error(fmt, 422, "validation", msg)
         if CONTEXT_MARKER not in text and prompt_tokens + call.max_tokens <= limit:
             return None
         if fmt.api == "anthropic":
@@ -410,6 +451,10 @@ class SimServer:
             f"{prompt_tokens + call.max_tokens} tokens ({prompt_tokens} in the messages, "
             f"{call.max_tokens} in the completion). Please reduce the length of the messages or completion."
         )
+        if self.model_tokenizer is not None:  # a self-hosted model: vLLM's body (protocol.py ErrorResponse,
+            # the message from entrypoints/openai/serving_engine.py `_validate_input`, v0.6-v0.8)
+            return _json({"object": "error", "message": msg, "type": "BadRequestError", "param": None,
+                          "code": 400}, 400)
         return self._error(fmt, 400, "invalid_request_error", msg, "context_length_exceeded")
 
     def _rate_limited(self, fmt: WireFormat, reason: str | None, retry_after: float | None,

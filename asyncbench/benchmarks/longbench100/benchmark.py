@@ -118,6 +118,9 @@ class LongBench100:
     name = "100-longbench"
     SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "longscore", "by_task")
     MODEL2MAXLEN: ClassVar[str] = "longbench100"  # the release's per-model prompt budgets (budget.py)
+    # every model request as the release sends it (requests.py): no truncation, the
+    # release's system message and sampling for API models, the raw prompt for open ones
+    RELEASE_REQUESTS: ClassVar[bool] = True
     LONG_CONTEXT: ClassVar[bool] = True  # a run needs the model's context (budget.py)
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--lengths", "100-LongBench: target lengths, e.g. 2k,4k,8k", kind="list"),
@@ -146,6 +149,19 @@ class LongBench100:
             self.lengths = lengths
             self.base_lengths = _labels(extra.get("base_lengths"), DEFAULT_BASE)
         self.prior_threshold = float(extra.get("prior_threshold", PRIOR_THRESHOLD))
+
+    @staticmethod
+    def release_request(prompt: str, provider: str, open_model: bool) -> dict[str, Any]:
+        """The release's request for a prompt (requests.py), as ModelClient.request kwargs."""
+        from .requests import release_request
+
+        return release_request(prompt, provider, open_model)
+
+    @staticmethod
+    def describe_requests(provider: str, open_model: bool) -> dict[str, object]:
+        from .requests import describe
+
+        return describe(provider, open_model)
 
     # -- load ---------------------------------------------------------------------------
     def load(self, opts: LoadOptions) -> list[Sample]:

@@ -1,0 +1,109 @@
+"""Issue 25: what reaches a TGI-like and a vLLM-like server for llama2-7b-chat-4k is, byte
+for byte, what LongBench's pred.py gives the model (tests/pred_py.py re-implements it with
+the shared Llama-2 tokenizer) — every LongBench dataset (MiniLongBench's 237 samples cover
+all 21, with Chinese and non-ASCII English prompts), with the cut made by a local
+tokenizer.json or by the server's own /tokenize."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from capture import CaptureProxy
+from pred_py import DATA, LLAMA2_TOKENIZER, data_dir_with_model2path, pred_py_prompt, sent_prompt
+
+from asyncbench.benchmarks.base import LoadOptions
+from asyncbench.benchmarks.longbench import MiniLongBench
+from asyncbench.longbench_table import NAMES
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.skipif(not LLAMA2_TOKENIZER.is_file() or not (DATA / "minilongbench").is_dir(),
+                                reason="../shared/data (MiniLongBench, the Llama-2 tokenizer) is not beside the checkout")
+LLAMA2_REPO = "meta-llama/Llama-2-7b-chat-hf"
+
+
+def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    return subprocess.run([sys.executable, "-m", "asyncbench.cli", *args], env=dict(env, PYTHONPATH=str(REPO)),
+                          capture_output=True, text=True, timeout=600, cwd=cwd)
+
+
+def expected_by_id() -> dict[str, tuple[str, str]]:
+    samples = MiniLongBench(data_dir=DATA).load(LoadOptions(data_dir=DATA))
+    return {s.id: (s.task, pred_py_prompt(s.prompt or "", s.task)) for s in samples}
+
+
+def compare(sent: list[str], expected: dict[str, tuple[str, str]]) -> dict[str, int]:
+    """Per dataset, how many of its samples' pred.py prompts were sent exactly."""
+    pool = Counter(sent)
+    ok: Counter[str] = Counter()
+    for task, text in expected.values():
+        if pool[text] > 0:
+            pool[text] -= 1
+            ok[task] += 1
+    return dict(ok)
+
+
+def run_through_proxy(tmp_path: Path, provider: str, sim_args: list[str],
+                      extra: list[str]) -> tuple[dict[str, Any], list[str], dict[str, Any], list[dict[str, Any]]]:
+    """A MiniLongBench run of PROVIDER:llama against the simulator behind a capture proxy:
+    (run.json, the prompts that reached the server, the simulator's /stats, samsum's bodies)."""
+    import httpx
+
+    from asyncbench.sim.testing import sim_subprocess
+
+    with sim_subprocess(sim_args) as url, CaptureProxy(url) as proxy:
+        base = proxy.url + ("/v1" if provider == "openai-compat" else "")
+        done = run_cli(["run", "minilongbench", "--model", f"{provider}:llama", "--base-url", base,
+                        "--data-dir", str(data_dir_with_model2path(tmp_path)), "--cache", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "o"),
+                        "--no-progress", *extra], tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        samsum = [body for path, body in proxy.bodies() if "Summarize the dialogue" in (sent_prompt(path, body) or "")
+                  and not path.endswith(("/tokenize", "/detokenize"))]
+        sent = [p for path, body in proxy.bodies() if (p := sent_prompt(path, body)) is not None
+                and not path.endswith(("/tokenize", "/detokenize"))]
+        stats = httpx.get(f"{url}/stats").json()
+    return json.loads((tmp_path / "o" / "run.json").read_text()), sent, stats, samsum
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("provider", ["tgi", "openai-compat"])
+@pytest.mark.parametrize("tokenizer", ["file", "server"])
+def test_requests_reaching_the_server_are_pred_py_s(tmp_path: Path, provider: str, tokenizer: str) -> None:
+    sim = ["--model-id", LLAMA2_REPO, "--max-context-tokens", "4096", "--tokenizer-file", str(LLAMA2_TOKENIZER)]
+    extra = ["--tokenizer", str(LLAMA2_TOKENIZER)] if tokenizer == "file" else []
+    run, sent, stats, samsum = run_through_proxy(tmp_path, provider, sim, extra)
+    # the strict double (the real tokenizer, 4,096 total tokens, TGI's 422 / vLLM's 400):
+    # every sample fits and is answered
+    assert run["complete"] and run["samples"]["answered"] == 237 and run["samples"]["failed"] == 0
+    assert stats["context_length_errors"] == 0 and stats["requests"] == 237
+    official = run["truncation"]["official"]
+    assert official["applied"] and official["name"] == "llama2-7b-chat-4k"
+    assert LLAMA2_REPO in official["why"]  # found from the server's /info or /v1/models
+    assert run["truncation"]["budget"]["max_input_tokens"] == 3500
+    expected = expected_by_id()
+    ok = compare(sent, expected)
+    per_dataset = Counter(task for task, _ in expected.values())
+    assert len(sent) == 237
+    assert ok == dict(per_dataset), {t: (ok.get(t, 0), n) for t, n in per_dataset.items() if ok.get(t, 0) != n}
+    assert set(ok) == set(NAMES)  # all 21 LongBench datasets
+    assert run["truncation"]["n_truncated"] > 100
+    non_ascii = [text for task, text in expected.values() if task in ("multifieldqa_zh", "dureader") or
+                 (task in ("qasper", "narrativeqa") and any(ord(c) > 127 for c in text))]
+    assert non_ascii and all(t in sent for t in non_ascii)
+
+    # samsum: vLLM gets pred.py's rule (min 1 new token, then the newline token ends it);
+    # TGI no stop at all, the answer cut at the client (run.json says which)
+    assert len(samsum) == 15
+    if provider == "openai-compat":
+        assert all(b["min_tokens"] == 1 and b["stop_token_ids"] == [13] and "stop" not in b for b in samsum)
+        assert not run["truncation"]["samsum"]["client_cut"]
+    else:
+        assert all("stop" not in b["parameters"] for b in samsum)
+        assert run["truncation"]["samsum"]["client_cut"]
