@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from capture import CaptureProxy
+from pred_py import data_dir_with_model2path, pred_py_prompt, sent_prompt
 from servers.fixtures import llama2_tokenizer_json, llama_server, llama_server_binary, tiny_llama2_gguf
 from servers.llama_server import LlamaServer
 
 from asyncbench.errors import ProviderError
+from asyncbench.longbench_table import NAMES
 from asyncbench.providers.base import classify_status
 from asyncbench.providers.http import _error_message
 from asyncbench.providers.llamacpp_wire import LlamaCppTokenizer
@@ -202,3 +205,44 @@ def test_minilongbench_run_completes(llama_server: LlamaServer, tmp_path: Path) 
     run = json.loads((tmp_path / "o" / "run.json").read_text())
     assert run["truncation"]["tokenizer"] == "llama.cpp /tokenize"
     assert run["complete"] and run["samples"]["failed"] == 0 and run["samples"]["total"] == 21, run["samples"]
+
+
+@pytest.mark.slow
+def test_prompts_reaching_llama_server_are_pred_py_s(llama_server: LlamaServer, tmp_path: Path) -> None:
+    """Issue 25's capture test against the real llama.cpp server: a MiniLongBench run (all
+    237 samples, the 21 LongBench datasets, Chinese and non-ASCII English among them) of a
+    model named only `llama`, behind a recording proxy. The server is identified from its
+    /v1/models id (model2path.json: llama2-7b-chat-4k), the cut is made with llama.cpp's own
+    /tokenize, and every prompt that reaches llama-server is byte for byte what pred.py
+    (tests/pred_py.py, the Hugging Face tokenizer) gives the model; none is refused."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    with CaptureProxy(llama_server.url) as proxy:
+        done = subprocess.run(
+            [sys.executable, "-m", "asyncbench.cli", "run", "minilongbench", "--model", "openai-compat:llama",
+             "--base-url", f"{proxy.url}/v1", "--data-dir", str(data_dir_with_model2path(tmp_path)),
+             "--cache", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "o"), "--no-progress"],
+            env=dict(env, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=900, cwd=tmp_path)
+        bodies = proxy.bodies()
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert run["complete"] and run["samples"]["answered"] == 237 and run["samples"]["failed"] == 0
+    trunc = run["truncation"]
+    assert trunc["official"]["applied"] and trunc["official"]["name"] == "llama2-7b-chat-4k"
+    assert trunc["tokenizer"] == "llama.cpp /tokenize" and trunc["n_truncated"] > 100
+    generations = [(path, body) for path, body in bodies if path.endswith("/completions")]
+    sent = [p for path, body in generations if (p := sent_prompt(path, body)) is not None]
+    assert len(sent) == 237 and all(path == "/v1/completions" for path, _ in generations)  # raw text, no template
+    expected = [(dataset, pred_py_prompt(prompt, dataset)) for dataset, prompt in minilongbench_prompts()]
+    pool = list(sent)
+    exact: dict[str, int] = {}
+    for dataset, text in expected:
+        if text in pool:
+            pool.remove(text)
+            exact[dataset] = exact.get(dataset, 0) + 1
+    per_dataset = {d: sum(1 for x, _ in expected if x == d) for d in NAMES}
+    assert exact == per_dataset, {d: (exact.get(d, 0), n) for d, n in per_dataset.items() if exact.get(d, 0) != n}
+    assert any(any("\u4e00" <= c <= "\u9fff" for c in t) for t in sent)  # Chinese prompts among them
+    # samsum: llama.cpp takes no vLLM min_tokens, so no stop is sent and the client cuts
+    samsum = [body for _, body in generations if "Summarize the dialogue" in body["prompt"]]
+    assert samsum and all("stop" not in b and "min_tokens" not in b for b in samsum)
+    assert trunc["samsum"]["client_cut"]

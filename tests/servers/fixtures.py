@@ -45,7 +45,8 @@ def tiny_llama2_gguf(tmp_path_factory: pytest.TempPathFactory, llama2_tokenizer_
 @pytest.fixture(scope="session")
 def llama_server(llama_server_binary: Path, tiny_llama2_gguf: Path,
                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
-    """llama-server serving the tiny model as `llama2-7b-chat-4k` (one slot of 4,096 tokens)."""
+    """llama-server serving the tiny model under Llama-2-chat's hub id, as a user's server of
+    that model would list it in /v1/models (one slot of 4,096 tokens)."""
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    with running(llama_server_binary, tiny_llama2_gguf, log, alias="llama2-7b-chat-4k") as server:
+    with running(llama_server_binary, tiny_llama2_gguf, log, alias="meta-llama/Llama-2-7b-chat-hf") as server:
         yield server
