@@ -82,25 +82,36 @@ def test_llamacpp_context_error_is_a_fatal_context_error() -> None:
 
 # -- against the real server ---------------------------------------------------------------
 
+def tokenize_mismatches(server: LlamaServer, texts: list[str], want: list[list[int]]) -> list[int]:
+    """Indices of the texts whose llama.cpp /tokenize (`content`, `add_special`) ids differ."""
+    out = []
+    for i, (text, ids) in enumerate(zip(texts, want)):
+        status, body = server.post("/tokenize", {"content": text, "add_special": True})
+        assert status == 200
+        if body["tokens"] != ids:
+            out.append(i)
+    return out
+
+
 def test_tokenize_gives_the_shared_tokenizers_ids(llama_server: LlamaServer, llama2_tokenizer_json: Path) -> None:
-    """llama.cpp's /tokenize (`content`, `add_special`) on the tiny model = the Llama-2
-    tokenizer's ids, on the tokenizer's check strings and every MiniLongBench prompt."""
-    tok = hf_tokenizer(llama2_tokenizer_json)
+    """llama.cpp's /tokenize on the tiny model = the Llama-2 tokenizer's ids on its 26 check
+    strings (English, Chinese, accents, code, whitespace runs, LongBench prompts)."""
     folder = llama2_tokenizer_json.parent
     strings = json.loads((folder / "check_strings.json").read_text(encoding="utf-8"))
     expected = json.loads((folder / "check_ids.json").read_text(encoding="utf-8"))
-    texts = strings + [p for _, p in minilongbench_prompts()]
-    assert any("\u4e00" <= ch <= "\u9fff" for ch in texts[-1] + "".join(texts))  # Chinese is among them
-    mismatched = []
-    for i, text in enumerate(texts):
-        status, body = llama_server.post("/tokenize", {"content": text, "add_special": True})
-        assert status == 200
-        want = expected[i] if i < len(expected) else tok.encode(text).ids
-        if body["tokens"] != want:
-            mismatched.append(i)
-    assert mismatched == [], f"{len(mismatched)} of {len(texts)} texts tokenize differently"
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in "".join(strings))
+    assert tokenize_mismatches(llama_server, strings, expected) == []
     # vLLM's body (`prompt`) is not llama.cpp's: it answers no tokens at all
     assert llama_server.post("/tokenize", {"prompt": "Hello", "add_special_tokens": True}) == (200, {"tokens": []})
+
+
+@pytest.mark.slow
+def test_tokenize_every_minilongbench_prompt(llama_server: LlamaServer, llama2_tokenizer_json: Path) -> None:
+    """... and on all 237 MiniLongBench prompts (21 datasets)."""
+    tok = hf_tokenizer(llama2_tokenizer_json)
+    prompts = [p for _, p in minilongbench_prompts()]
+    wrong = tokenize_mismatches(llama_server, prompts, [tok.encode(p).ids for p in prompts])
+    assert wrong == [], f"{len(wrong)} of {len(prompts)} prompts tokenize differently"
 
 
 def test_detokenize_takes_tokens_and_keeps_what_pred_py_drops(llama_server: LlamaServer) -> None:
@@ -110,6 +121,7 @@ def test_detokenize_takes_tokens_and_keeps_what_pred_py_drops(llama_server: Llam
     assert status == 200 and body == {"content": "<s> Hello world"}
 
 
+@pytest.mark.slow
 def test_server_tokenizer_cuts_as_pred_py(llama_server: LlamaServer, llama2_tokenizer_json: Path) -> None:
     """The provider recognises llama.cpp (/v1/models `owned_by: llamacpp`), reads its slot's
     context, and its tokenizer cuts every MiniLongBench prompt exactly as pred.py does with
