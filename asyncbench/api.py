@@ -64,7 +64,7 @@ class Options(TypedDict, total=False):
     prompt_cache: Literal["auto", "off"]
     # BAMBOO
     length: Literal["4k", "16k", "both"]
-    skip_bad_rows: bool
+    strict_data: bool
     allow_unsafe_sandbox: bool
     sandbox_python: str
     sandbox_own_python: bool

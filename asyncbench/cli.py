@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from typing import NoReturn
 
@@ -57,7 +58,28 @@ HELP = {
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2
-        self.exit(2, f"asyncbench: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"asyncbench: error: {message}{_suggestion(self, message)} (see {self.prog} --help)\n")
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    """Every --option of `parser` and of its subcommands, at any depth."""
+    out = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                out += [o for o in _options(child) if o not in out]
+    return out
+
+
+def _suggestion(parser: argparse.ArgumentParser, message: str) -> str:
+    """"did you mean" for a mistyped option or command (argparse names neither)."""
+    from .errors import did_you_mean
+
+    if message.startswith("unrecognized arguments: "):
+        typo = next((w.split("=")[0] for w in message.split(": ", 1)[1].split() if w.startswith("--")), None)
+        return did_you_mean(typo, _options(parser)) if typo else ""
+    found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    return did_you_mean(found.group(1), re.findall(r"'([^']*)'", found.group(2))) if found else ""
 
 
 def _add_module(sub: argparse._SubParsersAction[_Parser], name: str, module: str, help: str | None) -> None:

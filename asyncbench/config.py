@@ -102,12 +102,16 @@ class RunConfig:
             validate_base_url(url, "--judge-base-url")
         return self
 
-    def run_id(self, endpoint_id: str, data: str) -> str:
+    def run_id(self, endpoint_id: str, data: str, model: str | None = None, judge: str | None = None) -> str:
         """Stable over what changes results — settings, endpoint identity and `data` (a hash
         of the samples' content, so an edited file is a new run); blind to limits,
-        concurrency, paths and keys."""
+        concurrency, paths and keys. `model` and `judge` are the resolved models
+        (provider:model): `--model auto` and `--model sim` that resolve to the same server
+        and model are one run."""
         ident = {k: getattr(self, k) for k in ("benchmark", "model", "api", "limit", "max_input_tokens",
                                                 "tokenizer", "temperature", "repeat", "judge", "extra")}
+        ident["model"] = model or self.model
+        ident["judge"] = judge or self.judge
         if self.official_model:  # only when set: older runs keep their ids
             ident["official_model"] = self.official_model
         ident["endpoint"] = endpoint_id

@@ -29,8 +29,8 @@ from .benchmarks.base import Benchmark, LoadOptions, RunContext, notes_of
 from .budget import PromptBudget, model2maxlen_path
 from .client import ModelClient, check_reachable, make_client
 from .config import RunConfig
-from .errors import ProviderError, UserError
-from .ledger import NO_TASK, SETTLED, InvocationEntry, RequestEntry, SampleEntry, account, merge_sample
+from .errors import ProviderError, RunInterrupted, UserError
+from .ledger import NO_TASK, SETTLED, InvocationEntry, RequestEntry, SampleEntry, account, interrupted, merge_sample
 from .official_models import build_chat, has_post_process, postprocess, samsum_stop
 from .pricing import SHAPE, PriceTable
 from .progress import RunProgress
@@ -40,7 +40,7 @@ from .runners import Runner, make_runner
 from .scheduler import Budget, Job, Outcome
 from .secrets import redact, redact_json, secret_values, strip_userinfo
 from .store import Store, default_cache_path
-from .store.duckdb_store import CachedResponse, FailureRow, ResponseRow, cached_keys
+from .store.duckdb_store import CachedResponse, FailureRow, ResponseRow, stored_plan
 from .store.journal import Journal, replay
 from .tokenizers import Tokenizer
 from .types import Request, Response, Sample, SampleResult, Usage
@@ -52,6 +52,8 @@ STREAM_CHUNK = 256
 # before they are sent anyway (the first is normally answered well within the provider's
 # 5-minute cache TTL).
 PREFIX_WAIT_S = 240.0
+# Why a sample the benchmark's prepare() left out is excluded (run.json "prepare" says more).
+EXCLUDED_BY_RULE = "left out by the benchmark's own rule (see run.json prepare)"
 # The writer's pace: at most one batch (one commit, one journal file) per this many seconds.
 WRITE_EVERY_S = 0.025
 
@@ -194,6 +196,7 @@ class _Generation:
         self.hits: dict[int, Response] = {}
         self.first_index: dict[str, int] = {}
         self.duplicates: list[tuple[int, int]] = []
+        self.hit_keys: set[str] = set()  # keys this call served from the cache (once each)
         # --prompt-cache: a shared-prefix group's first request goes alone, the others
         # wait (held) until it is answered, then go first; other requests fill meanwhile
         self.prefix_order = False
@@ -280,12 +283,15 @@ class _Generation:
     def _from_cache(self, i: int, hit: CachedResponse) -> None:
         usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens, hit.cache_write_tokens)
         self.hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
-        if hit.key in self.engine.paid_keys:  # sent earlier in this invocation, stored since
+        if hit.key in self.engine.paid_keys or hit.key in self.hit_keys:
+            # sent earlier in this invocation and stored since, or a cache hit this call
+            # already served to another sample: one answer, paid (or saved) once
             self.sources[i] = "shared"
             self.engine.pending_ledger.append(self._entry(i, "shared"))
             self.progress.add("shared")
             return
         self.sources[i] = "from_cache"
+        self.hit_keys.add(hit.key)
         # what the answer cost when it was paid (its cache row), not today's list price
         self.engine.pending_ledger.append(self._entry(
             i, "from_cache", prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens,
@@ -452,7 +458,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         data_id = samples_digest(samples)
     else:  # streamed: the benchmark hashes its file's bytes (content, not path)
         data_id = benchmark.fingerprint() if hasattr(benchmark, "fingerprint") else ""
-    run_id = cfg.run_id(spec.endpoint_id, data_id)
+    run_id = cfg.run_id(spec.endpoint_id, data_id, spec.label, judge.spec.label if judge is not None else None)
     official = getattr(benchmark, "MODEL2MAXLEN", None)  # the benchmark's model2maxlen.json, if it has one
     maxlen_path = model2maxlen_path(data_dir, official) if official else None
     open_model, official_info = None, None
@@ -466,7 +472,8 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
                     else await prompt_budget(cfg, spec, client.provider, maxlen_path, open_model))
     if release is None and prompt_limit.input is None and prompt_limit.total is None \
             and getattr(benchmark, "LONG_CONTEXT", False):
-        raise UserError(f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
+        raise UserError(getattr(client.provider, "unreachable", None) or  # a down server, said first
+                        f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
                         "the model-context table, and the server does not report it); pass --max-input-tokens N "
                         "(its context minus 500)")
     # a tokenizer only where something may be cut (a server's is asked for only then)
@@ -536,13 +543,14 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         cache = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
         planned = benchmark.planned_calls(samples, client.count) if hasattr(benchmark, "planned_calls") else {}
         return dry_run_summary(cfg, samples, requests, client, judge, run_id, truncated, limits,
-                               cached_keys(cache, [r.key() for r in requests]), planned)
+                               stored_plan(cache, run_id, [r.key() for r in requests]), planned)
 
     out = out_dir(cfg, run_id)  # checked before anything is sent
     with opening.result() as store:
         with store.session():
             replay(store)  # answers a crashed process had received but not stored
             store.start_run(run_id, cfg.benchmark, spec.label, public_config(cfg, spec))
+            store.book_killed(run_id, interrupted)  # an earlier invocation killed before it could
             before = store.ledger(run_id)
             invocation = InvocationEntry(len(before.invocations) + 1, t_start, pid=os.getpid(),
                                          host=socket.gethostname())
@@ -572,59 +580,113 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         ctx = RunContext(model_spec=spec.label, generate=ctx_generate, make_request=ctx_make_request,
                          options={"judge": cfg.judge, **cfg.extra},
                          map_chunks=runner.map_chunks)
-        failure: Exception | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(engine.writer)
+        try:
+            return await _generate_and_close(cfg, benchmark, samples, client, engine, store, runner, invocation,
+                                              before.invocations, build, ctx, t_start, run_id, spec, truncated,
+                                              limits, as_chat, prices, unpriced, out)
+        except BaseException as exc:  # Ctrl-C, a cancellation, an error: book what this invocation did
+            if invocation.finished:
+                raise
             try:
-                administer = getattr(benchmark, "administer", None)
-                if isinstance(samples, list):
-                    kept, prep_report = await benchmark.prepare(samples, ctx)
-                    kept_requests: Iterable[Request] = [build(s) for s in kept] if administer is None else []
-                else:  # streamed: prepare() is the identity for such benchmarks
-                    kept, prep_report = [], {}
-                    kept_requests = (build(s) for s in _collect(samples, kept))
-                if administer is not None:  # adaptive: the benchmark chooses each batch (benchmarks/adaptive.py)
-                    kept, generated, results, more = await _administer(administer, kept, engine, client, build,
-                                                                       benchmark, truncated, ctx, cfg.benchmark)
-                    prep_report = {**prep_report, **more}
-                else:
-                    generated = await engine.generate(client, kept_requests, "eval", kept,
-                                                      label=f"{cfg.benchmark} {spec.label}")
-                    results = await _score(benchmark, kept, generated, client, truncated, ctx)
-            except Exception as exc:
-                failure = exc
-            await engine.flush()
-            engine.journal.close()
-            tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-        loaded = samples if isinstance(samples, list) else kept
-        with store.session():  # the closing writes and reads in one opening of the file
-            # earlier invocations' statuses and payments: an answer this run produced stays its own
-            previous = {e.sample_id: e for e in store.sample_entries(run_id)} if before.invocations else {}
-            paid = store.paid_keys(run_id) if before.invocations else {}
-            rows = [_result_row(run_id, r, merge_sample(previous.get(r.sample_id),
-                                                        SampleEntry(r.sample_id, r.task, status, invocation.invocation),
-                                                        paid.get(r.key or "")))
-                    for r, status in zip(results, _statuses(results, generated.sources))]
-            rows += _unsent_rows(run_id, invocation.invocation, loaded, kept)
-            store.put_results(rows)
-            stats = runner.stats()
-            invocation.wall_s = round(time.time() - t_start, 3)
-            invocation.requests, invocation.retries = stats.requests_sent, stats.retries
-            invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
-            invocation.finished = True
-            ledger = store.ledger(run_id)
-            invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
-            store.put_invocation(run_id, invocation)
-            ledger.invocations[-1] = invocation
-            scores = benchmark.aggregate(results, prep_report)
-            limits["no_template_sent_as_chat"] = sorted(as_chat)
-            summary = run_summary(cfg, run_id, spec, account(ledger), store.sample_entries(run_id, unsettled_only=True),
-                                  engine.latencies, runner, scores, prep_report, truncated, limits, prices, client,
-                                  unpriced)
-            summary = dict(redact_json(summary))
-            store.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)
+                summary = _book_interrupted(cfg, store, engine, runner, invocation, t_start, run_id, spec, out)
+            except Exception:  # the store unusable too: the first error is the one to show
+                raise exc from None
+            if isinstance(exc, Exception):
+                raise
+            raise RunInterrupted(summary) from None
+
+
+def _book_interrupted(cfg: RunConfig, store: Store, engine: Engine, runner: Runner, invocation: InvocationEntry,
+                      t_start: float, run_id: str, spec: Any, out: Path) -> dict[str, Any]:
+    """An invocation that did not finish (Ctrl-C, a crash): store the answers and ledger
+    rows still queued, book its requests and wall time, and write run.json from the
+    ledger (no scores: they need every sample). Synchronous: the event loop is being
+    torn down, and the store's own lock waits for a batch a worker thread is writing."""
+    pending = (engine.pending_responses, engine.pending_failures, engine.pending_ledger, engine.pending_prompts)
+    engine.pending_responses, engine.pending_failures, engine.pending_ledger, engine.pending_prompts = [], [], [], []
+    with store.session():
+        engine._write(*pending)  # the journal holds them too: replaying them later adds nothing twice
+        stats = runner.stats()
+        invocation.wall_s = round(time.time() - t_start, 3)
+        invocation.requests, invocation.retries = stats.requests_sent, stats.retries
+        invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
+        store.put_invocation(run_id, invocation)
+        ledger = store.ledger(run_id)
+        summary = {"run_id": run_id, "benchmark": cfg.benchmark, "model": spec.label, "endpoint": spec.endpoint_id,
+                   "interrupted": True, **account(ledger), "complete": False,
+                   "samples_so_far": store.samples_seen(run_id)}
+        summary["this_invocation"] = summary["invocations"][-1]
+        summary["partial"] = "interrupted"
+        summary["next_step"] = f"continue it with `asyncbench run --resume {run_id}` (or the same command)"
+        summary["scores"] = None
+        summary = dict(redact_json(summary))
+    engine.journal.close()
+    write_out(out, summary)
+    return summary
+
+
+async def _generate_and_close(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] | Iterator[Sample],
+                              client: ModelClient, engine: Engine, store: Store, runner: Runner,
+                              invocation: InvocationEntry, earlier: list[InvocationEntry], build: Any,
+                              ctx: RunContext, t_start: float, run_id: str, spec: Any, truncated: dict[str, int],
+                              limits: dict[str, Any], as_chat: set[str], prices: PriceTable, unpriced: list[str],
+                              out: Path) -> dict[str, Any]:
+    """Generate and score every sample, then book the invocation and write run.json."""
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(engine.writer)
+        try:
+            administer = getattr(benchmark, "administer", None)
+            if isinstance(samples, list):
+                kept, prep_report = await benchmark.prepare(samples, ctx)
+                kept_requests: Iterable[Request] = [build(s) for s in kept] if administer is None else []
+            else:  # streamed: prepare() is the identity for such benchmarks
+                kept, prep_report = [], {}
+                kept_requests = (build(s) for s in _collect(samples, kept))
+            if administer is not None:  # adaptive: the benchmark chooses each batch (benchmarks/adaptive.py)
+                kept, generated, results, more = await _administer(administer, kept, engine, client, build,
+                                                                   benchmark, truncated, ctx, cfg.benchmark)
+                prep_report = {**prep_report, **more}
+            else:
+                generated = await engine.generate(client, kept_requests, "eval", kept,
+                                                  label=f"{cfg.benchmark} {spec.label}")
+                results = await _score(benchmark, kept, generated, client, truncated, ctx)
+        except Exception as exc:
+            failure = exc
+        await engine.flush()
+        engine.journal.close()
+        tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    loaded = samples if isinstance(samples, list) else kept
+    with store.session():  # the closing writes and reads in one opening of the file
+        # earlier invocations' statuses and payments: an answer this run produced stays its own
+        previous = {e.sample_id: e for e in store.sample_entries(run_id)} if earlier else {}
+        paid = store.paid_keys(run_id) if earlier else {}
+        rows = [_result_row(run_id, r, merge_sample(previous.get(r.sample_id),
+                                                    SampleEntry(r.sample_id, r.task, status, invocation.invocation),
+                                                    paid.get(r.key or "")))
+                for r, status in zip(results, _statuses(results, generated.sources))]
+        rows += _unsent_rows(run_id, invocation.invocation, loaded, kept,
+                             str(prep_report.get("excluded_reason") or EXCLUDED_BY_RULE))
+        store.put_results(rows)
+        stats = runner.stats()
+        invocation.wall_s = round(time.time() - t_start, 3)
+        invocation.requests, invocation.retries = stats.requests_sent, stats.retries
+        invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
+        invocation.finished = True
+        ledger = store.ledger(run_id)
+        invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
+        store.put_invocation(run_id, invocation)
+        ledger.invocations[-1] = invocation
+        scores = benchmark.aggregate(results, prep_report)
+        limits["no_template_sent_as_chat"] = sorted(as_chat)
+        entries = store.sample_entries(run_id)
+        summary = run_summary(cfg, run_id, spec, account(ledger), [e for e in entries if e.status not in SETTLED],
+                              engine.latencies, runner, scores, prep_report, truncated, limits, prices, client,
+                              unpriced, [e for e in entries if e.status == "excluded"])
+        summary = dict(redact_json(summary))
+        store.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)
     write_out(out, summary)
     return summary
 
@@ -657,15 +719,19 @@ def _statuses(results: list[SampleResult], sources: list[str]) -> list[str]:
     return out
 
 
-def _unsent_rows(run_id: str, invocation: int, loaded: list[Sample], kept: list[Sample]) -> list[dict[str, Any]]:
-    """Ledger rows of samples that never became requests: left out by the benchmark's own
-    rule (prepare), or malformed rows skipped at load (--skip-bad-rows)."""
+def _unsent_rows(run_id: str, invocation: int, loaded: list[Sample], kept: list[Sample],
+                 rule: str) -> list[dict[str, Any]]:
+    """Ledger rows of samples that never became requests, "excluded" with their reason:
+    left out by the benchmark's own rule (prepare's "excluded_reason", else a generic
+    one), or malformed data rows (file, line, parse error), which no re-run can fix."""
     kept_ids = {s.id for s in kept}
     rows = [{"run_id": run_id, "sample_id": s.id, "task": s.task, "purpose": "eval", "status": "excluded",
-             "invocation": invocation, "meta_json": "{}"} for s in loaded if s.id not in kept_ids]
+             "error": rule, "invocation": invocation, "meta_json": "{}"}
+            for s in loaded if s.id not in kept_ids]
     for bad in notes_of(loaded).get("skipped_rows", []):
         rows.append({"run_id": run_id, "sample_id": bad.sample_id, "task": bad.task, "purpose": "eval",
-                     "status": "skipped_bad_row", "error": bad.describe(), "invocation": invocation, "meta_json": "{}"})
+                     "status": "excluded", "error": f"malformed data row: {bad.describe()}", "invocation": invocation,
+                     "meta_json": "{}"})
     return rows
 
 

@@ -6,11 +6,20 @@ prints its message as one line and exits with code 2, no traceback.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
 class UserError(Exception):
     """A problem with the user's input or environment; the message says how to fix it."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """" (did you mean 'x'?)" for a typo close to one of `choices` (difflib), else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class ProviderError(Exception):
@@ -55,3 +64,12 @@ class ProviderError(Exception):
 def _provider_error(kind: str, message: str, status: int | None, retry_after: float | None,
                     ratelimit: dict[str, float]) -> ProviderError:
     return ProviderError(kind, message, status=status, retry_after=retry_after, ratelimit=ratelimit)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or a cancellation) during a run, after the interrupted invocation was
+    booked (its requests, wall time and spend) and run.json written: `summary` is it."""
+
+    def __init__(self, summary: dict[str, Any]) -> None:
+        super().__init__(summary.get("run_id", ""))
+        self.summary = summary

@@ -7,9 +7,12 @@ construction: sample statuses sum to the sample count, tasks and purposes sum to
 totals, and invocations sum to what the run cost to produce.
 
 A run is a record and an invocation is an event: re-running a command appends an
-invocation and its request rows and never rewrites an earlier one. A sample keeps the
-status of the invocation that settled it ("answered" in the first run stays "answered"
-when a re-run reads that same answer back from the cache).
+invocation and its request rows and never rewrites an earlier one. A sample's status is a
+fact of the run, not of the invocation that settled it: "answered" or "shared" in the
+first invocation stays so when a re-run reads that answer back from the cache, and an
+interrupted invocation's answers, read back by the next one, are booked as the
+uninterrupted run would have booked them (the sample that paid "answered", its twins
+"shared").
 """
 
 from __future__ import annotations
@@ -21,13 +24,16 @@ from typing import Any
 
 # A sample's one status. The first four are settled (its score counts); the rest leave
 # its task, and so the run, partial.
-SAMPLE_STATUSES = ("answered", "from_cache", "shared", "excluded", "failed", "skipped_budget", "skipped_bad_row")
+SAMPLE_STATUSES = ("answered", "from_cache", "shared", "excluded", "failed", "skipped_budget")
 SETTLED = frozenset({"answered", "from_cache", "shared", "excluded"})
 # answered: a request was sent for it in this run; from_cache: its answer was stored before
 # this run; shared: the same request as another sample of this run (sent once);
-# excluded: left out by the benchmark's own rule (100-LongBench's prior-knowledge filter);
-# failed: no answer after the retries; skipped_budget: not sent, --max-cost reached;
-# skipped_bad_row: a malformed data row skipped with --skip-bad-rows.
+# excluded: left out, with its reason in the row's error: a malformed data row (file, line,
+# parse error: a re-run cannot fix it) or the benchmark's own rule (100-LongBench's
+# prior-knowledge filter); failed: no answer after the retries; skipped_budget: not sent,
+# --max-cost reached.
+# Caches written before bad rows were excluded hold "skipped_bad_row": counted as excluded.
+LEGACY_STATUSES = {"skipped_bad_row": "excluded"}
 
 PURPOSES = ("eval", "judge", "prior")
 # What became of one request: sent and answered, served from the cache, the same as an
@@ -39,13 +45,23 @@ NO_TASK = "-"  # a judge or prior request no task claimed
 CONTEXT_HINT = ("prompts exceed the model's context: pass --max-input-tokens N (the context minus the output "
                 "length) to cut them in the middle as LongBench does, then run the same command again")
 BUDGET_HINT = "the run's --max-cost was reached (over all its invocations): run again with a larger --max-cost"
-BAD_ROW_HINT = "a malformed data row was skipped (--skip-bad-rows): fix it in the data file for a complete run"
+
+
+def next_step(unsettled: list[SampleEntry]) -> str | None:
+    """The one thing to do for a complete run, where the run is not (None: it is): what a
+    re-run alone cannot fix first (prompts too long, the budget), then a re-run for
+    failures it can retry. Excluded samples are settled: nothing to do for them."""
+    if not unsettled:
+        return None
+    hints = {hint_for(e.status, e.error) for e in unsettled}
+    for hint in (CONTEXT_HINT, BUDGET_HINT):
+        if hint in hints:
+            return hint
+    return f"run the same command again to retry the {len(unsettled)} unsettled sample(s)"
 
 
 def hint_for(status: str, error: str | None) -> str | None:
     """The flag or fix for a sample that did not settle, where one is known."""
-    if status == "skipped_bad_row":
-        return BAD_ROW_HINT
     if status == "skipped_budget":
         return BUDGET_HINT
     if "context too long" in (error or "").lower():
@@ -189,7 +205,7 @@ class _Money:
 def status_counts(counts: Iterable[StatusCount]) -> dict[str, int]:
     out = dict.fromkeys(SAMPLE_STATUSES, 0)
     for c in counts:
-        out[c.status] += c.n
+        out[LEGACY_STATUSES.get(c.status, c.status)] += c.n
     out["total"] = sum(out.values())
     out["settled"] = sum(out[s] for s in SETTLED)
     return out
@@ -248,15 +264,19 @@ def partial_label(block: dict[str, Any]) -> str:
     return "" if block.get("settled", total) == total else f"partial {block['settled']}/{total}"
 
 
-def merge_sample(previous: SampleEntry | None, new: SampleEntry, paid_in: int | None = None) -> SampleEntry:
+def merge_sample(previous: SampleEntry | None, new: SampleEntry, paid: tuple[int, str | None] | None = None) -> SampleEntry:
     """The run's status of a sample after another invocation. An answer this run already
-    produced, read back from the cache now, keeps the status and invocation it had — or,
-    when an earlier invocation paid for it and then died before recording its samples
-    (`paid_in`), becomes "answered" in that invocation."""
-    if new.status != "from_cache":
+    produced, read back from the cache (or shared with a twin that was) now, keeps the
+    status and invocation it had. One an earlier invocation paid for and then died before
+    recording its samples (`paid`: that invocation and the sample it was sent for) is
+    booked as the uninterrupted run would have: "answered" for the sample it was sent
+    for, "shared" for its twins, in that invocation."""
+    if new.status not in ("from_cache", "shared"):
         return new
     if previous is not None and previous.status in ("answered", "shared", "from_cache"):
         return previous
-    if paid_in is not None:
-        return SampleEntry(new.sample_id, new.task, "answered", paid_in)
+    if paid is not None:
+        invocation, payer = paid
+        return SampleEntry(new.sample_id, new.task, "answered" if payer in (None, new.sample_id) else "shared",
+                           invocation)
     return new

@@ -104,3 +104,13 @@ class PriceTable:
             if best:
                 return self.models[best]
         return None
+
+
+NOTIONAL = ("dollars are notional: the built-in simulator is priced like a small API model "
+            "(prices.json \"sim\") so that cost accounting can be shown; no money was spent")
+
+
+def is_simulator(model: str) -> bool:
+    """Whether a run's model (its spec, e.g. "openai-compat:sim") is the built-in simulator,
+    whose dollars are notional."""
+    return model.rsplit(":", 1)[-1] == "sim"

@@ -14,12 +14,13 @@ from .benchmarks.base import Scores
 from .client import ModelClient
 from .config import RunConfig
 from .errors import UserError
-from .ledger import SampleEntry, hint_for, partial_label
+from .ledger import SampleEntry, hint_for, next_step, partial_label
 from .percentiles import percentiles
 from .pricing import PriceTable
 from .providers.base import ModelSpec
 from .runners.base import Runner
 from .secrets import redact_json
+from .store.duckdb_store import StoredPlan
 from .types import Request, Sample
 
 
@@ -43,30 +44,46 @@ def public_config(cfg: RunConfig, spec: ModelSpec) -> dict[str, Any]:
 
 def dry_run_summary(cfg: RunConfig, samples: list[Sample], requests: list[Request], client: ModelClient,
                     judge: ModelClient | None, run_id: str, truncated: dict[str, int], limits: dict[str, Any],
-                    cached: set[str] | None, planned: dict[str, tuple[int, int, int]]) -> dict[str, Any]:
-    """What a run would send and cost, sending nothing: answers already in the cache are
-    free, judge and prior-knowledge calls are estimated by the benchmark (at most), and a
-    model without a price says "unpriced" instead of $0."""
-    hits = [r for r in requests if cached is not None and r.key() in cached]
-    to_send = [r for r in requests if cached is None or r.key() not in cached]
+                    stored: StoredPlan | None, planned: dict[str, tuple[int, int, int]]) -> dict[str, Any]:
+    """What a run would send and cost, sending nothing, each figure labelled "exact" or
+    "upper bound". Answers already in the cache are free. Judge and prior-knowledge calls
+    are the benchmark's upper bound, unless this run is stored complete with every such
+    call in the cache: a re-run then makes the same calls (the same answers judged), free,
+    and leaves out the samples its prior-knowledge filter left out. A model without a
+    price says "unpriced" instead of $0."""
+    cached = stored.cached if stored is not None else set()
+    reuse = stored is not None and stored.complete
+    free = {p for p, (n, hit) in (stored.calls if stored is not None and reuse else {}).items() if n == hit}
+    skip = stored.excluded if stored is not None and "prior" in free else set()
+    asked = [(s, r) for s, r in zip(samples, requests) if s.id not in skip]
+    hits = [r for _, r in asked if r.key() in cached]
+    to_send = [r for _, r in asked if r.key() not in cached]
     prompt_tokens = sum(client.count(r.text()) for r in to_send)
     output_tokens = sum(r.max_tokens for r in to_send)
-    purposes: dict[str, dict[str, Any]] = {"eval": {"requests": len(to_send), "prompt_tokens": prompt_tokens,
-                                                    "max_output_tokens": output_tokens,
-                                                    "cost_usd": _estimate(client, prompt_tokens, output_tokens)}}
+    purposes: dict[str, dict[str, Any]] = {"eval": {
+        "requests": len(to_send), "prompt_tokens": prompt_tokens, "max_output_tokens": output_tokens,
+        "cost_usd": _estimate(client, prompt_tokens, output_tokens),
+        "estimate": "exact" if not to_send else "upper bound",  # output priced at each request's max tokens
+    }}
     for purpose, (n, tokens_in, tokens_out) in planned.items():
         target = judge if purpose == "judge" and judge is not None else client
-        purposes[purpose] = {"requests": n, "prompt_tokens": tokens_in, "max_output_tokens": tokens_out,
-                             "cost_usd": _estimate(target, tokens_in, tokens_out), "at_most": True}
+        if purpose in free and (purpose == "prior" or not to_send):
+            purposes[purpose] = {"requests": 0, "prompt_tokens": 0, "max_output_tokens": 0, "cost_usd": 0.0,
+                                 "cached": stored.calls[purpose][0] if stored is not None else 0, "estimate": "exact"}
+        else:
+            purposes[purpose] = {"requests": n, "prompt_tokens": tokens_in, "max_output_tokens": tokens_out,
+                                 "cost_usd": _estimate(target, tokens_in, tokens_out), "estimate": "upper bound"}
     purposes["eval"]["cost_usd_by_mode"] = _cost_by_mode(client, to_send, prompt_tokens, output_tokens)
     costs = [p["cost_usd"] for p in purposes.values()]
     total: float | str = "unpriced" if "unpriced" in costs else round(sum(float(c) for c in costs), 6)
+    exact = all(p["estimate"] == "exact" for p in purposes.values())
     return {
         "run_id": run_id, "benchmark": cfg.benchmark, "model": client.spec.label, "dry_run": True,
         "n_samples": len(samples), "requests": len(requests), "cached": len(hits), "to_send": len(to_send),
-        "cache_checked": cached is not None,
+        "left_out_as_stored": len(requests) - len(asked),  # the stored run's prior-knowledge exclusions
+        "cache_checked": stored is not None,
         "estimated_prompt_tokens": prompt_tokens, "estimated_max_output_tokens": output_tokens,
-        "estimated_cost_usd": total, "by_purpose": purposes,
+        "estimated_cost_usd": total, "estimate": "exact" if exact else "upper bound", "by_purpose": purposes,
         "token_counting": "tiktoken" if client.counter else "approx ceil(chars/4)",
         "truncation": {**limits, "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())},
     }
@@ -98,10 +115,19 @@ def _estimate(client: ModelClient, prompt_tokens: int, output_tokens: int) -> fl
     return round(client.price.estimate(prompt_tokens, output_tokens), 6) if client.price.priced else "unpriced"
 
 
+def excluded_block(excluded: list[SampleEntry], listed: int = 50) -> dict[str, Any]:
+    """The excluded samples with their reasons: counted by reason, the first `listed` named."""
+    by_reason: dict[str, int] = {}
+    for e in excluded:
+        by_reason[e.error or "-"] = by_reason.get(e.error or "-", 0) + 1
+    return {"n": len(excluded), "by_reason": by_reason,
+            "samples": [{"sample_id": e.sample_id, "task": e.task, "reason": e.error} for e in excluded[:listed]]}
+
+
 def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, Any], unsettled: list[SampleEntry],
                 latencies: Latencies, runner: Runner, scores: Scores, prep_report: dict[str, Any],
                 truncated: dict[str, int], limits: dict[str, Any], prices: PriceTable,
-                client: ModelClient, unpriced: list[str]) -> dict[str, Any]:
+                client: ModelClient, unpriced: list[str], excluded: list[SampleEntry] | None = None) -> dict[str, Any]:
     """run.json: the ledger's figures (ledger.account: samples by status, cost and tokens
     by purpose, by task, every invocation), then how this invocation went, then scores."""
     this = ledger["invocations"][-1]
@@ -131,6 +157,8 @@ def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, 
         "aborted": runner.aborted,
         "failures": failures[:50],
         "hints": sorted({f["hint"] for f in failures if "hint" in f}),
+        "next_step": next_step(unsettled),  # None: complete
+        "excluded": excluded_block(excluded or []),
         "prepare": prep_report,
         "scores": scores,
     }

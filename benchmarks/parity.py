@@ -28,7 +28,7 @@ from pathlib import Path
 RECORDED = Path(__file__).resolve().parents[1] / "tests" / "data" / "parity.json"
 RUNS = {
     "minilongbench": ["minilongbench"],
-    "bamboo": ["bamboo", "--length", "both", "--skip-bad-rows"],
+    "bamboo": ["bamboo", "--length", "both"],
     "100-longbench": ["100-longbench", "--judge", "sim", "--lengths", "2k,4k,8k", "--rows", "2"],
 }
 

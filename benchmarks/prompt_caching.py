@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/prompt_caching.py plan    # the cost of finding the prefixes
 
 For each model (default: anthropic:claude-sonnet-4-5, openai:gpt-4.1, openai:gpt-4o-mini)
-BAMBOO (both lengths, --skip-bad-rows) runs four times against the simulator, each with a
+BAMBOO (both lengths; the malformed row excluded) runs four times against the simulator, each with a
 fresh cache and an empty simulator prompt cache: live at list price (--prompt-cache off),
 live with prompt caching (auto), --batch, and --batch with prompt caching. The dollars
 are the ledger's, at the shipped list prices of each model (the simulator reports the
@@ -39,7 +39,7 @@ def run(tmp: Path, url: str, model: str, mode: str) -> tuple[dict[str, Any], lis
     urllib.request.urlopen(urllib.request.Request(url + "/stats/reset", method="POST", data=b""), timeout=10).read()
     base = url + "/v1" if model.startswith("openai") else url
     name = f"{model.replace(':', '_')}-{mode}"
-    cmd = [sys.executable, "-m", "asyncbench.cli", "run", "bamboo", "--length", "both", "--skip-bad-rows",
+    cmd = [sys.executable, "-m", "asyncbench.cli", "run", "bamboo", "--length", "both",
            "--model", model, "--base-url", base, "--data-dir", str(DATA), "--cache", f"{tmp}/{name}.duckdb",
            "--out", f"{tmp}/{name}", "--no-progress", "--concurrency", "32", *MODES[mode]]
     t0 = time.perf_counter()
@@ -71,9 +71,9 @@ def plan_cost() -> None:
         path = Path(d) / "long.jsonl"
         write_data(path, 1000, (2000, 8000), 16)
         unique = [json.loads(line)["prompt"] for line in path.open()]
-    bench, tasks = parse_benchmark("bamboo", {"length": "both", "skip_bad_rows": True}, DATA)
+    bench, tasks = parse_benchmark("bamboo", {"length": "both"}, DATA)
     bamboo = [s.prompt or "" for s in bench.load(LoadOptions(data_dir=DATA, tasks=tasks, limit=None,
-                                                               extra={"length": "both", "skip_bad_rows": True}))]
+                                                               extra={"length": "both"}))]
     for name, texts in (("1,000 unique long prompts", unique), ("BAMBOO, both lengths", bamboo)):
         t0 = time.perf_counter()
         plan = plan_prefixes(texts, count, 1024)

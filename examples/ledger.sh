@@ -29,3 +29,8 @@ asyncbench run "jsonl:$DATA" --model sim --prices "$PRICES" --cache "$CACHE" --d
 asyncbench cache runs --cache "$CACHE"                       # partial n/N, invocations, cost to produce
 asyncbench report --cache "$CACHE" --out "$OUT/report.md"    # the same figures, with every invocation
 python -c "import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({k: r[k] for k in ('complete','partial','samples','cost_usd')}, indent=1)); print([(i['invocation'], i['requests'], i['cost_usd']) for i in r['invocations']])" "$OUT/run/run.json"
+# the dry run again: every answer is cached now, so what is left is exact (q1 and the
+# budget-skipped ones are an upper bound); `--json` prints the same as JSON
+asyncbench run "jsonl:$DATA" --model sim --prices "$PRICES" --cache "$CACHE" --dry-run
+asyncbench samples "$(asyncbench cache runs --cache "$CACHE" | head -1 | cut -d' ' -f1)" --cache "$CACHE" \
+  --format jsonl | python -c "import json,sys; print([(r['sample_id'], r['status'], r['shared_with']) for r in map(json.loads, sys.stdin) if r['status'] == 'shared'])"  # q3 shares q0's answer

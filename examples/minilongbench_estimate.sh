@@ -25,6 +25,8 @@ PY
 
 echo "--- shipped parameters (blend headline, 90% interval)"
 asyncbench estimate minilongbench --anchor-scores "$OUT/anchor_scores.json" | tail -3
+echo "--- the release's own example file (its llama-30b re-run's anchor scores), as it is"
+asyncbench estimate minilongbench --anchor-scores "$DATA/minilongbench/example_reference_scores.json" | tail -2
 echo "--- the release's parameters (irt, no interval)"
 asyncbench estimate minilongbench --anchor-scores "$OUT/anchor_scores.json" --params release --data-dir "$DATA" | tail -3
 

@@ -18,4 +18,4 @@ asyncbench run minilongbench --model tgi:llama --base-url http://127.0.0.1:8765 
 python -c "import json,sys; t=json.load(open(sys.argv[1]))['truncation']; print(json.dumps(t, indent=1))" "$OUT/tgi/run.json"
 # budget 3500 from model2maxlen.json; trec, triviaqa, samsum, lsht, lcc, repobench-p go raw to /v1/completions
 asyncbench run minilongbench --model openai-compat:llama2-7b-chat-4k --base-url http://127.0.0.1:8765/v1 \
-  --tokenizer cl100k_base --data-dir "$DATA" --dry-run | python -c "import json,sys; print(json.load(sys.stdin)['truncation'])"
+  --tokenizer cl100k_base --data-dir "$DATA" --dry-run --json | python -c "import json,sys; print(json.load(sys.stdin)['truncation'])"

@@ -17,7 +17,7 @@ data = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().pare
 out = Path("out/python-api-example")
 
 # In a notebook: `result = await asyncbench.evaluate_async(...)`, or the same call as here.
-result = asyncbench.evaluate("bamboo", "sim", length="4k", skip_bad_rows=True, data_dir=data,
+result = asyncbench.evaluate("bamboo", "sim", length="4k", data_dir=data,
                              cache=out / "cache.duckdb", out=out / "run")
 print(f"run {result.run_id}: complete={result.complete} overall={result.scores['overall']:.2f} "
       f"cost=${result.cost['total']:.4f}")

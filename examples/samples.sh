@@ -21,6 +21,9 @@ LB100=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))['run_id']
 
 asyncbench samples "${MINI:0:6}" --task trec                  # a table, one line per sample
 asyncbench samples "$MINI" --out "$OUT/mini.parquet"          # or .jsonl / .csv
+asyncbench samples "$MINI" --out "$OUT/mini.jsonl"
+# the run's headline again, from its export (any row order): `overall` in run.json is this estimate
+asyncbench estimate minilongbench --anchor-scores "$OUT/mini.jsonl" | tail -2
 asyncbench samples "$LB100" --format jsonl | head -n 1 | python -m json.tool | head -n 40   # judge calls included
 asyncbench report "$MINI" "$LB100" --out "$OUT/report.html"    # with the sample viewer
 echo "open $OUT/report.html#samples=$MINI&task=qasper&sort=score:asc"

@@ -31,9 +31,9 @@ def test_release_defects_are_reported_by_file_and_line():
     assert {n for n, _ in rows} >= {53, 54}
     rows, bad = read_jsonl(BAMBOO / "paperqa_16k.jsonl")
     assert len(rows) == 99 and [(b.file, b.line) for b in bad] == [("paperqa_16k.jsonl", 26)]
-    with pytest.raises(UserError, match=r"paperqa_16k.jsonl line 26.*--skip-bad-rows"):
-        load(tasks=["paperqa@16k"])
-    bench, samples = load(tasks=["paperqa@16k"], skip_bad_rows=True)
+    with pytest.raises(UserError, match=r"--strict-data.*paperqa_16k.jsonl line 26"):
+        load(tasks=["paperqa@16k"], strict_data=True)
+    bench, samples = load(tasks=["paperqa@16k"])
     assert len(samples) == 99 and "paperqa_16k/26" not in {s.id for s in samples}
     _, report = anyio.run(bench.prepare, samples, None)
     assert report["skipped_rows"] == [{"file": "paperqa_16k.jsonl", "line": 26, "error": report["skipped_rows"][0]["error"]}]
@@ -47,7 +47,7 @@ def test_parse_line_fallbacks():
 
 
 def test_selection_and_counts():
-    _, samples = load(skip_bad_rows=True)
+    _, samples = load()
     counts: dict[str, int] = {}
     for s in samples:
         counts[s.task] = counts.get(s.task, 0) + 1
@@ -154,12 +154,13 @@ def test_score_cli_user_errors(tmp_path, capsys, line, message):
 
 def test_run_against_simulator_reports_both_levels(tmp_path):
     summary_path = tmp_path / "out"
-    rc = cli(["run", "bamboo", "--model", "sim", "--data-dir", str(DATA), "--length", "both", "--skip-bad-rows",
+    rc = cli(["run", "bamboo", "--model", "sim", "--data-dir", str(DATA), "--length", "both",
               "--cache", str(tmp_path / "cache.duckdb"), "--out", str(summary_path), "--no-progress", "--json"])
     run = json.loads(next(summary_path.rglob("run.json")).read_text())
-    # the release's one malformed row is skipped and counted: the run is partial, exit 3
-    assert rc == 3 and run["partial"] == f"partial {run['samples']['total'] - 1}/{run['samples']['total']}"
-    assert run["samples"]["skipped_bad_row"] == 1 and run["failures"][0]["status"] == "skipped_bad_row"
+    # the release's one malformed row is excluded with its reason: 1953 scored, complete, exit 0
+    assert rc == 0 and run["complete"] and run["partial"] is None and run["failures"] == []
+    assert run["samples"]["excluded"] == 1 and run["samples"]["settled"] - run["samples"]["excluded"] == 1953
+    assert run["excluded"]["samples"][0]["sample_id"] == "paperqa_16k/26"
     scores = run["scores"]
     assert set(scores["by_task"]) == {f"{d}_4k" for d in ("altqa", "paperqa", "meetingqa", "senhallu", "abshallu", "showssort",
                                                           "reportsumsort", "showspred", "meetingpred", "private_eval")} | {

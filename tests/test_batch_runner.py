@@ -90,7 +90,7 @@ def test_a_batch_run_of_minilongbench_equals_the_live_run_at_half_the_price(tmp_
 
 
 def test_a_batch_run_of_bamboo_through_anthropic_equals_the_live_run(tmp_path: Path) -> None:
-    bench = ("bamboo", "--length", "4k", "--skip-bad-rows")
+    bench = ("bamboo", "--length", "4k")
     model = "anthropic:claude-haiku-4-5"
     with sim_subprocess(["--batch-turnaround-s", "0.3"]) as url:
         rc, live, err = _run(_cmd(tmp_path, "live", url, model=model, bench=bench))

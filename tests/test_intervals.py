@@ -86,3 +86,31 @@ def test_compare_finds_a_real_difference_and_none_between_equal_runs() -> None:
     assert same["diff"] == 0 and same["ci"] == [0, 0] and same["p"] == 1 and not same["distinguishable"]
     with pytest.raises(ValueError):
         compare(plan(a), plan(a[:-1]))
+
+
+def test_blocked_draws_are_the_one_matrix_draws_whatever_the_block_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Draws are made a block of resamples at a time (memory flat in the number of
+    samples); the intervals must be those of one (resamples, clusters) index matrix per
+    stratum in name order, the definition, and must not move with the block size."""
+    import asyncbench.estimators.intervals as iv
+
+    rng = np.random.default_rng(5)
+    scores = {"a": rng.random(37), "b": rng.random(501)}  # odd cluster counts: words split across blocks
+    other = {k: np.clip(v + rng.normal(0, 0.2, len(v)), 0, 1) for k, v in scores.items()}
+
+    def plan(values: Mapping[str, Any]) -> Plan:
+        return Plan({k: mean_stratum(list(v)) for k, v in values.items()},
+                    lambda st: {"overall": (st["a"] + st["b"]) / 2, "a": st["a"]})
+
+    draw = np.random.default_rng(iv.SEED)
+    boot = {k: 100 * scores[k][draw.integers(0, len(scores[k]), size=(iv.N_RESAMPLES, len(scores[k])))].mean(axis=1)
+            for k in sorted(scores)}
+    expected = {"overall": [round(float(x), 2) for x in np.quantile((boot["a"] + boot["b"]) / 2, [0.025, 0.975])]}
+    got = intervals(plan(scores))
+    assert got["overall"] == pytest.approx(expected["overall"], abs=0.011)
+
+    whole_a, whole_c = intervals(plan(scores)), compare(plan(scores), plan(other))
+    for elements in (2, 1000, 3 * 501):  # blocks of 2 rows up to many rows
+        monkeypatch.setattr(iv, "BLOCK_ELEMENTS", elements)
+        assert intervals(plan(scores)) == whole_a
+        assert compare(plan(scores), plan(other)) == whole_c

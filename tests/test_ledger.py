@@ -3,7 +3,7 @@ ledger, so statuses sum to the sample count, tasks and purposes sum to the total
 the progress bar, the terminal summary, run.json and every `report` format agree.
 
 Each scenario runs the real CLI in a subprocess against the built-in simulator: BAMBOO
-(both lengths, with prompts shared between samples, one malformed row skipped),
+(both lengths, with prompts shared between samples, one malformed row excluded),
 100-LongBench with a judge (prior-knowledge exclusions), a jsonl file with failures,
 duplicates and a budget stop, and a long-prompt run against an 8k-context server.
 """
@@ -143,18 +143,17 @@ def reports_agree(tmp: Path, run: dict[str, Any]) -> dict[str, str]:
 
 
 @needs_data
+@pytest.mark.slow  # the whole of BAMBOO (~2 min on a busy 2-core machine): the issue's acceptance run
 def test_bamboo_with_shared_prompts_and_a_bad_row(tmp_path: Path) -> None:
-    done, run = cli(tmp_path, "run", "bamboo", "--length", "both", "--skip-bad-rows", "--model", "sim",
-                    "--data-dir", str(DATA))
+    done, run = cli(tmp_path, "run", "bamboo", "--length", "both", "--model", "sim", "--data-dir", str(DATA))
     adds_up(run)
     n = run["samples"]
     # samples whose prompt another sample already asked share its answer: counted, not lost
-    assert n["shared"] > 0 and n["answered"] + n["shared"] + n["skipped_bad_row"] == n["total"]
+    assert n["shared"] > 0 and n["answered"] + n["shared"] + n["excluded"] == n["total"]
     assert run["this_invocation"]["sent"] == n["answered"]
-    # the release's malformed row makes the run partial, with its own exit code and a hint
-    assert n["skipped_bad_row"] == 1 and done.returncode == 3 and not run["complete"]
-    assert run["partial"] == f"partial {n['total'] - 1}/{n['total']}" and run["partial"] in done.stderr
-    assert any("fix it in the data file" in h for h in run["hints"])
+    # the release's malformed row is excluded with its reason: a re-run cannot fix it, the run is complete
+    assert n["excluded"] == 1 and done.returncode == 0 and run["complete"] and n["settled"] - n["excluded"] == 1953
+    assert "paperqa_16k.jsonl line 26" in run["excluded"]["samples"][0]["reason"]
     progress_agrees(done.stderr, run)
     reports_agree(tmp_path, run)
 
@@ -167,6 +166,13 @@ def test_100_longbench_with_a_judge(tmp_path: Path) -> None:
     adds_up(run)
     prior = run["prepare"]["prior_knowledge"]
     assert run["samples"]["excluded"] == prior["excluded"] and run["complete"]
+    # the cells it cannot build at short lengths are named, and the overall says what it covers
+    text = " ".join(done.stdout.split())
+    for task, cells in run["scores"]["unbuildable"].items():
+        for length in cells:
+            assert f"not built {task} at {length}: " in text
+    covered = run["scores"]["overall_tasks"]
+    assert run["scores"]["unbuildable"] and f"overall covers {len(covered)} of 8 tasks" in text
     tokens = run["tokens"]
     assert all(tokens[p]["prompt_tokens"] > 0 for p in PURPOSES)  # judge tokens are in the totals
     progress_agrees(done.stderr, run)
@@ -237,7 +243,7 @@ def test_unpriced_model_with_a_budget_is_refused_before_anything_is_sent(tmp_pat
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and "--prices FILE" in lines[0] and "gpt-4.5-preview" in lines[0]
     dry = subprocess.run([sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{data}", "--model",
-                          "openai:gpt-4.5-preview", "--base-url", "http://127.0.0.1:9/v1", "--dry-run"],
+                          "openai:gpt-4.5-preview", "--base-url", "http://127.0.0.1:9/v1", "--dry-run", "--json"],
                          env=env, capture_output=True, text=True, timeout=60)
     plan = json.loads(dry.stdout)
     assert dry.returncode == 0 and plan["estimated_cost_usd"] == "unpriced"
@@ -265,7 +271,8 @@ def test_long_prompts_against_an_8k_server_end_partial_everywhere(tmp_path: Path
                           env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=60)
     assert run["partial"] in runs.stdout
     # a partial run's overall is never a plain number in the table
-    assert f"| {run['scores']['overall']:.2f} |" not in report(tmp_path, "md")
+    assert run["scores"]["overall"] is None  # MiniLongBench's overall (the estimate) needs all 237 anchors
+    assert f"| {run['scores']['anchor_average']:.2f} |" not in report(tmp_path, "md")
 
 
 def group(requests: Iterable[RequestEntry]) -> list[RequestGroup]:
@@ -313,7 +320,10 @@ def test_account_is_a_function_of_the_rows() -> None:
     # an answer re-read from the cache keeps the invocation that produced it
     kept = merge_sample(samples[0], SampleEntry("a", "t1", "from_cache", 2))
     assert kept == samples[0]
-    assert merge_sample(None, SampleEntry("a", "t1", "from_cache", 2), paid_in=1).status == "answered"
+    # paid by an invocation that died before recording its samples: booked as it would have
+    assert merge_sample(None, SampleEntry("a", "t1", "from_cache", 2), paid=(1, "a")) == SampleEntry(
+        "a", "t1", "answered", 1)
+    assert merge_sample(None, SampleEntry("b", "t1", "shared", 2), paid=(1, "a")) == SampleEntry("b", "t1", "shared", 1)
     assert merge_sample(samples[2], SampleEntry("c", "t2", "answered", 3)).status == "answered"
 
 
@@ -372,7 +382,7 @@ def test_dry_run_counts_cache_hits_free_and_plans_judge_and_prior_calls(tmp_path
             "--rows", "2", "--model", "sim", "--data-dir", str(DATA), "--cache", str(tmp_path / "c.duckdb")]
 
     def dry() -> dict[str, Any]:
-        done = subprocess.run([*base, "--dry-run"], env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run([*base, "--dry-run", "--json"], env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         plan: dict[str, Any] = json.loads(done.stdout)
         return plan
@@ -385,7 +395,15 @@ def test_dry_run_counts_cache_hits_free_and_plans_judge_and_prior_calls(tmp_path
     assert before["estimated_cost_usd"] == pytest.approx(sum(p["cost_usd"] for p in before["by_purpose"].values()))
     subprocess.run([*base, "--out", str(tmp_path / "o"), "--no-progress"], env=env, capture_output=True, timeout=300)
     after = dry()
-    # every evaluated answer is now in the cache: free (prior-filtered samples were never asked)
+    # every answer, judge and prior call is now in the cache: the re-run spends $0, and the
+    # dry run says so exactly (the prior-filtered samples are left out again, never asked)
     ran = json.loads((tmp_path / "o" / "run.json").read_text())
-    assert after["cached"] == ran["samples"]["answered"] and after["to_send"] == ran["samples"]["excluded"]
-    assert after["by_purpose"]["eval"]["cost_usd"] < before["by_purpose"]["eval"]["cost_usd"]
+    assert after["cached"] == ran["samples"]["answered"] and after["to_send"] == 0
+    assert after["left_out_as_stored"] == ran["samples"]["excluded"]
+    assert after["estimated_cost_usd"] == 0 and after["estimate"] == "exact"
+    assert {p: b["estimate"] for p, b in after["by_purpose"].items()} == dict.fromkeys(PURPOSES, "exact")
+    assert before["estimate"] == "upper bound" and before["by_purpose"]["judge"]["estimate"] == "upper bound"
+    subprocess.run([*base, "--out", str(tmp_path / "o"), "--no-progress"], env=env, capture_output=True, timeout=300)
+    assert json.loads((tmp_path / "o" / "run.json").read_text())["this_invocation"]["cost_usd"] == 0
+    table = subprocess.run([*base, "--dry-run"], env=env, capture_output=True, text=True, timeout=300).stdout
+    assert "exact" in table and "{" not in table  # a readable table by default

@@ -54,6 +54,9 @@ def test_resume_by_prefix_alone_and_interrupted_runs(tmp_path: Path) -> None:
     summary = json.loads((tmp_path / "o" / "run.json").read_text())
     assert summary["run_id"] == run_id and summary["complete"] and len(summary["invocations"]) == 2
     assert not summary["invocations"][0]["finished"] and summary["invocations"][1]["finished"]
+    # the killed invocation could not book itself: the next one books its requests and time
+    killed = summary["invocations"][0]
+    assert killed["requests"] >= killed["sent"] > 0 and killed["wall_s"] > 0 and killed["cost_usd"] >= 0
     assert " complete " in runs(tmp_path)
 
 

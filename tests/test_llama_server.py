@@ -36,6 +36,8 @@ __all__ = ["llama2_tokenizer_json", "llama_server", "llama_server_binary", "tiny
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 SAMPLES = DATA / "minilongbench" / "samples"
+# One xdist worker runs them all: one llama-server (a session fixture) instead of one per worker.
+pytestmark = pytest.mark.xdist_group("llama_server")
 
 
 def hf_tokenizer(path: Path) -> Any:

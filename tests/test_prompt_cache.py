@@ -180,7 +180,7 @@ def _run(tmp: Path, url: str, model: str, mode: str) -> tuple[dict[str, Any], li
     base = url + "/v1" if model.startswith("openai") else url
     out = tmp / f"{model.split(':')[0]}-{mode}"
     cmd = [sys.executable, "-m", "asyncbench.cli", "run", "bamboo:paperqa,meetingqa", "--length", "4k",
-           "--skip-bad-rows", "--model", model, "--base-url", base, "--data-dir", str(DATA),
+           "--model", model, "--base-url", base, "--data-dir", str(DATA),
            "--cache", f"{out}.duckdb", "--out", str(out), "--json", "--no-progress", "--prompt-cache", mode]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
@@ -245,7 +245,7 @@ def test_a_v3_cache_gains_the_cache_write_columns(tmp_path: Path) -> None:
 def test_the_dry_run_prices_list_batch_prompt_cache_and_both(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "asyncbench.cli", "run", "bamboo:paperqa,meetingqa", "--length", "4k",
            "--model", "anthropic:claude-sonnet-4-5", "--base-url", "http://127.0.0.1:9", "--data-dir", str(DATA),
-           "--cache", str(tmp_path / "c.duckdb"), "--dry-run"]
+           "--cache", str(tmp_path / "c.duckdb"), "--dry-run", "--json"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads(done.stdout)

@@ -4,21 +4,26 @@ global RPM shared by the workers, and a worker killed mid-run."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pytest
 
 pytest.importorskip("ray")
-pytestmark = pytest.mark.timeout(300)  # a Ray start-up problem fails the test, never stalls CI
+# a Ray start-up problem fails the test, never stalls CI; one cluster at a time under xdist
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 RAY = str(Path(sys.executable).with_name("ray"))
 # loopback only; token auth off for this throwaway cluster (nothing outside 127.0.0.1 can reach it)
@@ -31,18 +36,71 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Cluster:
+    """A Ray head started by this module: its address and the `ray start --block` process."""
+
+    address: str
+    pid: int
+
+    def processes(self) -> dict[int, str]:
+        """Every process of this cluster (the head's descendants, PID -> command line), and
+        nothing else on the host: read from /proc."""
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                    children.setdefault(ppid, []).append(int(entry.name))
+        found: dict[int, str] = {}
+        todo = list(children.get(self.pid, []))
+        while todo:
+            pid = todo.pop()
+            with contextlib.suppress(OSError):
+                found[pid] = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            todo.extend(children.get(pid, []))
+        return found
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"ray start exited with {proc.returncode}: {proc.stderr.read()[-2000:] if proc.stderr else ''}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"the Ray head did not listen on 127.0.0.1:{port} within {timeout_s:.0f} s")
+
+
 @pytest.fixture(scope="module")
 def ray_cluster():
-    """A Ray head on 127.0.0.1 with 2 CPUs, started for these tests and stopped after."""
+    """A Ray head on 127.0.0.1 with 2 CPUs and a temp dir of its own, started for these
+    tests and stopped after by its own process tree: never `ray stop`, which stops every
+    Ray cluster on the host (other users' included)."""
     port = _free_port()
-    start = subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-                            "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
-                           env=ENV, capture_output=True, text=True, timeout=120)
-    assert start.returncode == 0, start.stderr[-2000:]
+    temp = tempfile.mkdtemp(prefix="abray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    proc = subprocess.Popen([RAY, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
+                             f"--temp-dir={temp}", "--num-cpus=2", "--include-dashboard=false",
+                             "--disable-usage-stats"],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    cluster = Cluster(f"127.0.0.1:{port}", proc.pid)
     try:
-        yield f"127.0.0.1:{port}"
+        _wait_for_port(port, proc, 120)
+        yield cluster
     finally:
-        subprocess.run([RAY, "stop", "--force"], env=ENV, capture_output=True, timeout=120)
+        members = cluster.processes()
+        proc.terminate()  # `ray start --block` stops its node's processes on SIGTERM
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        for pid in members:  # whatever outlived it, by PID
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _run(tmp: Path, name: str, urls: list[str], *extra: str, bench: str = "minilongbench", wait: bool = True):
@@ -72,7 +130,7 @@ def test_ray_matches_local_and_keeps_the_global_rpm(tmp_path, shared_data, start
     for s in sims:
         s.reset()
     rpm = 1200  # 20 requests/s for the whole group, whatever the number of workers
-    ray = _run(tmp_path, "ray", urls, "--limit", "3", "--backend", "ray", "--ray-address", ray_cluster,
+    ray = _run(tmp_path, "ray", urls, "--limit", "3", "--backend", "ray", "--ray-address", ray_cluster.address,
                "--ray-workers", "2", "--rpm", str(rpm))
     assert ray["backend"]["name"] == "ray" and ray["samples"] == local["samples"] and ray["complete"]
     assert ray["scores"] == local["scores"]
@@ -99,16 +157,17 @@ def test_killing_a_worker_mid_run_requests_nothing_twice(tmp_path, start_sim, ra
     data.write_text("".join(json.dumps({"id": sid, "prompt": p, "answers": ["w1"], "max_tokens": 8}) + "\n"
                             for sid, p in prompts.items()))
     sims = [start_sim("--latency-ms", "150"), start_sim("--latency-ms", "150")]
-    proc = _run(tmp_path, "kill", [s.base_url for s in sims], "--backend", "ray", "--ray-address", ray_cluster,
+    proc = _run(tmp_path, "kill", [s.base_url for s in sims], "--backend", "ray", "--ray-address", ray_cluster.address,
                 "--ray-workers", "2", "--concurrency", "4", bench=f"jsonl:{data}", wait=False)
     try:
         deadline = time.monotonic() + 120
         while sum(s.stats()["requests"] for s in sims) < 60:
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.05)
-        victims = subprocess.run(["pgrep", "-f", "ray::GenerationWorker"], capture_output=True, text=True).stdout.split()
+        # this cluster's own worker: a host-wide pgrep could hit another cluster's
+        victims = [pid for pid, cmd in ray_cluster.processes().items() if "GenerationWorker" in cmd]
         assert victims, "no generation worker process found"
-        os.kill(int(victims[0]), signal.SIGKILL)
+        os.kill(victims[0], signal.SIGKILL)
         killed_at = time.time()
         _, err = proc.communicate(timeout=600)
     finally:
@@ -170,7 +229,7 @@ print("ok", calls[0])
 def test_scoring_on_ray_tasks_equals_local(ray_cluster):
     """CPU-heavy scoring through `map_chunks` (what `--backend ray` hands the benchmarks),
     in a driver process of its own as `asyncbench run` would be."""
-    done = subprocess.run([sys.executable, "-c", SCORING_SCRIPT, ray_cluster], env=ENV, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", SCORING_SCRIPT, ray_cluster.address], env=ENV, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.startswith("ok"), done.stderr[-3000:]
 
@@ -222,8 +281,8 @@ finally:
 """
 
 
-def _pull(mode: str, ray_cluster: str, url: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", PULL_SCRIPT, ray_cluster, url + "/v1", mode], env=ENV,
+def _pull(mode: str, ray_cluster: Cluster, url: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", PULL_SCRIPT, ray_cluster.address, url + "/v1", mode], env=ENV,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

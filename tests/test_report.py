@@ -97,7 +97,7 @@ def test_numbers_equal_the_store(two_runs: tuple[Path, list[str]]) -> None:
     assert report.runs[1]["samples"]["from_cache"] > 0 and report.runs[1]["this_invocation"]["saved_by_cache_usd"] > 0
     estimated, anchors = report.leaderboards
     for row, run in zip(anchors.rows, runs):
-        assert row.cells["overall"] == run.summary["scores"]["overall"]
+        assert row.cells["anchor_average"] == run.summary["scores"]["anchor_average"] and "overall" not in row.cells
         assert row.cells["cat:Code"] == run.summary["scores"]["by_category"]["Code"]
     for row, run in zip(estimated.rows, runs):  # the estimate, x100, with every method's overall
         est = run.summary["scores"]["estimate"]
@@ -128,16 +128,17 @@ def test_markdown_two_runs_with_published_rows(two_runs: tuple[Path, list[str]],
         assert f"| {100 * run.summary['scores']['estimate']['overall']:.2f} |" in line
     assert any(line.startswith("| GPT-3.5-Turbo-16k | reference | 44.70 |") for line in estimated)
     assert "Tables 2 and 3" in "\n".join(estimated)
+    assert md.count("dollars are notional: the built-in simulator") == 2  # one line per simulator run
     # ...and the 237-anchor averages apart, with no published row beside them
     anchors = _section(md, "minilongbench: 237-anchor averages (not full-LongBench scores)")
     header = next(line for line in anchors if line.startswith("| model |"))
-    assert "| overall |" in header and "Single-Doc QA" in header
+    assert "| anchor average |" in header and "Single-Doc QA" in header
     assert not any("| reference |" in line or "(paper)" in line for line in anchors)
     for run in runs:
         line = next(line for line in anchors if line.startswith(f"| {run.label} | run |"))
         scores = run.summary["scores"]
-        lo, hi = scores["ci95"]["overall"]  # the run's 95% interval, as its half-width
-        assert f"| {scores['overall']:.2f} ±{(hi - lo) / 2:.2f} |" in line
+        lo, hi = scores["ci95"]["anchor_average"]  # the run's 95% interval, as its half-width
+        assert f"| {scores['anchor_average']:.2f} ±{(hi - lo) / 2:.2f} |" in line
     # per-task table: runs side by side with the paper's per-dataset numbers
     triviaqa = next(line for line in estimated if line.startswith("| triviaqa"))
     assert triviaqa.count("|") == 2 + 2 + 8 and "| 91.40 |" in triviaqa
@@ -205,7 +206,7 @@ def test_html_report_in_headless_chromium(two_runs: tuple[Path, list[str]], tmp_
     html = tmp_path / "report.html"
     assert cli(["report", *ids, "--cache", str(cache), "--out", str(html)]) == 0
     text = html.read_text()
-    assert not re.search(r'(src|href)="(?!data:)', text), "the report must not reference external assets"
+    assert not re.search(r'(src|href)="(?!data:|#)', text), "the report must not reference external assets"
     # every embedded figure is a real PNG
     for data in re.findall(r'src="data:image/png;base64,([^"]+)"', text):
         assert base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n"
@@ -286,7 +287,7 @@ def test_sample_viewer_filters_sorts_and_opens_a_sample_in_headless_chromium(
     html = tmp_path / "report.html"
     assert cli(["report", *ids, "--cache", str(cache), "--out", str(html)]) == 0
     text = html.read_text()
-    assert not re.search(r'(src|href)="(?!data:)', text) and "<script src" not in text  # still self-contained
+    assert not re.search(r'(src|href)="(?!data:|#)', text) and "<script src" not in text  # still self-contained
     records = {r.sample_id: r for r in load_samples(Store(cache), ids[0])}
     # the two runs (full and cut prompts) disagree on some samples: listed, largest first
     other = {r.sample_id: r for r in load_samples(Store(cache), ids[1])}
@@ -316,9 +317,15 @@ def test_sample_viewer_filters_sorts_and_opens_a_sample_in_headless_chromium(
     assert f"{longest.sample_id} ({longest.task})" in pane
     assert "characters left out of this report" in pane and f"asyncbench samples {run}" in pane
     assert _as_text_node(longest.references[0][:40]) in pane and "Prediction" in pane
-    # the second run's prompts (cut to 1,500 tokens) are whole in the file: collapsed to head
-    # and tail with a control to expand, and whole when expanded
-    cut = max(other.values(), key=lambda r: len(r.prompt or ""))
+    # the second run's prompts (cut to 1,500 tokens) kept whole in the file (those under the
+    # report's size budget): collapsed to head and tail with a control to expand, and whole when expanded
+    from asyncbench.report.viewer import COLLAPSE_OVER, FIELDS
+
+    found = re.search(rf'<script type="application/json" id="samples-data-{ids[1]}">(.*?)</script>', text, re.DOTALL)
+    assert found
+    data_rows = [dict(zip(FIELDS, row)) for row in json.loads(found.group(1).replace("<\\!--", "<!--"))["rows"]]
+    whole = [r for r in data_rows if not r.get("prompt_cut") and len(r.get("prompt") or "") > COLLAPSE_OVER]
+    cut = other[max(whole, key=lambda r: len(r["prompt"]))["sample_id"]]
     base = f"{html.as_uri()}#samples={ids[1]}&open={cut.sample_id}"
     collapsed, expanded = _detail(_dom(browser, base), ids[1]), _detail(_dom(browser, base + "&expand=1"), ids[1])
     assert 'class="expand"' in collapsed and "characters …]" in collapsed
@@ -334,3 +341,42 @@ def test_sample_viewer_filters_sorts_and_opens_a_sample_in_headless_chromium(
 
     for name in ("viewer_filtered.png", "viewer_detail.png"):
         assert imread(ARTIFACTS / name)[..., :3].std() > 0.05
+
+
+def test_contents_scroll_numeric_ids_and_paging_in_headless_chromium(two_runs: tuple[Path, list[str]],
+                                                                      tmp_path: Path) -> None:
+    from asyncbench.report.samples import natural_key
+    from asyncbench.report.viewer import PAGE
+
+    cache, ids = two_runs
+    html = tmp_path / "report.html"
+    assert cli(["report", *ids, "--cache", str(cache), "--out", str(html)]) == 0
+    text = html.read_text()
+    contents = re.search(r'<nav id="contents">(.*?)</nav>', text, re.DOTALL)
+    assert contents, "no table of contents"
+    for anchor in re.findall(r'href="#(section-[^"]+)"', contents.group(1)):
+        assert f'<h2 id="{anchor}">' in text  # every entry leads to its section
+    assert "section-cost-and-latency" in contents.group(1) and "section-samples" in contents.group(1)
+    assert all(f'href="#samples={i}"' in contents.group(1) for i in ids)
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    # the #samples= link scrolls to that run's viewer: in view, near the top of the 1800-pixel
+    # window (as near as the end of the page allows; a probe added to a copy reads the position)
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", "<script>setTimeout(()=>{document.title='top '+Math.round("
+                                  f"document.getElementById('samples-{ids[0]}').getBoundingClientRect().top)"
+                                  "+' y '+Math.round(window.scrollY)},300)</script></body>"))
+    title = re.search(r"<title>top (-?\d+) y (\d+)</title>", _dom(browser, f"{probe.as_uri()}#samples={ids[0]}"))
+    assert title and 0 <= int(title.group(1)) < 900 and int(title.group(2)) > 5000, title
+    run = ids[1]
+    # ids in numeric order within a task (the database sorts them as text)
+    rows = _visible_rows(_dom(browser, f"{html.as_uri()}#samples={run}&task=lcc"), run)
+    shown = [row[0] for row in rows]
+    assert shown == sorted(shown, key=natural_key) != sorted(shown) and len(shown) > 10
+    # the table is drawn a page at a time (PAGE rows, here made 100 in a copy)
+    assert f"PAGE={PAGE}" in text
+    paged = tmp_path / "paged.html"
+    paged.write_text(text.replace(f"PAGE={PAGE}", "PAGE=100"))
+    dom = _dom(browser, f"{paged.as_uri()}#samples={run}")
+    assert len(_visible_rows(dom, run)) == 100 and "show 100 more of 137" in dom

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import json
+import random
 
+import pytest
+from rich.console import Console
+
+from asyncbench.api import load_run
 from asyncbench.cli import main as cli_main
+from asyncbench.report.summary import print_summary
 
 CATEGORIES = {"Single-Doc QA", "Multi-Doc QA", "Summarization", "Few-shot Learning", "Synthetic", "Code"}
 
 
-def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shared_data):
+def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shared_data, capsys):
     sim = start_sim()
     args = ["run", "minilongbench", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",
             "--data-dir", str(shared_data), "--cache", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "o"),
@@ -20,10 +27,11 @@ def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shar
     assert first["this_invocation"]["requests"] == 237 and first["complete"]
     scores = first["scores"]
     assert len(scores["by_task"]) == 21 and set(scores["by_category"]) == CATEGORIES
-    for key in ("overall", "overall_en", "overall_zh"):
+    for key in ("anchor_average", "anchor_average_en", "anchor_average_zh"):
         assert 0 < scores[key] < 100
-    # macro over the six categories (each reported rounded to 2 decimals, as LongBench does)
-    assert abs(scores["overall"] - sum(scores["by_category"].values()) / 6) < 0.01
+    assert "overall_en" not in scores and "overall_zh" not in scores
+    # the anchors' plain mean: macro over the six categories (each rounded to 2 decimals, as LongBench does)
+    assert abs(scores["anchor_average"] - sum(scores["by_category"].values()) / 6) < 0.01
     trunc = first["truncation"]
     assert trunc["n_truncated"] > 50 and trunc["tokens_removed"] > 0 and trunc["max_input_tokens"] == 6000
     assert scores["truncated"]["n"] == trunc["n_truncated"]
@@ -34,7 +42,29 @@ def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shar
     assert low < est["overall"] < high
     assert abs(est["direct"]["overall"] - est["irt"]["overall"]) < 0.1
     assert 0.9 < est["token_cost"]["saved_fraction"] < 1
+    # one overall: the headline estimate (x100), never the anchors' mean, in run.json, the API and `cache runs`
+    assert scores["overall"] == round(100 * est["overall"], 2) != scores["anchor_average"]
+    assert load_run(first["run_id"], tmp_path / "c.duckdb").scores["overall"] == scores["overall"]
+    summary = io.StringIO()  # the terminal says the same, within 80 columns
+    print_summary(first, Console(file=summary, width=80, no_color=True))
+    text = " ".join(summary.getvalue().split())
+    assert f"overall (estimated full LongBench, blend): {scores['overall']:.2f}" in text
+    assert f"anchor average │ {scores['anchor_average']:.2f} ±" in text
+    assert max(len(line) for line in summary.getvalue().splitlines()) <= 80
+    capsys.readouterr()
+    assert cli_main(["cache", "runs", "--cache", str(tmp_path / "c.duckdb")]) == 0
+    assert f"overall={scores['overall']:.2f}" in capsys.readouterr().out
     assert est["token_cost"]["anchor_prompt_tokens"] == first["tokens"]["eval"]["prompt_tokens"]
+
+    # `estimate minilongbench` gives the same headline from the run's `samples` export, whatever its row order
+    export = tmp_path / "samples.jsonl"
+    assert cli_main(["samples", first["run_id"], "--cache", str(tmp_path / "c.duckdb"), "--out", str(export)]) == 0
+    rows = export.read_text().splitlines()
+    random.Random(0).shuffle(rows)
+    export.write_text("\n".join(rows) + "\n")
+    capsys.readouterr()
+    assert cli_main(["estimate", "minilongbench", "--anchor-scores", str(export), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overall"] == pytest.approx(est["overall"], abs=1e-9)
 
     before = sim.stats()["requests"]
     assert cli_main(args) == 0

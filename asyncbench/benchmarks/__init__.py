@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from ..errors import UserError, did_you_mean
 from .base import Benchmark
 
 # options that only mean something with --adaptive
@@ -101,4 +101,5 @@ def parse_benchmark(spec: str, extra: Mapping[str, Any] | None = None,
         from .longbench100.benchmark import LongBench100
 
         return LongBench100(extra, data_dir=data_dir), selected
-    raise UserError(f"unknown benchmark {spec!r}: use one of {', '.join(NAMES)}, or jsonl:PATH for your own data")
+    raise UserError(f"unknown benchmark {name!r}{did_you_mean(name, NAMES)}: use one of {', '.join(NAMES)}, "
+                    "or jsonl:PATH for your own data")

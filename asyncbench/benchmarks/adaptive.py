@@ -131,7 +131,8 @@ class AdaptiveLongBench(LongBench):
                 test.stop("budget")
         report = test.report()
         report.pop("by_dataset", None)
-        return rounds, {"adaptive": {k: report[k] for k in ("stop_reason", "trajectory", "target_se", "pool_size")}}
+        return rounds, {"adaptive": {k: report[k] for k in ("stop_reason", "trajectory", "target_se", "pool_size")},
+                        "excluded_reason": "not asked: the adaptive test stopped before it (--adaptive)"}
 
     def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
         """LongBench's numbers over the samples asked (not full-LongBench scores: they are

@@ -15,9 +15,10 @@ generated with the release's `max_new_tokens=32`.
 
 The release files have defects: control characters inside strings (two paperqa_4k rows)
 and unescaped quotes (paperqa_16k line 26). Rows are read with a strict parser, then a
-non-strict one, then json5; what none can read is reported by file and line, and the
-load stops unless the user asked to skip such rows (`--skip-bad-rows`), in which case
-`prepare` lists them in the report.
+non-strict one, then json5; what none can read is a data defect no re-run can fix: its
+sample is `excluded` with its reason (file, line, parse error), listed in the summary,
+run.json and `samples`, and the run can still be complete. `--strict-data` makes such a
+row an error instead (exit 2, before anything is sent).
 """
 
 from __future__ import annotations
@@ -253,7 +254,8 @@ class BambooBenchmark:
     SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "diff_16k_minus_4k", "by_task")
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--length", "BAMBOO: 4k | 16k | both", choices=("4k", "16k", "both")),
-        CliOption("--skip-bad-rows", "skip unreadable data rows (counted in the report)", kind="flag"),
+        CliOption("--strict-data", "stop at an unreadable data row (default: exclude it, with its file, line and "
+                  "parse error, from a run that can still be complete)", kind="flag"),
         CliOption("--allow-unsafe-sandbox", "BAMBOO private_eval: run model-written code even without bwrap or "
                   "root (unisolated)", kind="flag"),
         CliOption("--sandbox-python", "BAMBOO private_eval: the interpreter to run programs with (default: a pinned "
@@ -263,7 +265,7 @@ class BambooBenchmark:
     )
 
     """`bamboo[:dataset[@4k|16k],...]`; options `length` (4k | 16k | both, default both),
-    `skip_bad_rows`, and for PrivateEval `sandbox_workers`, `sandbox_timeout_s`."""
+    `strict_data`, and for PrivateEval `sandbox_workers`, `sandbox_timeout_s`."""
 
     name: str = "bamboo"
     # where the release's files are (None: the public release, downloaded once); set from
@@ -287,9 +289,10 @@ class BambooBenchmark:
             rows, unreadable = read_jsonl(path)
             bad += unreadable
             samples += self._samples(name, level, rows, prompts[name]["final_answer"], root)
-        if bad and not opts.extra.get("skip_bad_rows"):
+        if bad and opts.extra.get("strict_data"):
             listed = "; ".join(b.describe() for b in bad)
-            raise UserError(f"unreadable BAMBOO rows: {listed}; fix them, or pass --skip-bad-rows to skip them (they are counted in the report)")
+            raise UserError(f"unreadable BAMBOO rows (--strict-data): {listed}; fix them in the data file, or run "
+                            "without --strict-data to exclude them from the run with their reason")
         if not samples:
             raise UserError(f"no BAMBOO samples selected (length {opts.extra.get('length', 'both')}); not in this data: {', '.join(missing)}")
         return Loaded(samples, {"skipped_rows": bad, "missing": missing})

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import UserError
+from ..errors import UserError, did_you_mean
 from ..jsonl_io import iter_json_objects, read_json_object
 from ..longbench_table import (
     CODE_DATASETS,
@@ -159,7 +159,8 @@ def select_tasks(available: tuple[str, ...], requested: list[str] | None, benchm
     for name in requested:
         base = name[: -len(suffix)] if suffix and name.endswith(suffix) else name
         if base not in available:
-            raise UserError(f"unknown {benchmark} dataset {name!r}; choose from: {', '.join(available)}")
+            raise UserError(f"unknown {benchmark} dataset {name!r}{did_you_mean(base, available)}; "
+                            f"choose from: {', '.join(available)}")
         wanted.add(base)
     return [d for d in available if d in wanted]
 
@@ -421,6 +422,8 @@ class MiniLongBench(_LongBenchFamily):
     """The 237 anchors; `aggregate` adds the estimate of the full LongBench score."""
 
     name: str = "minilongbench"
+    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("anchor_average", "anchor_average_en", "anchor_average_zh",
+                                                "by_category", "by_task")
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--estimate-method", "MiniLongBench: headline estimate method", choices=("irt", "direct", "blend"),
                   default="blend"),
@@ -436,8 +439,21 @@ class MiniLongBench(_LongBenchFamily):
         return load_minilongbench(opts)
 
     def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
+        """`overall` is the headline estimate of the full-LongBench Overall (x100, None when
+        it is not available); the plain mean over the 237 anchors is `anchor_average` (and
+        `anchor_average_en`/`_zh`): the anchors are chosen to be informative, not
+        representative, so their mean is not a LongBench score and must not be read as one."""
         out = aggregate_results(results, by_length=False)
-        out["estimate"] = self.estimate(results)
+        out["anchor_average"] = out.pop("overall", None)
+        out["anchor_average_en"] = out.pop("overall_en", None)
+        out["anchor_average_zh"] = out.pop("overall_zh", None)
+        ci = out["ci95"]
+        for lang in ("", "_en", "_zh"):
+            if f"overall{lang}" in ci:
+                ci[f"anchor_average{lang}"] = ci.pop(f"overall{lang}")
+        est = self.estimate(results)
+        out["overall"] = round(100 * est["overall"], 2) if est.get("available") else None
+        out["estimate"] = est
         return out
 
     def estimate(self, results: list[SampleResult]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,7 +34,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     with Store(path).session() as store:
         if args.action == "stats":
-            print(json.dumps(store.stats(), indent=2))
+            print(json.dumps(_rounded(store.stats()), indent=2))
         elif args.action == "runs":
             from ..ledger import account, interrupted, partial_label
 
@@ -43,15 +44,17 @@ def main(args: argparse.Namespace) -> int:
                 led = account(rows)
                 partial = partial_label(led["samples"])
                 last = rows.invocations[-1] if rows.invocations else None
+                samples = str(led["samples"]["total"])
                 if last is not None and not last.finished:
                     state = "interrupted" if interrupted(last) else "running"
+                    samples = f"{store.samples_seen(r['run_id'])} so far"  # rows are recorded at the end
                 else:
                     state = partial or "complete"
                 overall = (summary.get("scores") or {}).get("overall")
                 value = f"{overall:.2f}" if isinstance(overall, (int, float)) else "-" if overall is None else str(overall)
                 shown = f"({value}) {partial}" if partial and overall is not None else value
                 print(f"{r['run_id']}  {state:<18} {r['benchmark']:<16} {r['model']:<28} "
-                      f"samples={led['samples']['total']} invocations={len(led['invocations'])} "
+                      f"samples={samples} invocations={len(led['invocations'])} "
                       f"cost=${led['cost_usd']['total']:.4f} overall={shown}")
         elif args.action == "clear":
             what = "stored responses and the run history" if args.runs else "stored responses (run history is kept)"
@@ -68,3 +71,12 @@ def main(args: argparse.Namespace) -> int:
             n = store.export(args.out, fmt)
             print(f"exported {n} responses to {args.out}")
     return 0
+
+
+def _rounded(value: Any) -> Any:
+    """Sums of float dollars (0.3789462000000005) to 6 decimals, as run.json rounds them."""
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value

@@ -1,7 +1,9 @@
 """Estimate full-LongBench scores from a model's 237 MiniLongBench anchor scores.
 
 Input: `{"scores": [237 floats in sorted-anchor order]}` or `{"scores": {dataset:
-[floats]}}` (or the mapping at top level), scores on the 0-1 scale. Prints the IRT,
+[floats]}}` (or the mapping at top level), the release's example file
+(`{"scores_in_sorted_anchor_order": [...]}`), or the `asyncbench samples RUN --out
+FILE.jsonl|.csv` export of a MiniLongBench run in any row order; scores on the 0-1 scale. Prints the IRT,
 direct and blended estimates per dataset, per category and Overall, the headline Overall
 with its 90% interval (`overall_ci90`), and the anchors' share of the full benchmark's
 length. The parameters are the shipped ones unless `--params release` or `--params DIR`.
@@ -10,13 +12,15 @@ length. The parameters are the shipped ones unless `--params release` or `--para
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--anchor-scores", required=True, metavar="FILE.json", help="the model's anchor scores")
+    parser.add_argument("--anchor-scores", required=True, metavar="FILE.json", help="the model's anchor scores: JSON, or a `samples` export (.jsonl/.csv)")
     parser.add_argument("--method", choices=("irt", "direct", "blend"),
                         help="headline method (default: the parameters', blend for the shipped ones)")
     parser.add_argument("--params", default="shipped", metavar="shipped|release|DIR",
@@ -27,19 +31,80 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read_anchor_scores(path: Path) -> Any:
-    """The `scores` list or mapping from FILE.json (UserError naming the problem)."""
+    """The anchor scores in FILE: a `scores` list or {dataset: [scores]} mapping, the
+    release's example file (`scores_in_sorted_anchor_order`), or a `samples` export of a
+    MiniLongBench run (.jsonl, .csv or a JSON list of records with `sample_id` and
+    `score`). UserError naming the problem."""
     from ..errors import UserError
 
     try:
-        raw = json.loads(path.read_text())
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UserError(f"{path}: no such file; pass --anchor-scores FILE.json") from None
+    if path.suffix.lower() == ".csv":
+        return scores_from_samples(list(csv.DictReader(io.StringIO(text))), path)
+    if path.suffix.lower() == ".jsonl":
+        rows = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise UserError(f"{path} line {lineno}: invalid JSON: {exc.msg}") from None
+        return scores_from_samples(rows, path)
+    try:
+        raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-    scores = raw.get("scores", raw) if isinstance(raw, dict) else raw
-    if not isinstance(scores, (list, dict)):
-        raise UserError(f'{path}: expected {{"scores": [237 numbers]}} or {{"scores": {{dataset: [numbers]}}}}')
-    return scores
+    if isinstance(raw, list) and raw and isinstance(raw[0], dict):
+        return scores_from_samples(raw, path)
+    if isinstance(raw, dict):
+        for key in ("scores", "scores_in_sorted_anchor_order"):
+            if key in raw:
+                raw = raw[key]
+                break
+    if not isinstance(raw, (list, dict)):
+        raise UserError(f'{path}: expected {{"scores": [237 numbers]}}, {{"scores": {{dataset: [numbers]}}}} '
+                        "or a `asyncbench samples RUN --out FILE.jsonl` export")
+    return raw
+
+
+def _id_order(sample_id: str) -> tuple[str, int]:
+    """("2wikimqa", 2) from "2wikimqa/2": within a dataset the anchors are in ascending
+    LongBench order, so ids sort by number ("/2" before "/10"), never as text."""
+    dataset, _, key = sample_id.rpartition("/")
+    return dataset, int(key)
+
+
+def scores_from_samples(rows: list[Any], path: Path) -> dict[str, list[float]]:
+    """{dataset: scores in ascending id order} from a `samples` export, in any row order."""
+    from ..errors import UserError
+
+    by_dataset: dict[str, list[tuple[int, float]]] = {}
+    for n, row in enumerate(rows, 1):
+        sample_id = row.get("sample_id") if isinstance(row, dict) else None
+        if not isinstance(sample_id, str):
+            raise UserError(f"{path} record {n}: no sample_id; expected a `asyncbench samples RUN` export")
+        try:
+            dataset, key = _id_order(sample_id)
+        except ValueError:
+            raise UserError(f"{path} record {n}: sample id {sample_id!r} is not DATASET/NUMBER, "
+                            "as a MiniLongBench run's are") from None
+        score = row.get("score")
+        if score in (None, ""):
+            raise UserError(f"{path}: sample {sample_id} has no score (status {row.get('status') or 'unknown'}); "
+                            "the estimate needs all 237 anchors: finish the run with `asyncbench run --resume`")
+        try:
+            by_dataset.setdefault(dataset, []).append((key, float(score)))
+        except (TypeError, ValueError):
+            raise UserError(f"{path}: sample {sample_id}: score {score!r} is not a number") from None
+    out = {}
+    for dataset, pairs in by_dataset.items():
+        pairs.sort()
+        if len({k for k, _ in pairs}) != len(pairs):
+            raise UserError(f"{path}: {dataset} has the same sample id twice; export one run")
+        out[dataset] = [v for _, v in pairs]
+    return out
 
 
 def render(result: dict[str, Any]) -> str:

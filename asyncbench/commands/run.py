@@ -35,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rpm", type=float, help="requests per minute limit of the endpoint group")
     p.add_argument("--tpm", type=float, help="tokens per minute limit (prompt + max_tokens per request)")
     p.add_argument("--max-cost", type=float, metavar="USD", help="stop issuing requests before spend passes USD")
-    p.add_argument("--dry-run", action="store_true", help="print request count, tokens and cost; send nothing")
+    p.add_argument("--dry-run", action="store_true", help="print requests, tokens and cost (each exact or an upper "
+                   "bound; answers, judge and prior calls in the cache are free); send nothing")
     p.add_argument("--timeout", type=float, default=120.0, dest="timeout_s", help="per-request timeout, s")
     p.add_argument("--max-attempts", type=int, default=6, help="attempts per request for transient failures")
     p.add_argument("--max-input-tokens", type=int, help="truncate prompts in the middle to this many tokens")
@@ -72,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="no progress bar (default: shown on a terminal only)")
     p.add_argument("--progress", action="store_true", dest="progress",
                    help="show the progress bar also when stderr is not a terminal (CI logs)")
-    p.add_argument("--json", action="store_true", help="print run.json instead of the summary table")
+    p.add_argument("--json", action="store_true", help="print run.json (or the dry run) as JSON instead of a table")
     _add_benchmark_options(p)
 
 
@@ -129,7 +130,7 @@ def _fleet_urls(path: str) -> list[str]:
     return urls
 
 
-# A run that ended with samples not settled (failed, skipped by the budget, bad rows):
+# A run that ended with samples not settled (failed, skipped by the budget):
 # distinct from 0 (complete), 1 (a crash) and 2 (a user error).
 EXIT_PARTIAL = 3
 
@@ -139,7 +140,7 @@ def main(args: argparse.Namespace) -> int:
 
     from ..config import RunConfig
     from ..engine import execute
-    from ..errors import UserError
+    from ..errors import RunInterrupted, UserError
     from ..report.summary import print_summary
 
     if args.resume:
@@ -149,8 +150,9 @@ def main(args: argparse.Namespace) -> int:
             stored = store.run_config(store.find_run(args.resume))
         if stored is None:
             raise UserError(f"run {args.resume!r} has no stored settings; run its command again instead")
-        for k in ("resolved_model", "endpoint_id"):
-            stored.pop(k, None)
+        # the stored endpoint_id is the resolved identity (the --endpoint-id given, else the
+        # one derived from the same URLs): kept, so the resumed run has the same id
+        stored.pop("resolved_model", None)
         stored.update(cache=args.cache, progress=args.progress, dry_run=False, backend=args.backend,
                       ray_address=args.ray_address, ray_workers=args.ray_workers, batch=args.batch,
                       no_wait=args.no_wait, batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache)
@@ -171,15 +173,23 @@ def main(args: argparse.Namespace) -> int:
             ray_workers=args.ray_workers, batch=args.batch, no_wait=args.no_wait,
             batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache, extra=_extra(args),
         )
-    summary = anyio.run(execute, cfg)
-    if args.json or cfg.dry_run:
+    try:
+        summary = anyio.run(execute, cfg)
+    except RunInterrupted as stop:
+        print(f"asyncbench: interrupted; run {stop.summary['run_id']} booked what it did (run.json written); "
+              f"{stop.summary['next_step']}", file=sys.stderr)
+        return 130
+    if args.json:
         json.dump(summary, sys.stdout, indent=2, ensure_ascii=False, default=str)
         print()
+    elif cfg.dry_run:
+        from ..report.dry_run import print_dry_run
+
+        print_dry_run(summary)
     else:
         print_summary(summary)
     if cfg.dry_run or summary["complete"]:
         return 0
     why = f"run ended partial: {summary['aborted']}" if summary.get("aborted") else f"run {summary['run_id']} ended"
-    print(f"asyncbench: {why} ({summary['partial']}); run the same command again to retry what failed",
-          file=sys.stderr)
+    print(f"asyncbench: {why} ({summary['partial']}); {summary['next_step']}", file=sys.stderr)
     return EXIT_PARTIAL

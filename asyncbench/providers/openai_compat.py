@@ -3,8 +3,10 @@ llama.cpp, the simulator) over plain HTTP with aiohttp — no SDK retries, low o
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -103,6 +105,7 @@ class OpenAICompatProvider(ProviderBase):
         super().__init__(model, api_key, api)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = HTTPClient(headers)
+        self.unreachable: str | None = None  # set by context_limits when no server answered: the run's first error
 
     def sends_raw(self, chat: bool) -> bool:
         """Prompts LongBench's pred.py sends without a chat template go to /v1/completions
@@ -163,10 +166,15 @@ class OpenAICompatProvider(ProviderBase):
         """vLLM's `/v1/models` reports each model's `max_model_len` (the context), llama.cpp's
         its slot's `meta.n_ctx`; the smallest over the replicas that answer. Servers that
         do not say give nothing."""
-        totals, fields = [], set()
+        totals, fields, down = [], set(), []
         for url in base_urls:
-            data = await self._models(url)
-            if data is None:
+            try:
+                data = await self.http.get_json(f"{url}/models")
+            except ProviderError as exc:
+                if "ClientConnector" in exc.message:  # refused, no route, unknown host: nothing listens there
+                    found = re.search(r"\[([^\]()]*)", exc.message)  # "[Connect call failed ('127.0.0.1', 9)]"
+                    why = found.group(1).strip() if found else "no connection"
+                    down.append((url, "connection refused" if why == "Connect call failed" else why))
                 continue
             if is_llamacpp(data):
                 if (n_ctx := slot_context(data, self.model)) is not None:
@@ -178,6 +186,10 @@ class OpenAICompatProvider(ProviderBase):
             if mine and isinstance(mine[0].get("max_model_len"), int):
                 totals.append(int(mine[0]["max_model_len"]))
                 fields.add("max_model_len")
+        if down and len(down) == len(base_urls):  # said before "cannot find the context length" (engine)
+            url, why = down[0]
+            self.unreachable = (f"cannot reach {urlsplit(url).netloc} ({why}); is the server running? "
+                                f"check --base-url {url}")
         if not totals:
             return None, None, ""
         return None, min(totals), f"/v1/models {'/'.join(sorted(fields))} ({len(totals)} endpoint{'s' if len(totals) > 1 else ''})"

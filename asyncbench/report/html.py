@@ -99,10 +99,43 @@ def render_html(report: Report, runs: list[RunReport],
     if samples:
         parts.append("<h2>Samples</h2>")
         parts += _comparisons(runs, samples)
-        parts += [viewer.sample_viewer(r.run_id, r.label, samples[r.run_id]) for r in runs if r.run_id in samples]
+        shown = [r for r in runs if r.run_id in samples]
+        budgets = _budgets({r.run_id: samples[r.run_id] for r in shown})
+        parts += [viewer.sample_viewer(r.run_id, r.label, samples[r.run_id], budgets[r.run_id]) for r in shown]
         script = f"<script>{viewer.SCRIPT}</script>"
+    parts.insert(1, _contents(parts, [(r.run_id, r.label) for r in runs if samples and r.run_id in samples]))
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>asyncbench report</title>"
             f"<style>{_CSS}{viewer.CSS}</style></head><body>{''.join(parts)}{script}</body></html>\n")
+
+
+def _budgets(samples: Mapping[str, Sequence[SampleRecord]]) -> dict[str, int]:
+    """The report's sample budget (viewer.SAMPLE_BUDGET, or RUN_BUDGET a run if more)
+    shared out: runs that need less than an equal share keep what they need, the rest is
+    split evenly among the others."""
+    def size(text: str | None) -> int:
+        return len(text.encode()) if text else 0
+
+    need = {run: sum(size(r.prompt) + size(r.prediction) + sum(map(size, r.references)) + 400 for r in recs)
+            for run, recs in samples.items()}
+    left, out = max(viewer.SAMPLE_BUDGET, viewer.RUN_BUDGET * len(need)), {}
+    for i, run in enumerate(sorted(need, key=need.__getitem__)):
+        out[run] = min(need[run], left // (len(need) - i))
+        left -= out[run]
+    return out
+
+
+def _contents(parts: list[str], viewers: list[tuple[str, str]]) -> str:
+    """A table of contents: each section (its <h2> gets an id) and each run's sample viewer
+    (a `#samples=RUN` link: the viewer's script scrolls to it)."""
+    items = []
+    for i, part in enumerate(parts):
+        found = re.match(r"<h2>(.*?)</h2>", part)
+        if found:
+            anchor = f"section-{slug(found.group(1))}"
+            parts[i] = f'<h2 id="{anchor}">' + part[4:]
+            items.append(f'<li><a href="#{anchor}">{found.group(1)}</a></li>')
+    items += [f'<li><a href="#samples={escape(run)}">samples of {escape(label)}</a></li>' for run, label in viewers]
+    return f'<nav id="contents"><strong>Contents</strong><ul>{"".join(items)}</ul></nav>'
 
 
 def _comparisons(runs: list[RunReport], samples: Mapping[str, Sequence[SampleRecord]]) -> list[str]:

@@ -87,7 +87,7 @@ def score_cells(scores: dict[str, Any], columns: tuple[str, ...] = SCORE_KINDS,
     """Flatten a scores dict into column key -> number, in the order columns appear,
     showing only the kinds of score the benchmark declares (its SCORE_COLUMNS)."""
     cells: dict[str, Any] = {}
-    for key in ("overall", "overall_en", "overall_zh"):
+    for key in ("overall", "overall_en", "overall_zh", "anchor_average", "anchor_average_en", "anchor_average_zh"):
         if key in columns and key in scores and leaf(scores[key]) is not None:
             cells[key] = leaf(scores[key])
     if "by_length" in columns:
@@ -125,6 +125,8 @@ def _label(key: str) -> str:
         return f"@{name}"
     if key == "diff_16k_minus_4k":
         return "16k-4k"
+    if key.startswith("anchor_average"):
+        return key.replace("anchor_average", "anchor average").replace("_", " ")
     return name or key
 
 
@@ -184,7 +186,7 @@ def _leaderboard(benchmark: str, runs: list[RunReport], refs: list[Reference],
     """One table of runs and the papers' rows. `estimated`: MiniLongBench runs show their
     estimate of the full LongBench (comparable with the papers' full-benchmark rows),
     every method's overall beside the headline one, which is marked with *."""
-    columns = declared_columns(benchmark)
+    columns = ("overall", "by_category", "by_task") if estimated else declared_columns(benchmark)
     rows = []
     for r in runs:
         if estimated:

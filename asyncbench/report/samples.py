@@ -3,9 +3,11 @@ after truncation), what was expected, what came back, how it was read and scored
 what it took (tokens, USD, latency, attempts).
 
 One query joins the sample ledger (`results`), the prompts (stored once per request key)
-and the run's request rows. `usd` is what this run paid for the sample's eval request
-(its ledger rows), so the column adds up to the run's eval cost; an answer served from
-the cache shows 0 here and its original price in `cached_usd`.
+and the run's request rows. `usd` and the token columns are what this run paid for the
+sample's eval request (its ledger rows), so each column adds up to the run's eval figure;
+an answer served from the cache shows 0 here and its original price in `cached_usd`, and
+a sample that asked the same request as another (`shared`) shows 0 and names that
+sample in `shared_with`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
@@ -51,6 +54,7 @@ class SampleRecord:
     truncated_tokens: int
     error: str | None
     key: str | None
+    shared_with: str | None = None  # a shared sample: the sample whose answer it shares
 
     @property
     def settled(self) -> bool:
@@ -60,23 +64,30 @@ class SampleRecord:
 COLUMNS = tuple(f.name for f in fields(SampleRecord))
 
 _QUERY = """
-SELECT r.run_id, r.sample_id, r.task, r.status, r.score, r.prediction, r.meta_json, r.references_json, p.prompt,
-       coalesce(r.prompt_tokens, 0), coalesce(r.completion_tokens, 0), coalesce(a.usd, 0), coalesce(a.saved, 0),
-       r.latency_ms, coalesce(a.attempts, 0), coalesce(r.truncated_tokens, 0), r.error, r.key
-FROM results r
-LEFT JOIN prompts p ON p.key = r.key
+SELECT r.run_id, r.sample_id, r.task, r.status, r.score, r.prediction, r.meta_json, r.references_json, {prompt},
+       coalesce(a.prompt_tokens, 0), coalesce(a.completion_tokens, 0), coalesce(a.usd, 0), coalesce(a.saved, 0),
+       r.latency_ms, coalesce(a.attempts, 0), coalesce(r.truncated_tokens, 0), r.error, r.key, t.twin
+FROM results r{join}
 LEFT JOIN (SELECT sample_id, sum(cost_usd) AS usd, sum(saved_usd) AS saved,
+                  sum(prompt_tokens) FILTER (WHERE source = 'sent') AS prompt_tokens,
+                  sum(completion_tokens) FILTER (WHERE source = 'sent') AS completion_tokens,
                   sum(attempts) FILTER (WHERE source IN ('sent', 'failed')) AS attempts
            FROM ledger_requests WHERE run_id = $run AND purpose = 'eval' GROUP BY sample_id) a
        ON a.sample_id = r.sample_id
+LEFT JOIN (SELECT key, min(sample_id) AS twin FROM results
+           WHERE run_id = $run AND purpose = 'eval' AND status IN ('answered', 'from_cache') GROUP BY key) t
+       ON r.status = 'shared' AND t.key = r.key
 WHERE r.run_id = $run AND r.purpose = 'eval'{where}
 ORDER BY r.task, r.sample_id
 """
 
 
-def load_samples(store: Store, run_id: str, task: str | None = None, failed: bool = False) -> list[SampleRecord]:
-    """The run's samples (a unique prefix of its id works), by task then id; `task`: only
-    that task; `failed`: only those that did not settle (failed, skipped)."""
+def load_samples(store: Store, run_id: str, task: str | None = None, failed: bool = False,
+                 prompts: bool = True) -> list[SampleRecord]:
+    """The run's samples (a unique prefix of its id works), by task then id (numbers as
+    numbers: `natural_key`); `task`: only that task; `failed`: only those that did not
+    settle (failed, skipped); `prompts=False` leaves the prompts out (None), for a view that
+    does not show them."""
     with store.session():
         run = store.find_run(run_id)
         where, params = "", {"run": run}
@@ -85,22 +96,31 @@ def load_samples(store: Store, run_id: str, task: str | None = None, failed: boo
             params["task"] = task
         if failed:
             where += f" AND r.status NOT IN ({', '.join(repr(s) for s in sorted(SETTLED))})"
-        rows = store.con.execute(_QUERY.format(where=where), params).fetchall()
+        query = _QUERY.format(where=where, prompt="p.prompt" if prompts else "NULL",
+                              join="\nLEFT JOIN prompts p ON p.key = r.key" if prompts else "")
+        rows = store.con.execute(query, params).fetchall()
         if task is not None and not rows:
             known = [t for (t,) in store.con.execute(
                 "SELECT DISTINCT task FROM results WHERE run_id = ? AND purpose = 'eval' ORDER BY 1", [run]).fetchall()]
             if task not in known:
                 raise UserError(f"run {run} has no task {task!r}; its tasks: {', '.join(known)}")
-    return [_record(row) for row in rows]
+    return sorted((_record(row) for row in rows), key=lambda r: (r.task, natural_key(r.sample_id)))
+
+
+def natural_key(sample_id: str) -> tuple[Any, ...]:
+    """Ids compared with their numbers as numbers: "2wikimqa/2" before "2wikimqa/10"
+    (the database orders them as text)."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", sample_id) if part)
 
 
 def _record(row: tuple[Any, ...]) -> SampleRecord:
     (run_id, sample_id, task, status, score, prediction, meta_json, refs_json, prompt, p_tok, c_tok, usd, saved,
-     latency, attempts, truncated, error, key) = row
+     latency, attempts, truncated, error, key, twin) = row
     meta = json.loads(meta_json) if meta_json else {}
     return SampleRecord(run_id, sample_id, task, status, score, prediction, meta.get("parsed"),
                         json.loads(refs_json) if refs_json else [], prompt, meta.get("judge"), int(p_tok),
-                        int(c_tok), float(usd), float(saved), latency, int(attempts), int(truncated), error, key)
+                        int(c_tok), float(usd), float(saved), latency, int(attempts), int(truncated), error, key, twin)
 
 
 def _flat(record: SampleRecord) -> dict[str, Any]:

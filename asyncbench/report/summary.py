@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..ledger import SAMPLE_STATUSES, partial_label
+from ..pricing import NOTIONAL, is_simulator
 
 
 def _fmt(v: Any) -> str:
@@ -17,6 +18,26 @@ def _fmt(v: Any) -> str:
     if v is None:
         return "-"
     return str(v)
+
+
+def readable(value: Any, interval: Any = None) -> str:
+    """A score tree as a person reads it, never a Python repr: numbers to 2 decimals (with
+    " ±h" where `interval`, the same tree of [lo, hi], has one), lists joined by commas,
+    mappings as "key value, ..." with nested ones in parentheses."""
+    if isinstance(value, dict):
+        parts = []
+        for k, v in value.items():
+            sub = interval.get(k) if isinstance(interval, dict) else None
+            text = readable(v, sub)
+            parts.append(f"{str(k).replace('_', ' ')} " + (f"({text})" if isinstance(v, dict) else text))
+        return ", ".join(parts)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(readable(v) for v in value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return _fmt(value) + plus_minus(interval)
+    return _fmt(value)
 
 
 def plus_minus(interval: Any) -> str:
@@ -45,8 +66,9 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     by_task = summary.get("by_task") or {}
     partial = summary.get("partial")
     unpriced = bool(summary.get("unpriced"))
-    console.print(f"[bold]{summary['benchmark']}[/] with [bold]{summary['model']}[/]  run {summary['run_id']}"
-                  f"  -> {summary.get('out_dir', '')}/run.json")
+    console.print(f"[bold]{summary['benchmark']}[/] with [bold]{summary['model']}[/], run {summary['run_id']}")
+    if summary.get("out_dir"):
+        console.print(f"run.json: {summary['out_dir']}/run.json")
 
     est = scores.get("estimate")
     title = "Scores" + ((" (averages over the samples asked, not full-LongBench scores: the estimate follows)"
@@ -74,12 +96,19 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         table.add_row(f"[italic]{cat}[/]", _fmt(value) + plus_minus((ci.get("by_category") or {}).get(cat))
                       + (" (partial)" if partial else ""), "", "")
     for key, value in scores.items():
-        if key.startswith("overall") and not isinstance(value, dict):
-            table.add_row(f"[bold]{key}[/]", _overall(value, partial, ci.get(key)), "", "")
+        if key == "overall" and "anchor_average" in scores:
+            continue  # MiniLongBench: the overall is the estimate, on its own line below
+        if isinstance(value, list):  # e.g. the tasks an overall covers: a line below the table
+            continue
+        if key.startswith(("overall", "anchor_average")) and not isinstance(value, dict):
+            table.add_row(f"[bold]{key.replace('_', ' ')}[/]", _overall(value, partial, ci.get(key)), "", "")
         elif key == "overall" and isinstance(value, dict):
             for k, v in value.items():
                 table.add_row(f"[bold]overall {k}[/]", _overall(v, partial), "", "")
     console.print(table)
+    for key, value in scores.items():
+        if key.startswith("overall") and isinstance(value, list):
+            console.print(f"[bold]{key.replace('_', ' ')}[/]: {readable(value)}")
 
     est = scores.get("estimate")
     if isinstance(est, dict) and est.get("available") and est.get("method") == "adaptive":
@@ -94,17 +123,17 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         ci90 = est.get("overall_ci90")
         others = ", ".join(f"{m} {100 * est[m]['overall']:.2f}" for m in ("irt", "direct", "blend") if m in est)
         console.print(
-            f"[bold]estimated full LongBench overall[/] ({est['method']}): {100 * est['overall']:.2f}"
+            f"[bold]overall[/] (estimated full LongBench, {est['method']}): [bold]{100 * est['overall']:.2f}[/]"
             + (f" [90% interval {100 * ci90[0]:.2f}-{100 * ci90[1]:.2f}]" if ci90 else "")
-            + f"  ({others}); "
+            + f"; {others}; "
             f"the 237 anchors cost {100 * cost.get('fraction', 0):.1f}% of the full benchmark's tokens"
             + (f", ~{saved:,} prompt tokens saved" if saved else ""))
     elif isinstance(est, dict):
         console.print(f"[bold]estimate[/]: not available ({est.get('reason')})")
     for key in ("by_length", "longscore", "diff_16k_minus_4k"):
         if key in scores and scores[key] not in (None, {}):
-            bounds = f" (95% CI {ci[key]})" if ci.get(key) else ""
-            console.print(f"[bold]{key}[/]: {scores[key]}{bounds}" + (f" ({partial})" if partial else ""))
+            console.print(f"[bold]{key.replace('_', ' ')}[/]: {readable(scores[key], ci.get(key))}"
+                          + (f" ({partial})" if partial else ""))
 
     n = summary["samples"]
     console.print(f"samples {n['total']}: " + ", ".join(f"{k.replace('_', ' ')} {n[k]}" for k in SAMPLE_STATUSES)
@@ -129,6 +158,8 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
         + (" [unpriced model: unknown]" if unpriced else "")
         + f"; tokens in {_purposes({p: t['prompt_tokens'] for p, t in tokens.items()}, lambda v: f'{v:,}')}"
         f", out {_purposes({p: t['completion_tokens'] for p, t in tokens.items()}, lambda v: f'{v:,}')}")
+    if is_simulator(str(summary.get("model", ""))):
+        console.print(f"[dim]{NOTIONAL}[/]")
     trunc = summary.get("truncation") or {}
     budget = trunc.get("budget") or {}
     if trunc.get("max_input_tokens") or budget.get("max_total_tokens"):
@@ -145,11 +176,33 @@ def print_summary(summary: dict[str, Any], console: Console | None = None) -> No
     for f in summary.get("failures") or []:
         if f["status"] != "skipped_budget":  # those are counted above; the hint says what to do
             console.print(f"[red]{f['status'].replace('_', ' ')}[/] {f['sample_id']}: {f['error']}")
+    _excluded(console, summary.get("excluded") or {}, scores)
+    step = summary.get("next_step") or "run the same command again to retry what is not settled"
     for hint in summary.get("hints") or []:
-        console.print(f"[bold]hint[/]: {hint}")
+        if hint != step:  # the closing line says it
+            console.print(f"[bold]hint[/]: {hint}")
     if partial:
-        console.print(f"[bold]{partial}[/]: run the same command again to retry what is not settled; "
-                      "scores above are on the settled samples only")
+        console.print(f"[bold]{partial}[/]: {step}; scores above are on the settled samples only")
+
+
+def _excluded(console: Console, excluded: dict[str, Any], scores: dict[str, Any]) -> None:
+    """Samples left out, with their reasons (a data defect by file and line), and what a
+    benchmark could not build: settled, so no re-run is advised for them."""
+    named = excluded.get("samples") or []
+    for reason, count in (excluded.get("by_reason") or {}).items():
+        ids = [e["sample_id"] for e in named if e["reason"] == reason]
+        which = ", ".join(ids[:3]) + (" ..." if count > 3 else "")
+        console.print(f"[yellow]excluded[/] {count} ({which}): {reason}")
+    for task, cells in (scores.get("unbuildable") or {}).items():
+        for length, why in cells.items():
+            console.print(f"[yellow]not built[/] {task} at {length}: {why}")
+    covered = scores.get("overall_tasks")
+    if isinstance(covered, list):
+        asked = list(dict.fromkeys([*(scores.get("by_task") or {}), *(scores.get("unbuildable") or {})]))
+        left = [t for t in asked if t not in covered]
+        if left:
+            console.print(f"overall covers {len(covered)} of {len(asked)} tasks; not {', '.join(left)} "
+                          "(not built or not scored at every length)")
 
 
 def _overall(value: Any, partial: str | None, interval: Any = None) -> str:

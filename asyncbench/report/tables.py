@@ -160,8 +160,11 @@ def sources(board: Leaderboard) -> list[str]:
 
 def where_it_went(report: Report) -> list[str]:
     """One line per run naming the most expensive and the slowest task: the question a
-    reader of a cost report asks first."""
-    lines = []
+    reader of a cost report asks first; first, runs on the simulator say their dollars
+    are notional."""
+    from ..pricing import NOTIONAL, is_simulator
+
+    lines = [f"{r['label']}: {NOTIONAL}" for r in report.runs if is_simulator(str(r.get("model", "")))]
     for r in report.runs:
         tasks = r["tasks"]
         if not tasks:

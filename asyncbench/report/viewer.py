@@ -5,25 +5,40 @@ prediction, parsed answer, score and judge calls. For two runs of one benchmark,
 of the samples where their scores differ.
 
 Still one self-contained file: the samples are inline JSON and the viewer a short inline
-script, no external assets. The state lives in the URL fragment
+script, no external assets. A large run stays a mailable file that opens at once: each
+sample is a compact array (no repeated keys), long texts are kept as head and tail so
+that all viewers together stay within `SAMPLE_BUDGET` characters (the whole text is one
+`asyncbench samples` away), the data is parsed when the viewer first draws, and the table
+draws `PAGE` rows at a time ("show more"). The state lives in the URL fragment
 (`#samples=RUN&task=T&status=S&min=0&max=0.5&sort=score&open=SAMPLE_ID`; `&expand=1` shows
 long prompts whole, `&focus=1` that viewer alone), so a view can be linked to, and tests drive it in headless Chromium by loading such a URL.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
 from html import escape
+from typing import Any
 
 from .samples import SampleRecord
 
-# Above this many prompt characters in one run, prompts are kept as head and tail only
-# (the whole prompt stays one `asyncbench samples` away): a report must stay mailable.
-FULL_PROMPTS_UP_TO = 8_000_000
-ENDS = 3_000  # characters of head and of tail kept for a long prompt
+# Bytes of sample data in one report, all viewers together: SAMPLE_BUDGET, or
+# RUN_BUDGET per run when that is more. Above it, the longest texts are cut to head and
+# tail (a one-run report of 20,000 samples stays under 3 MB).
+SAMPLE_BUDGET = 2_400_000
+RUN_BUDGET = 1_600_000
+MIN_CUT = 200  # a text is never cut below this many characters (else the prompt is left out)
 COLLAPSE_OVER = 4_000  # the detail pane shows a longer prompt as head and tail, expandable
+PAGE = 500  # table rows drawn at a time
+# one sample in the inline JSON: an array in this order (the script names the positions);
+# task and status are indexes into the run's lists, and trailing empty values are left off
+FIELDS = ("sample_id", "task", "status", "score", "latency_ms", "usd", "prompt_tokens", "completion_tokens",
+          "attempts", "prediction", "references", "prompt", "prompt_cut", "truncated_tokens", "error", "parsed",
+          "judge")
+CUT, LEFT_OUT = 1, 2  # prompt_cut: kept as head and tail / not in the report at all
 
 CSS = """
 .viewer .controls{display:flex;gap:12px;flex-wrap:wrap;align-items:center;margin:8px 0;font-size:13px}
@@ -38,6 +53,10 @@ border:1px solid #eee;padding:6px;margin:4px 0 10px}
 
 SCRIPT = r"""
 (function(){
+const FIELDS=%(fields)s,PAGE=%(page)d,cache={};
+function data(run){if(!cache[run]){const raw=JSON.parse(document.getElementById("samples-data-"+run).textContent);
+  cache[run]=raw.rows.map(a=>{const r={};FIELDS.forEach((f,i)=>{r[f]=a[i]===undefined?null:a[i];});
+    r.task=raw.tasks[r.task];r.status=raw.statuses[r.status];r.run=run;return r;});}return cache[run];}
 const fmt=(v,d)=>v===null||v===undefined?"":(typeof v==="number"?v.toFixed(d):String(v));
 const one=(t,n)=>{t=t===null||t===undefined?"":String(t).replace(/\s+/g," ");return t.length>n?t.slice(0,n-1)+"\u2026":t};
 function state(){const s={};for(const kv of location.hash.slice(1).split("&")){if(!kv)continue;
@@ -62,14 +81,15 @@ function showDetail(viewer,r){const d=viewer.querySelector(".detail");d.textCont
   d.appendChild(el("h3",{"class":"detail-id"},r.sample_id+" ("+r.task+")"));
   d.appendChild(el("p",{"class":"detail-score"},"score "+fmt(r.score,4)+" \u00b7 "+r.status+" \u00b7 "+
     r.prompt_tokens+"+"+r.completion_tokens+" tokens \u00b7 $"+fmt(r.usd,6)+" \u00b7 "+fmt(r.latency_ms,0)+" ms \u00b7 "+
-    r.attempts+" attempt(s)"+(r.truncated_tokens?" \u00b7 "+r.truncated_tokens+" tokens cut":"")+(r.error?" \u00b7 "+r.error:"")));
-  block(d,"Prompt",prompt(r.prompt),!r.prompt_cut);
+    r.attempts+" attempt(s)"+(r.shared_with?" \u00b7 the answer of "+r.shared_with+" (same request)":"")+(r.truncated_tokens?" \u00b7 "+r.truncated_tokens+" tokens cut":"")+(r.error?" \u00b7 "+r.error:"")));
+  block(d,"Prompt",r.prompt_cut===%(left_out)d?"(left out of this report to keep the file small: `asyncbench samples "+
+    r.run+" --format jsonl` has it)":prompt(r.prompt),!r.prompt_cut);
   block(d,"References",(r.references||[]).join("\n\u2014\n"),false);
   block(d,"Prediction",r.prediction,false);
   if(r.parsed!==null&&r.parsed!==undefined)block(d,"Parsed answer",typeof r.parsed==="string"?r.parsed:JSON.stringify(r.parsed),false);
   if(r.judge)block(d,"Judge",r.judge.map(c=>JSON.stringify(c,null,1)).join("\n\n"),false);
   for(const tr of viewer.querySelectorAll("tbody tr"))tr.classList.toggle("open",tr.dataset.id===r.sample_id);}
-function render(viewer){const run=viewer.dataset.run,rows=JSON.parse(document.getElementById("samples-data-"+run).textContent);
+function render(viewer){const run=viewer.dataset.run,rows=data(run);
   const s=state(),mine=s.samples===run,q=viewer.querySelector.bind(viewer);
   const task=mine?s.task||"":"",status=mine?s.status||"":"",lo=mine&&s.min!==undefined&&s.min!==""?parseFloat(s.min):null,
     hi=mine&&s.max!==undefined&&s.max!==""?parseFloat(s.max):null,sort=mine?s.sort||"":"";
@@ -79,12 +99,15 @@ function render(viewer){const run=viewer.dataset.run,rows=JSON.parse(document.ge
     (lo===null||(r.score!==null&&r.score>=lo))&&(hi===null||(r.score!==null&&r.score<=hi)));
   if(sort){const [key,dir]=sort.split(":");const sign=dir==="desc"?-1:1;
     shown=shown.slice().sort((a,b)=>{const x=a[key],y=b[key];if(x===null)return 1;if(y===null)return -1;return sign*(x-y);});}
-  const body=q("tbody");body.textContent="";
-  for(const r of shown){const tr=el("tr");tr.dataset.id=r.sample_id;
+  const body=q("tbody");body.textContent="";let drawn=0;const more=q(".more");
+  function page(){for(const r of shown.slice(drawn,drawn+PAGE)){const tr=el("tr");tr.dataset.id=r.sample_id;
     for(const [v,cls] of [[r.sample_id,"text"],[r.task,"text"],[r.status,""],[fmt(r.score,3),""],
       [one(r.prediction,60),"text"],[one((r.references||[])[0],40),"text"],[fmt(r.latency_ms,0),""],[fmt(r.usd,6),""]])
       tr.appendChild(el("td",cls?{"class":cls}:{},v));
     tr.onclick=()=>{setState(run,{open:r.sample_id});showDetail(viewer,r);};body.appendChild(tr);}
+    drawn=Math.min(shown.length,drawn+PAGE);more.hidden=drawn>=shown.length;
+    more.textContent="show "+Math.min(PAGE,shown.length-drawn)+" more of "+(shown.length-drawn);}
+  more.onclick=page;page();
   q(".count").textContent=shown.length+" of "+rows.length+" samples";
   const open=mine&&s.open?rows.find(r=>r.sample_id===s.open):null;
   if(open)showDetail(viewer,open);else q(".detail").hidden=true;
@@ -93,9 +116,12 @@ for(const viewer of document.querySelectorAll(".viewer")){const run=viewer.datas
   const on=(cls,key)=>{viewer.querySelector(cls).onchange=e=>{setState(run,{[key]:e.target.value});render(viewer);};};
   on(".f-task","task");on(".f-status","status");on(".f-min","min");on(".f-max","max");on(".f-sort","sort");
   render(viewer);}
-window.addEventListener("hashchange",()=>{for(const v of document.querySelectorAll(".viewer"))render(v);});
+// a #samples=RUN link scrolls to that viewer, once the figures above it have their height
+function scrollToViewer(){const v=document.getElementById("samples-"+state().samples);if(v)v.scrollIntoView();}
+window.addEventListener("load",scrollToViewer);
+window.addEventListener("hashchange",()=>{for(const v of document.querySelectorAll(".viewer"))render(v);scrollToViewer();});
 })();
-""" % {"collapse": COLLAPSE_OVER}
+""" % {"collapse": COLLAPSE_OVER, "fields": json.dumps(FIELDS), "page": PAGE, "left_out": LEFT_OUT}
 
 _SORTS = (("", "sample id"), ("score:asc", "score, low first"), ("score:desc", "score, high first"),
           ("latency_ms:desc", "latency, slow first"), ("usd:desc", "cost, high first"))
@@ -117,30 +143,93 @@ def readable(prompt: str | None) -> str | None:
         return prompt
 
 
-def _rows(records: Sequence[SampleRecord]) -> tuple[list[dict[str, object]], bool]:
-    rows = [asdict(r) | {"prompt": readable(r.prompt), "prompt_cut": False} for r in records]
-    full = sum(len(r.prompt or "") for r in records) <= FULL_PROMPTS_UP_TO
-    if not full:
-        for row in rows:
-            text = row["prompt"]
-            if isinstance(text, str) and len(text) > 2 * ENDS:
-                row["prompt_cut"] = True  # shown as cut here, not collapsed again
-                row["prompt"] = (f"{text[:ENDS]}\n[… {len(text) - 2 * ENDS} characters left out of this report: "
-                                 f"`asyncbench samples {row['run_id']} --format jsonl` has them …]\n{text[-ENDS:]}")
-    return rows, full
+def cut(text: str, keep: int, run_id: str) -> str:
+    """Head and tail of `text`, about `keep` bytes of UTF-8 in all, and what was left out."""
+    chars = max(2, keep * len(text) // max(len(text.encode()), 1))  # Chinese takes 3 bytes a character
+    return (f"{text[:chars // 2]}\n[… {len(text) - chars} characters left out of this report: "
+            f"`asyncbench samples {run_id} --format jsonl` has them …]\n{text[len(text) - chars // 2:]}")
 
 
-def sample_viewer(run_id: str, label: str, records: Sequence[SampleRecord]) -> str:
-    """The viewer of one run: controls, the table, the detail pane and the data."""
-    rows, full = _rows(records)
+def _fit(lengths: list[int], budget: int) -> int | None:
+    """The largest per-text cap c with sum(min(len, c)) <= budget (None: no cap needed;
+    0: not even MIN_CUT fits). Binary search over c, each sum in O(log n) from the
+    sorted lengths' prefix sums."""
+    if sum(lengths) <= budget:
+        return None
+    ordered = sorted(lengths)
+    prefix = list(itertools.accumulate(ordered, initial=0))
+
+    def total(c: int) -> int:  # sum(min(n, c)): the texts shorter than c whole, the rest c each
+        k = bisect.bisect_right(ordered, c)
+        return prefix[k] + c * (len(ordered) - k)
+
+    lo, hi = 0, ordered[-1]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if total(mid) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo if lo >= MIN_CUT else 0
+
+
+def _size(text: object) -> int:
+    return len(text.encode()) if isinstance(text, str) else 0
+
+
+def _trim(row: list[Any]) -> list[Any]:
+    """The row without its trailing empty values (the script reads them as null)."""
+    while row and row[-1] in (None, False, 0, [], ""):
+        row.pop()
+    return row
+
+
+def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[dict[str, Any], bool]:
+    """The run's samples as {"tasks", "statuses", "rows"}: each record a FIELDS array, its
+    texts cut so the JSON stays near `budget` bytes; True when every text is whole."""
     tasks = sorted({r.task for r in records})
     statuses = sorted({r.status for r in records})
+    t_index, s_index = {t: i for i, t in enumerate(tasks)}, {s: i for i, s in enumerate(statuses)}
+    rows: list[list[Any]] = []
+    for r in records:  # getattr, not dataclasses.asdict: its deep copies took ~0.7 ms a sample
+        d = {"task": t_index[r.task], "status": s_index[r.status], "prompt": readable(r.prompt),
+             "prompt_cut": 0, "score": None if r.score is None else round(r.score, 4),
+             "latency_ms": None if r.latency_ms is None else round(r.latency_ms), "usd": float(f"{r.usd:.4g}")}
+        rows.append([d[f] if f in d else getattr(r, f) for f in FIELDS])
+    p, pred, refs, flag = (FIELDS.index(f) for f in ("prompt", "prediction", "references", "prompt_cut"))
+    fixed = _size(_json_for_script([[v for i, v in enumerate(row) if i not in (p, pred, refs)] for row in rows]))
+    prompts = [_size(row[p]) for row in rows]
+    others = [_size(row[pred]) + sum(_size(x) for x in row[refs] or []) for row in rows]
+    room = budget - fixed
+    cap = _fit(prompts, max(room - sum(others), 0))
+    if cap is not None:
+        run_id = records[0].run_id
+        other_cap = _fit(others, max(room, 0)) if cap == 0 else None  # prompts left out: the rest must fit
+        for row, size in zip(rows, prompts):
+            prompt = row[p]
+            if isinstance(prompt, str) and cap and size > cap:
+                row[p], row[flag] = cut(prompt, cap, run_id), CUT
+            elif isinstance(prompt, str) and not cap:
+                row[p], row[flag] = None, LEFT_OUT
+            if other_cap is not None:
+                if _size(row[pred]) > other_cap:
+                    row[pred] = cut(row[pred], max(other_cap, 40), run_id)
+                row[refs] = [cut(x, max(other_cap, 40), run_id) if _size(x) > other_cap else x
+                             for x in row[refs] or []]
+    return {"tasks": tasks, "statuses": statuses, "rows": [_trim(row) for row in rows]}, cap is None
+
+
+def sample_viewer(run_id: str, label: str, records: Sequence[SampleRecord], budget: int = SAMPLE_BUDGET) -> str:
+    """The viewer of one run: controls, the table, the detail pane and the data (texts cut
+    to fit `budget` characters)."""
+    rows, full = _rows(records, budget)
+    tasks, statuses = rows["tasks"], rows["statuses"]
     options = "".join(f'<option value="{escape(t)}">{escape(t)}</option>' for t in tasks)
     status_options = "".join(f'<option value="{escape(s)}">{escape(s)}</option>' for s in statuses)
     sorts = "".join(f'<option value="{v}">{escape(t)}</option>' for v, t in _SORTS)
     head = "".join(f"<th>{h}</th>" for h in ("sample", "task", "status", "score", "prediction", "reference", "ms",
                                               "USD"))
-    note = "" if full else (" Prompts are shown as head and tail here (the run's prompts are too large for one "
+    note = "" if full else (" Long texts are shown as head and tail here (the run's texts are too large for one "
                             "file); `asyncbench samples` exports them whole.")
     rid = escape(run_id)
     return (f'<div class="viewer" id="samples-{rid}" data-run="{rid}"><h3>Samples: {escape(label)}</h3>'
@@ -151,7 +240,8 @@ def sample_viewer(run_id: str, label: str, records: Sequence[SampleRecord]) -> s
             f'<label>to <input class="f-max" type="number" step="0.01" size="5"></label>'
             f'<label>sort <select class="f-sort">{sorts}</select></label><span class="count note"></span></div>'
             f'<div class="samples"><table id="samples-table-{rid}"><thead><tr>{head}</tr></thead><tbody></tbody>'
-            f'</table></div><div class="detail" id="detail-{rid}" hidden></div>'
+            f'</table></div><button class="more" type="button" hidden></button>'
+            f'<div class="detail" id="detail-{rid}" hidden></div>'
             f'<script type="application/json" id="samples-data-{rid}">{_json_for_script(rows)}</script></div>')
 
 

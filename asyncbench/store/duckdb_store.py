@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypedDict, TypeVar
 
 from ..errors import UserError
-from ..ledger import InvocationEntry, Ledger, RequestEntry, RequestGroup, SampleEntry, StatusCount
+from ..ledger import LEGACY_STATUSES, InvocationEntry, Ledger, RequestEntry, RequestGroup, SampleEntry, StatusCount
 
 if TYPE_CHECKING:
     import duckdb
@@ -388,19 +388,47 @@ class Store:
         return Ledger(statuses, requests, invocations)
 
     @_in_session
-    def sample_entries(self, run_id: str, unsettled_only: bool = False) -> list[SampleEntry]:
-        """A run's sample rows (eval), by sample id; `unsettled_only`: those that did not settle."""
-        where = " AND status NOT IN ('answered', 'from_cache', 'shared', 'excluded')" if unsettled_only else ""
-        return [SampleEntry(*r) for r in self.con.execute(
-            "SELECT sample_id, task, status, coalesce(invocation, 1), error FROM results "
-            f"WHERE run_id = ? AND purpose = 'eval'{where} ORDER BY sample_id", [run_id]).fetchall()]
+    def sample_entries(self, run_id: str) -> list[SampleEntry]:
+        """A run's sample rows (eval), by sample id."""
+        return [SampleEntry(sid, task, LEGACY_STATUSES.get(status, status), inv, error)
+                for sid, task, status, inv, error in self.con.execute(
+                    "SELECT sample_id, task, status, coalesce(invocation, 1), error FROM results "
+                    "WHERE run_id = ? AND purpose = 'eval' ORDER BY sample_id", [run_id]).fetchall()]
 
     @_in_session
-    def paid_keys(self, run_id: str) -> dict[str, int]:
-        """Request keys a run paid for, with the invocation that paid."""
-        rows = self.con.execute("SELECT key, min(invocation) FROM ledger_requests WHERE run_id = ? AND source = 'sent' "
-                                "GROUP BY key", [run_id]).fetchall()
-        return {k: int(i) for k, i in rows}
+    def book_killed(self, run_id: str, gone: Callable[[InvocationEntry], bool]) -> None:
+        """Book invocations whose process died without booking themselves (SIGKILL, a
+        crash; Ctrl-C books itself): requests from their request rows' attempts, wall time
+        to their last stored answer. `gone`: whether an unfinished invocation's process
+        is gone (ledger.interrupted)."""
+        for inv in self.ledger(run_id).invocations:
+            if inv.finished or inv.requests or not gone(inv):
+                continue
+            requests, last = self._one(
+                "SELECT coalesce(sum(l.attempts) FILTER (WHERE l.source IN ('sent', 'failed')), 0), max(r.created_at) "
+                "FROM ledger_requests l LEFT JOIN responses r ON r.key = l.key AND l.source = 'sent' "
+                "WHERE l.run_id = ? AND l.invocation = ?", [run_id, inv.invocation])
+            inv.requests = int(requests)
+            inv.wall_s = round(max(0.0, float(last) - inv.started_at), 3) if last is not None else inv.wall_s
+            self.put_invocation(run_id, inv)
+
+    @_in_session
+    def samples_seen(self, run_id: str) -> int:
+        """The samples a run has booked so far: its sample rows, and those a running (or
+        interrupted) invocation has requests for but has not recorded yet."""
+        row = self.con.execute(
+            "SELECT count(DISTINCT sample_id) FROM (SELECT sample_id FROM results WHERE run_id = $1 AND purpose = 'eval' "
+            "UNION ALL SELECT sample_id FROM ledger_requests WHERE run_id = $1 AND purpose = 'eval' "
+            "AND sample_id IS NOT NULL)", [run_id]).fetchone()
+        return int(row[0]) if row else 0
+
+    @_in_session
+    def paid_keys(self, run_id: str) -> dict[str, tuple[int, str | None]]:
+        """Request keys a run paid for: the (first) invocation that paid, and the sample
+        the request was sent for (None for a judge or prior request)."""
+        rows = self.con.execute("SELECT key, min(invocation), arg_min(sample_id, invocation) FROM ledger_requests "
+                                "WHERE run_id = ? AND source = 'sent' GROUP BY key", [run_id]).fetchall()
+        return {k: (int(i), s) for k, i, s in rows}
 
     # -- provider batches ---------------------------------------------------------------
     def put_batch(self, batch_id: str, run_id: str, provider: str, model: str, endpoint: str, base_url: str,
@@ -560,9 +588,21 @@ class Store:
         self.close()
 
 
-def cached_keys(path: Path, keys: list[str]) -> set[str] | None:
-    """Which keys an existing cache answers, read-only (the dry run creates no file);
-    None when there is no cache or another process holds it."""
+@dataclass
+class StoredPlan:
+    """What a dry run reads about a run already in the cache: which of its requests are
+    answered, and what its judge and prior calls were."""
+
+    cached: set[str]  # of the keys asked about, those the cache answers
+    complete: bool  # the run's last invocation finished with every sample settled
+    calls: dict[str, tuple[int, int]]  # judge/prior -> (distinct keys the run asked, how many are cached)
+    excluded: set[str]  # sample ids the run excluded by its benchmark's rule (not data defects)
+
+
+def stored_plan(path: Path, run_id: str, keys: list[str]) -> StoredPlan | None:
+    """Read-only (the dry run creates no file): the cache's answers among `keys` and the
+    stored run's judge and prior calls; None when there is no cache or another process
+    holds it."""
     import duckdb
 
     if not path.is_file():
@@ -572,10 +612,23 @@ def cached_keys(path: Path, keys: list[str]) -> set[str] | None:
     except duckdb.Error:
         return None
     try:
-        rows = con.execute("SELECT key FROM responses WHERE key IN (SELECT unnest($1))", [keys]).fetchall()
+        cached = {r[0] for r in con.execute("SELECT key FROM responses WHERE key IN (SELECT unnest($1))",
+                                            [keys]).fetchall()}
+        try:
+            last = con.execute("SELECT finished, complete FROM invocations WHERE run_id = ? ORDER BY invocation DESC "
+                               "LIMIT 1", [run_id]).fetchone()
+            calls = {p: (int(n), int(c)) for p, n, c in con.execute(
+                "SELECT l.purpose, count(DISTINCT l.key), count(DISTINCT r.key) FROM ledger_requests l "
+                "LEFT JOIN responses r USING (key) WHERE l.run_id = ? AND l.purpose IN ('judge', 'prior') "
+                "GROUP BY ALL", [run_id]).fetchall()}
+            excluded = {r[0] for r in con.execute(
+                "SELECT sample_id FROM results WHERE run_id = ? AND purpose = 'eval' AND status = 'excluded' "
+                "AND NOT starts_with(coalesce(error, ''), 'malformed data row')", [run_id]).fetchall()}
+        except duckdb.Error:  # an older file without the ledger tables
+            last, calls, excluded = None, {}, set()
     finally:
         con.close()
-    return {r[0] for r in rows}
+    return StoredPlan(cached, bool(last and last[0] and last[1]), calls, excluded)
 
 
 def _corrupt(path: Path, exc: Exception) -> UserError:

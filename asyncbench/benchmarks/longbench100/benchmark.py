@@ -279,7 +279,10 @@ class LongBench100:
             "unverified": unverified,
         }
         notes = notes_of(samples)
-        return kept, {"prior_knowledge": prior_report, "unbuildable": notes.get("unbuildable", {}),
+        reason = (f"prior-knowledge filter: answered without its context (judge score >= {self.prior_threshold}; "
+                  "100-LongBench's rule)")
+        return kept, {"prior_knowledge": prior_report, "excluded_reason": reason,
+                      "unbuildable": notes.get("unbuildable", {}),
                       "lengths": notes.get("lengths", {})}
 
     # -- score ----------------------------------------------------------------------------

@@ -1,0 +1,52 @@
+"""The dry run as a table (`run --dry-run`; `--json` prints the JSON): requests, tokens
+and dollars by purpose, each labelled exact or upper bound."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+WHY_UPPER = {"eval": "output priced at each request's max tokens",
+             "judge": "every judge call the answers may need, none found cached",
+             "prior": "every prior-knowledge call, none found cached"}
+
+
+def _usd(v: Any) -> str:
+    return f"${v:,.4f}" if isinstance(v, (int, float)) else str(v)
+
+
+def print_dry_run(plan: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(f"[bold]dry run[/]: {plan['benchmark']} with {plan['model']}  run {plan['run_id']}  (nothing sent)")
+    left = f", {plan['left_out_as_stored']} left out as the stored run's filter left them" \
+        if plan.get("left_out_as_stored") else ""
+    checked = "" if plan.get("cache_checked") else " (no cache to check)"
+    console.print(f"samples {plan['n_samples']:,}; requests {plan['requests']:,}: {plan['cached']:,} cached{checked}, "
+                  f"{plan['to_send']:,} to send{left}")
+    table = Table(show_lines=False)
+    for name, justify in (("purpose", "left"), ("requests", "right"), ("tokens in", "right"),
+                          ("out (max)", "right"), ("USD", "right"), ("estimate", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    notes = []
+    for purpose, p in plan["by_purpose"].items():
+        table.add_row(purpose, f"{p['requests']:,}", f"{p['prompt_tokens']:,}", f"{p['max_output_tokens']:,}",
+                      _usd(p["cost_usd"]), p["estimate"])
+        if p["estimate"] != "exact":
+            notes.append(f"{purpose}: upper bound, {WHY_UPPER.get(purpose, 'at most')}")
+        elif p.get("cached"):
+            notes.append(f"{purpose}: exact, the stored run's {p['cached']:,} calls are cached")
+    table.add_row("[bold]total[/]", "", f"{plan['estimated_prompt_tokens']:,}", "",
+                  _usd(plan["estimated_cost_usd"]), plan["estimate"])
+    console.print(table)
+    for note in notes:
+        console.print(note)
+    modes = plan["by_purpose"]["eval"].get("cost_usd_by_mode") or {}
+    if modes and isinstance(modes.get("list"), (int, float)) and plan["to_send"]:
+        console.print(f"eval by mode: list {_usd(modes['list'])}, --batch {_usd(modes['batch'])}, prompt cache "
+                      f"{_usd(modes['prompt_cache'])}, both {_usd(modes['batch_prompt_cache'])}")
+    trunc = plan.get("truncation") or {}
+    if trunc.get("n_truncated"):
+        console.print(f"truncation: {trunc['n_truncated']:,} prompts cut, {trunc['tokens_removed']:,} tokens removed")
+    console.print(f"tokens counted with {plan['token_counting']}; `--json` prints all of this as JSON")
