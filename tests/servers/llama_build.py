@@ -51,10 +51,11 @@ def sdist_path(version: str = VERSION) -> Path:
     if path.is_file():
         return path
     folder.mkdir(parents=True, exist_ok=True)
-    # --no-build-isolation: pip otherwise installs the sdist's build backend only to read its
-    # metadata, which we never use; the file lands in `folder` before that step either way.
+    # pip reads an sdist's metadata before it keeps the file, which installs the sdist's build
+    # backend (setuptools, setuptools-scm, cmake) into a throw-away environment: a minute or
+    # more, once per version.
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps", "--no-build-isolation",
+        [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
          "-d", str(folder), f"{PACKAGE}=={version}"],
         check=False,
     )
