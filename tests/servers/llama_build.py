@@ -52,10 +52,10 @@ def sdist_path(version: str = VERSION) -> Path:
         return path
     folder.mkdir(parents=True, exist_ok=True)
     # pip reads an sdist's metadata before it keeps the file, which installs the sdist's build
-    # backend (setuptools, setuptools-scm, cmake) into a throw-away environment: a minute or
-    # more, once per version.
+    # backend (setuptools, setuptools-scm, cmake) into a throw-away environment. Only our
+    # package is asked for as source: `--no-binary :all:` would compile CMake itself for that.
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
+        [sys.executable, "-m", "pip", "download", "--no-binary", PACKAGE, "--no-deps",
          "-d", str(folder), f"{PACKAGE}=={version}"],
         check=False,
     )
