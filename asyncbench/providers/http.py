@@ -90,12 +90,20 @@ class HTTPClient:
 
 
 def _error_message(raw: bytes | bytearray) -> tuple[str, str | None]:
-    """Pull the human message and code out of OpenAI/Anthropic/TGI error bodies."""
+    """Pull the human message and code out of OpenAI/Anthropic/TGI/llama.cpp error bodies.
+
+    The code comes back as text: llama.cpp's is an integer (`{"error": {"code": 400, "type":
+    "exceed_context_size_error", ...}}`, tools/server/server-common.cpp
+    `format_error_response`), so its `type`, which says more than the HTTP status, is
+    preferred over a numeric code."""
     try:
         data = json.loads(raw)
     except ValueError:
         return raw.decode("utf-8", "replace")[:300], None
     err = data.get("error", data) if isinstance(data, dict) else data
     if isinstance(err, dict):
-        return str(err.get("message") or err.get("error") or err), err.get("code") or err.get("type") or data.get("error_type")
+        code = err.get("code")
+        if not isinstance(code, str) or not code:
+            code = err.get("type") or (data.get("error_type") if isinstance(data, dict) else None) or code
+        return str(err.get("message") or err.get("error") or err), None if code is None else str(code)
     return str(err), data.get("error_type") if isinstance(data, dict) else None

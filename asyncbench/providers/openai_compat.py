@@ -14,6 +14,7 @@ from ..errors import ProviderError
 from ..types import Request, Response
 from .base import ProviderBase
 from .http import HTTPClient
+from .llamacpp_wire import LlamaCppTokenizer, is_llamacpp, slot_context
 from .openai_wire import parse_body, request_body
 
 
@@ -111,12 +112,30 @@ class OpenAICompatProvider(ProviderBase):
         as raw text (vLLM, TGI and llama.cpp all serve it), the rest as one chat message."""
         return self.api == "completion" or not chat
 
+    async def _models(self, base_url: str) -> dict[str, Any] | None:
+        """The server's `/v1/models` body, or None when it does not answer one."""
+        try:
+            return await self.http.get_json(f"{base_url.rstrip('/')}/models")
+        except ProviderError:
+            return None
+
     async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False, timeout: float = 60.0) -> Any:
-        """vLLM's `POST /tokenize` and `/detokenize` (the model's own tokenizer), when the
-        first replica serves them (they sit beside /v1, at the server's root)."""
+        """The first replica's own tokenizer, by server kind: llama.cpp (its `/v1/models`
+        says `owned_by: llamacpp`; llamacpp_wire.py, which learns the decoder's space rule
+        from the server, so `strip_space` is not needed) or vLLM's `POST /tokenize` and
+        `/detokenize` (beside /v1, at the server's root). Guessing is not enough: llama.cpp
+        answers a vLLM body with `{"tokens": []}`, so the probe must get ids for "a"."""
         root = base_urls[0].rstrip("/").removesuffix("/v1")
+        models = await self._models(base_urls[0])
+        if models is not None and is_llamacpp(models):
+            try:
+                return await anyio.to_thread.run_sync(LlamaCppTokenizer, root, self.http.headers, timeout)
+            except ProviderError:
+                return None
         tok = VLLMTokenizer(root, self.model, self.http.headers, timeout)
         try:
+            if not await anyio.to_thread.run_sync(tok.tokenize, "a", False):
+                return None
             await anyio.to_thread.run_sync(tok.around)
         except ProviderError:
             return None
@@ -144,9 +163,10 @@ class OpenAICompatProvider(ProviderBase):
         return False
 
     async def context_limits(self, base_urls: list[str]) -> tuple[int | None, int | None, str]:
-        """vLLM's `/v1/models` reports each model's `max_model_len` (the context); the
-        smallest over the replicas that answer. Servers that do not say give nothing."""
-        totals, down = [], []
+        """vLLM's `/v1/models` reports each model's `max_model_len` (the context), llama.cpp's
+        its slot's `meta.n_ctx`; the smallest over the replicas that answer. Servers that
+        do not say give nothing."""
+        totals, fields, down = [], set(), []
         for url in base_urls:
             try:
                 data = await self.http.get_json(f"{url}/models")
@@ -156,17 +176,23 @@ class OpenAICompatProvider(ProviderBase):
                     why = found.group(1).strip() if found else "no connection"
                     down.append((url, "connection refused" if why == "Connect call failed" else why))
                 continue
+            if is_llamacpp(data):
+                if (n_ctx := slot_context(data, self.model)) is not None:
+                    totals.append(n_ctx)
+                    fields.add("meta.n_ctx")
+                continue
             models = [m for m in data.get("data") or [] if isinstance(m, dict)]
             mine = [m for m in models if m.get("id") == self.model] or models[:1]
             if mine and isinstance(mine[0].get("max_model_len"), int):
                 totals.append(int(mine[0]["max_model_len"]))
+                fields.add("max_model_len")
         if down and len(down) == len(base_urls):  # said before "cannot find the context length" (engine)
             url, why = down[0]
             self.unreachable = (f"cannot reach {urlsplit(url).netloc} ({why}); is the server running? "
                                 f"check --base-url {url}")
         if not totals:
             return None, None, ""
-        return None, min(totals), f"/v1/models max_model_len ({len(totals)} endpoint{'s' if len(totals) > 1 else ''})"
+        return None, min(totals), f"/v1/models {'/'.join(sorted(fields))} ({len(totals)} endpoint{'s' if len(totals) > 1 else ''})"
 
     async def send(self, request: Request, base_url: str, timeout: float) -> Response:
         completion = self.api == "completion" or request.messages is None
