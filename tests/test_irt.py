@@ -155,7 +155,7 @@ def test_cli_json_and_errors(tmp_path, capsys):
     assert out["overall"] == out["irt"]["overall"] and "token_cost" in out
     path.write_text("{not json")
     assert main(["estimate", "minilongbench", "--anchor-scores", str(path), "--data-dir", str(DATA.parent)]) == 2
-    assert "invalid JSON at line 1" in capsys.readouterr().err
+    assert "not valid JSON at line 1" in capsys.readouterr().err
 
 
 def test_blend_is_the_per_dataset_mean_of_irt_and_direct():

@@ -81,7 +81,7 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize(
     "content, message",
-    [("{not json", "s.json:1: not valid JSON"), ('{"4k": "high", "8k": 1}', "not a number"), ('{"four": 1}', "bad length label")],
+    [("{not json", "s.json: not valid JSON at line 1"), ('{"4k": "high", "8k": 1}', "not a number"), ('{"four": 1}', "bad length label")],
 )
 def test_cli_bad_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str) -> None:
     f = tmp_path / "s.json"

@@ -13,9 +13,9 @@ before the client hung up.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
+import sys
 import zlib
 from collections import Counter
 from email.utils import formatdate
@@ -165,12 +165,18 @@ async def serve(port: int = 0, port_file: Path | None = None) -> None:
         await listener.serve_forever()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--port-file", type=Path)
-    args = parser.parse_args()
-    asyncio.run(serve(args.port, args.port_file))
+def main(argv: list[str] | None = None) -> None:
+    """`python -m asyncbench.sim.hostile [--port N] [--port-file PATH]`: a test double
+    started by the hostile-server benchmark, not a user command (argparse stays in
+    commands/)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    options = {"--port": "0", "--port-file": ""}
+    while args:
+        flag = args.pop(0)
+        if flag not in options or not args:
+            raise SystemExit(f"usage: python -m asyncbench.sim.hostile [--port N] [--port-file PATH] (got {flag!r})")
+        options[flag] = args.pop(0)
+    asyncio.run(serve(int(options["--port"]), Path(options["--port-file"]) if options["--port-file"] else None))
 
 
 if __name__ == "__main__":
