@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from adaptive_data import make_longbench_dir
 
 
@@ -16,6 +17,7 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_adaptive_run_stops_reports_and_reruns_free(tmp_path, shared_data):
     data = make_longbench_dir(tmp_path / "data", shared_data, per_dataset=4)
     args = ["run", "longbench", "--adaptive", "--target-se", "0.025", "--adaptive-batch", "8",
@@ -48,6 +50,7 @@ def test_adaptive_run_stops_reports_and_reruns_free(tmp_path, shared_data):
     assert second["scores"]["estimate"]["samples_used"] == est["samples_used"]
 
 
+@pytest.mark.slow
 def test_adaptive_stops_at_the_budget_and_needs_a_target(tmp_path, shared_data):
     data = make_longbench_dir(tmp_path / "data", shared_data, per_dataset=4)
     base = ["run", "longbench", "--model", "sim", "--data-dir", str(data), "--cache", str(tmp_path / "c.duckdb"),

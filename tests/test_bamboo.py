@@ -152,6 +152,7 @@ def test_score_cli_user_errors(tmp_path, capsys, line, message):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_run_against_simulator_reports_both_levels(tmp_path):
     summary_path = tmp_path / "out"
     rc = cli(["run", "bamboo", "--model", "sim", "--data-dir", str(DATA), "--length", "both",

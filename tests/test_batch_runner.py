@@ -66,6 +66,7 @@ def _answers(tmp: Path, name: str) -> dict[str, tuple[str, float | None]]:
     return {s: (p, sc) for s, p, sc in rows}
 
 
+@pytest.mark.slow
 def test_a_batch_run_of_minilongbench_equals_the_live_run_at_half_the_price(tmp_path: Path) -> None:
     with sim_subprocess(["--batch-turnaround-s", "0.3"]) as url:
         rc, live, _ = _run(_cmd(tmp_path, "live", url))
@@ -90,6 +91,7 @@ def test_a_batch_run_of_minilongbench_equals_the_live_run_at_half_the_price(tmp_
     assert "by the batch discount $" in err or batch["invocations"][-1]["saved_by_batch_usd"] > 0
 
 
+@pytest.mark.slow
 def test_a_batch_run_of_bamboo_through_anthropic_equals_the_live_run(tmp_path: Path) -> None:
     bench = ("bamboo", "--length", "4k")
     model = "anthropic:claude-haiku-4-5"
@@ -105,6 +107,7 @@ def test_a_batch_run_of_bamboo_through_anthropic_equals_the_live_run(tmp_path: P
     assert _answers(tmp_path, "batch") == _answers(tmp_path, "live")
 
 
+@pytest.mark.slow
 def test_sigkill_after_submission_then_the_same_command_submits_nothing_new(tmp_path: Path) -> None:
     with sim_subprocess(["--batch-turnaround-s", "3"]) as url:
         cmd = _cmd(tmp_path, "b", url, "--batch", "--progress")
@@ -128,6 +131,7 @@ def test_sigkill_after_submission_then_the_same_command_submits_nothing_new(tmp_
     assert summary["complete"]
 
 
+@pytest.mark.slow
 def test_expired_requests_go_in_the_next_batch_or_live(tmp_path: Path) -> None:
     with sim_subprocess(["--batch-turnaround-s", "0.2", "--batch-expire", "1"]) as url:
         rc, _, err = _run(_cmd(tmp_path, "again", url, "--batch", "--limit", "2"))
@@ -155,6 +159,7 @@ def test_no_wait_submits_and_exits_partial_then_the_same_command_collects(tmp_pa
     assert stats["batches_submitted"] == 1
 
 
+@pytest.mark.slow
 def test_a_batch_is_booked_on_the_collecting_invocation_and_no_wait_prints_one_pending_line(tmp_path: Path) -> None:
     """Issue 23 (numbers #5): with --no-wait the submitting invocation books 0 requests /
     $0 and the collecting one books every request and the whole spend, so the invocation

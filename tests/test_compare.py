@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from asyncbench.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,6 +47,7 @@ def _run(tmp_path: Path, benchmark: str, *extra: str) -> str:
     return run_id
 
 
+@pytest.mark.slow
 def test_compare_cli_sign_equality_and_mismatched_benchmarks(tmp_path: Path, shared_data: Path) -> None:
     _write(tmp_path / "a.jsonl", right=False)
     _write(tmp_path / "b.jsonl", right=True)

@@ -245,6 +245,7 @@ def test_dry_run_sends_nothing(tmp_path, start_sim, capsys):
     assert not (tmp_path / "c.duckdb").exists()
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_requests_nothing_twice(tmp_path, start_sim):
     sim = start_sim("--latency-ms", "150")
     data = write_jsonl(tmp_path / "d.jsonl", 200)

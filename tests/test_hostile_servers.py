@@ -96,6 +96,7 @@ def _transport(name: str, hostile: Hostile, behaviour: str) -> tuple[ProviderBas
     return make(), f"http://127.0.0.1:{hostile.port}/{behaviour}{suffix}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", list(TRANSPORTS))
 @pytest.mark.parametrize("behaviour", ["retry-after-huge", "retry-after-unparsable", "retry-after-date", "always-429"])
 def test_an_endpoint_that_only_rate_limits_ends_the_run(behaviour: str, transport: str, hostile: Hostile) -> None:

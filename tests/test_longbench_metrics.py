@@ -236,6 +236,7 @@ def samples():
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ds", RELEASE_ORDER)
 def test_parity_with_official_scorer(ds, samples):
     rng = random.Random(ds)

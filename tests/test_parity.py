@@ -17,6 +17,7 @@ pytestmark = pytest.mark.skipif(not (REPO.parent / "shared" / "data" / "bamboo")
                                 reason="../shared/data is not beside the checkout")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(RUNS))
 def test_scores_and_cache_contents_equal_the_recorded_fingerprint(name: str) -> None:
     recorded = json.loads(RECORDED.read_text())[name]

@@ -193,6 +193,7 @@ def _run(tmp: Path, url: str, model: str, mode: str) -> tuple[dict[str, Any], li
     return json.loads((out / "run.json").read_text()), rows
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.parametrize("model", ["anthropic:claude-sonnet-4-5", "openai:gpt-4.1"])
 def test_a_run_reads_most_shared_context_from_cache_with_the_same_answers(tmp_path: Path, model: str) -> None:
@@ -258,6 +259,7 @@ def test_the_dry_run_prices_list_batch_prompt_cache_and_both(tmp_path: Path) -> 
     assert modes["batch_prompt_cache"] <= 0.4 * modes["list"]
 
 
+@pytest.mark.slow
 @needs_data
 def test_only_requests_still_to_send_are_grouped(tmp_path: Path) -> None:
     """A re-run that needs one question per paper sends it unmarked: alone in its group,

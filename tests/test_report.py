@@ -277,6 +277,7 @@ def _visible_rows(dom: str, run_id: str) -> list[list[str]]:
     return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(1))]
 
 
+@pytest.mark.slow
 def test_sample_viewer_filters_sorts_and_opens_a_sample_in_headless_chromium(
         two_runs: tuple[Path, list[str]], tmp_path: Path) -> None:
     from asyncbench.report.samples import load_samples
@@ -343,6 +344,7 @@ def test_sample_viewer_filters_sorts_and_opens_a_sample_in_headless_chromium(
         assert imread(ARTIFACTS / name)[..., :3].std() > 0.05
 
 
+@pytest.mark.slow
 def test_contents_scroll_numeric_ids_and_paging_in_headless_chromium(two_runs: tuple[Path, list[str]],
                                                                       tmp_path: Path) -> None:
     from asyncbench.report.samples import natural_key

@@ -85,6 +85,7 @@ def test_minilongbench_requests_are_pred_py_s(tmp_path: Path) -> None:
     assert run["truncation"]["no_template_sent_as_chat"] == []
 
 
+@pytest.mark.slow
 def test_tgi_with_4096_total_tokens_completes_every_minilongbench_sample(tmp_path: Path) -> None:
     """TGI rejects inputs + max_new_tokens > max_total_tokens (422): every prompt is cut
     with the server's own tokenizer (/tokenize) to leave room for its answer."""

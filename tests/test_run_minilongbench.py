@@ -16,6 +16,7 @@ from asyncbench.report.summary import print_summary
 CATEGORIES = {"Single-Doc QA", "Multi-Doc QA", "Summarization", "Few-shot Learning", "Synthetic", "Code"}
 
 
+@pytest.mark.slow
 def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shared_data, capsys):
     sim = start_sim()
     args = ["run", "minilongbench", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1",

@@ -197,6 +197,7 @@ def test_two_runs_share_one_cache_while_report_and_stats_read_it(tmp_path, start
     assert prompts == 3 + 240
 
 
+@pytest.mark.slow
 def test_sigkill_of_one_writer_loses_at_most_its_in_flight_requests(tmp_path, start_sim):
     sim_a, sim_b = start_sim("--latency-ms", "60"), start_sim("--latency-ms", "60")
     cache = tmp_path / "c.duckdb"

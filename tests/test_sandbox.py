@@ -35,6 +35,7 @@ def test_early_exit_is_not_a_pass():
     assert not run("import os\nos._exit(0)").passed
 
 
+@pytest.mark.slow
 def test_cpu_time_is_limited_not_the_clock():
     assert run("while True:\n    pass").status.startswith("timed out: the CPU limit")
     # sleeping costs no CPU: a program may wait longer than its CPU budget...

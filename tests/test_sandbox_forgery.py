@@ -113,6 +113,7 @@ def test_honest_solutions_pass_and_empty_ones_do_not() -> None:
     assert pass_count([program(INPUT_PROMPT, "\n", INPUT_TEST, None, INPUT_REFERENCE)]) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(FORGERIES))
 @pytest.mark.usefixtures("mode")
 def test_forgery_does_better_than_an_empty_completion_never(name: str) -> None:

@@ -24,6 +24,7 @@ needs_data = pytest.mark.skipif(not (DATA / "longbench_scores.npz").exists(), re
 FILES = ("irt_parameters.json", "anchors.json", "estimator.json")
 
 
+@pytest.mark.slow
 @needs_data
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the pinned kernels are x86-64's")
 def test_shipped_parameters_rebuild_bit_for_bit(tmp_path):

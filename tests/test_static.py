@@ -26,6 +26,7 @@ def _run(cmd: list[str]) -> None:
     assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
 
 
+@pytest.mark.slow  # a minute or two on a fresh machine (no mypy cache)
 def test_mypy_strict() -> None:
     _tool("mypy")
     _run([sys.executable, "-m", "mypy"])
