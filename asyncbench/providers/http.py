@@ -107,3 +107,20 @@ def _error_message(raw: bytes | bytearray) -> tuple[str, str | None]:
             code = err.get("type") or (data.get("error_type") if isinstance(data, dict) else None) or code
         return str(err.get("message") or err.get("error") or err), None if code is None else str(code)
     return str(err), data.get("error_type") if isinstance(data, dict) else None
+
+
+def post_object(client: Any, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST `body` with a synchronous httpx client (the server tokenizers', called from a
+    worker thread) and return the JSON object it answers; anything else, an HTTP error or
+    a reply that is not an object, is a fatal ProviderError naming the URL."""
+    import httpx
+
+    try:
+        resp = client.post(url, json=body)
+        resp.raise_for_status()
+        data = resp.json()
+        if not isinstance(data, dict):
+            raise ValueError("expected a JSON object")
+        return data
+    except (httpx.HTTPError, ValueError) as exc:
+        raise ProviderError("fatal", f"{url}: {exc}") from None

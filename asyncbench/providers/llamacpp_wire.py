@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ProviderError
+from .http import post_object
 
 OWNED_BY = "llamacpp"
 
@@ -70,17 +71,7 @@ class LlamaCppTokenizer:
         self.byte_base = self._byte_base()
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        import httpx
-
-        try:
-            resp = self.client.post(f"{self.root}{path}", json=body)
-            resp.raise_for_status()
-            data = resp.json()
-            if not isinstance(data, dict):
-                raise ValueError("expected a JSON object")
-            return data
-        except (httpx.HTTPError, ValueError) as exc:
-            raise ProviderError("fatal", f"{self.root}{path}: {exc}") from None
+        return post_object(self.client, f"{self.root}{path}", body)
 
     def _tokenize(self, content: str | list[int], *, add_special: bool, parse_special: bool = True,
                   pieces: bool = False) -> list[Any]:

@@ -13,7 +13,7 @@ import anyio
 from ..errors import ProviderError
 from ..types import Request, Response
 from .base import ProviderBase
-from .http import HTTPClient
+from .http import HTTPClient, post_object
 from .llamacpp_wire import LlamaCppTokenizer, is_llamacpp, slot_context
 from .openai_wire import parse_body, request_body
 
@@ -40,17 +40,7 @@ class VLLMTokenizer:
         self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        import httpx
-
-        try:
-            resp = self.client.post(f"{self.root}{path}", json={"model": self.model, **body})
-            resp.raise_for_status()
-            data = resp.json()
-            if not isinstance(data, dict):
-                raise ValueError("expected a JSON object")
-            return data
-        except (httpx.HTTPError, ValueError) as exc:
-            raise ProviderError("fatal", f"{self.root}{path}: {exc}") from None
+        return post_object(self.client, f"{self.root}{path}", {"model": self.model, **body})
 
     def tokenize(self, text: str, special: bool) -> list[int]:
         tokens = self._post("/tokenize", {"prompt": text, "add_special_tokens": special}).get("tokens")
