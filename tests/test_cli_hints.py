@@ -37,14 +37,15 @@ def test_mistyped_benchmark_and_dataset_get_a_suggestion(capsys: pytest.CaptureF
     assert "unknown minilongbench dataset 'qaspr' (did you mean 'qasper'?)" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("model", "suffix"), [("openai-compat:my-model", "/v1"), ("tgi:my-model", "")])
 def test_a_down_server_is_named_before_any_context_length(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                          shared_data: Path) -> None:
+                                                          shared_data: Path, model: str, suffix: str) -> None:
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    assert cli_main(["run", "minilongbench", "--model", "openai-compat:my-model", "--base-url",
-                     f"http://127.0.0.1:{port}/v1", "--cache", str(tmp_path / "c.duckdb"), "--data-dir",
+    assert cli_main(["run", "minilongbench", "--model", model, "--base-url",
+                     f"http://127.0.0.1:{port}{suffix}", "--cache", str(tmp_path / "c.duckdb"), "--data-dir",
                      str(shared_data), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert f"cannot reach 127.0.0.1:{port} (connection refused)" in err and "context length" not in err
-    assert f"--base-url http://127.0.0.1:{port}/v1" in err
+    assert f"--base-url http://127.0.0.1:{port}{suffix}" in err and len(err.strip().splitlines()) == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import aiohttp
@@ -124,3 +125,14 @@ def post_object(client: Any, url: str, body: dict[str, Any]) -> dict[str, Any]:
         return data
     except (httpx.HTTPError, ValueError) as exc:
         raise ProviderError("fatal", f"{url}: {exc}") from None
+
+
+def unreachable_reason(exc: ProviderError) -> str | None:
+    """Why nothing answered at all ("connection refused", a DNS failure...), when `exc` is
+    a failure to connect (aiohttp's ClientConnector errors); None for any other error. A
+    down server is said as such before anything that follows from its silence."""
+    if "ClientConnector" not in exc.message:
+        return None
+    found = re.search(r"\[([^\]()]*)", exc.message)  # "[Connect call failed ('127.0.0.1', 9)]"
+    why = found.group(1).strip() if found else "no connection"
+    return "connection refused" if why == "Connect call failed" else why

@@ -3,7 +3,6 @@ llama.cpp, the simulator) over plain HTTP with aiohttp — no SDK retries, low o
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -13,7 +12,7 @@ import anyio
 from ..errors import ProviderError
 from ..types import Request, Response
 from .base import ProviderBase
-from .http import HTTPClient, post_object
+from .http import HTTPClient, post_object, unreachable_reason
 from .llamacpp_wire import LlamaCppTokenizer, is_llamacpp, slot_context
 from .openai_wire import parse_body, request_body
 
@@ -161,10 +160,8 @@ class OpenAICompatProvider(ProviderBase):
             try:
                 data = await self.http.get_json(f"{url}/models")
             except ProviderError as exc:
-                if "ClientConnector" in exc.message:  # refused, no route, unknown host: nothing listens there
-                    found = re.search(r"\[([^\]()]*)", exc.message)  # "[Connect call failed ('127.0.0.1', 9)]"
-                    why = found.group(1).strip() if found else "no connection"
-                    down.append((url, "connection refused" if why == "Connect call failed" else why))
+                if (why := unreachable_reason(exc)) is not None:  # refused, no route, unknown host
+                    down.append((url, why))
                 continue
             if is_llamacpp(data):
                 if (n_ctx := slot_context(data, self.model)) is not None:

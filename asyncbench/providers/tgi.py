@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -20,7 +21,7 @@ from ..errors import ProviderError, UserError
 from ..tokenizers import approx_count
 from ..types import Request, Response, Usage
 from .base import ProviderBase
-from .http import HTTPClient
+from .http import HTTPClient, unreachable_reason
 from .openai_wire import parse_body, request_body
 
 
@@ -142,16 +143,23 @@ class TGIProvider(ProviderBase):
         to the pool's health checks, as long as one answers."""
         infos: dict[str, dict[str, Any]] = {}
         errors: list[str] = []
+        down: list[tuple[str, str]] = []
 
         async def ask(url: str) -> None:
             try:
                 infos[url] = await self.info(url)
             except ProviderError as exc:
                 errors.append(f"{url}/info ({exc.message})")
+                if (why := unreachable_reason(exc)) is not None:
+                    down.append((url, why))
 
         async with anyio.create_task_group() as tg:
             for url in base_urls:
                 tg.start_soon(ask, url)
+        if not infos and down and len(down) == len(base_urls):  # nothing listens: said as such first
+            url, why = down[0]
+            raise UserError(f"cannot reach {urlsplit(url).netloc} ({why}); is the TGI server running? "
+                            f"check --base-url {url}")
         if not infos:
             raise UserError(f"cannot read {'; '.join(errors)}; is the TGI server up?")
         models = {str(i.get("model_id")) for i in infos.values() if i.get("model_id")}
