@@ -506,6 +506,12 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         templated = not client.provider.sends_raw(s.chat)
         if templated and not s.chat:
             as_chat.add(s.task)
+        return client.request(prompt=cut_prompt(s, templated), max_tokens=s.max_tokens,
+                              temperature=cfg.temperature, repeat=cfg.repeat, chat=s.chat, stop=s.stop)
+
+    def cut_prompt(s: Sample, templated: bool) -> str:
+        """The sample's prompt cut to its budget (the room a server's template takes when
+        `templated`); what was removed is counted in `truncated`."""
         cut = prompt_limit.for_sample(s.max_tokens, templated)
         try:
             text, removed = (build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=cut)
@@ -516,18 +522,13 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
                             f"({exc.message}); shorten that prompt or pass --tokenizer cl100k_base") from None
         if removed:
             truncated[s.id] = removed
-        return client.request(prompt=text, max_tokens=s.max_tokens, temperature=cfg.temperature,
-                              repeat=cfg.repeat, chat=s.chat, stop=s.stop)
+        return text
 
     def build_open(s: Sample) -> Request:
         """pred.py's request for an open model: its cut, then its build_chat text (chat
         datasets), sent raw; samsum's newline rule (samsum_stop)."""
         assert open_model is not None
-        cut = prompt_limit.for_sample(s.max_tokens, templated=False)
-        text, removed = (build_request_prompt(s, tokenizer=tokenizer, max_input_tokens=cut)
-                         if tokenizer is not None else (s.prompt or "", 0))
-        if removed:
-            truncated[s.id] = removed
+        text = cut_prompt(s, templated=False)
         if s.chat:
             text = build_chat(text, open_model.name)
         params: dict[str, Any] = {}
@@ -601,6 +602,14 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
             raise RunInterrupted(summary) from None
 
 
+def _book_stats(invocation: InvocationEntry, runner: Runner, t_start: float) -> None:
+    """The invocation's wall time and the runner's request counts, finished or not."""
+    stats = runner.stats()
+    invocation.wall_s = round(time.time() - t_start, 3)
+    invocation.requests, invocation.retries = stats.requests_sent, stats.retries
+    invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
+
+
 def _book_interrupted(cfg: RunConfig, store: Store, engine: Engine, runner: Runner, invocation: InvocationEntry,
                       t_start: float, run_id: str, spec: Any, out: Path) -> dict[str, Any]:
     """An invocation that did not finish (Ctrl-C, a crash): store the answers and ledger
@@ -611,10 +620,7 @@ def _book_interrupted(cfg: RunConfig, store: Store, engine: Engine, runner: Runn
     engine.pending_responses, engine.pending_failures, engine.pending_ledger, engine.pending_prompts = [], [], [], []
     with store.session():
         engine._write(*pending)  # the journal holds them too: replaying them later adds nothing twice
-        stats = runner.stats()
-        invocation.wall_s = round(time.time() - t_start, 3)
-        invocation.requests, invocation.retries = stats.requests_sent, stats.retries
-        invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
+        _book_stats(invocation, runner, t_start)
         store.put_invocation(run_id, invocation)
         ledger = store.ledger(run_id)
         summary = {"run_id": run_id, "benchmark": cfg.benchmark, "model": spec.label, "endpoint": spec.endpoint_id,
@@ -675,10 +681,7 @@ async def _generate_and_close(cfg: RunConfig, benchmark: Benchmark, samples: lis
         rows += _unsent_rows(run_id, invocation.invocation, loaded, kept,
                              str(prep_report.get("excluded_reason") or EXCLUDED_BY_RULE))
         store.put_results(rows)
-        stats = runner.stats()
-        invocation.wall_s = round(time.time() - t_start, 3)
-        invocation.requests, invocation.retries = stats.requests_sent, stats.retries
-        invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
+        _book_stats(invocation, runner, t_start)
         invocation.finished = True
         ledger = store.ledger(run_id)
         invocation.complete = all(c.status in SETTLED for c in ledger.statuses)

@@ -26,18 +26,23 @@ def parse_json(text: str, where: str, hint: str) -> Any:
         raise UserError(f"{where}: {_TOO_DEEP}; {hint}") from None
 
 
-def read_json_file(path: Path, *, hint: str, what: str = "file") -> Any:
-    """A whole JSON file, any top-level type; one UserError line for every failure."""
+def read_text_file(path: Path, *, what: str = "file", kind: str = "file") -> str:
+    """A whole UTF-8 file's text; an unreadable or binary file is one UserError line
+    (`kind` names what the file must be: "JSON file", "file")."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
-                        f"the {what} must be a UTF-8 JSON file") from None
-    return parse_json(text, str(path), hint)
+                        f"the {what} must be a UTF-8 {kind}") from None
+
+
+def read_json_file(path: Path, *, hint: str, what: str = "file") -> Any:
+    """A whole JSON file, any top-level type; one UserError line for every failure."""
+    return parse_json(read_text_file(path, what=what, kind="JSON file"), str(path), hint)
 
 
 def _lone_surrogate(row: dict[str, Any]) -> bool:

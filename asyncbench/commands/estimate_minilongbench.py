@@ -36,7 +36,7 @@ def read_anchor_scores(path: Path) -> Any:
     MiniLongBench run (.jsonl, .csv or a JSON list of records with `sample_id` and
     `score`). UserError naming the problem."""
     from ..errors import UserError
-    from ..jsonl_io import parse_json, read_json_file
+    from ..jsonl_io import parse_json, read_json_file, read_text_file
 
     if not path.is_file():
         raise UserError(f"{path}: no such file; pass --anchor-scores FILE.json")
@@ -54,12 +54,7 @@ def read_anchor_scores(path: Path) -> Any:
             raise UserError(f'{path}: expected {{"scores": [237 numbers]}}, {{"scores": {{dataset: [numbers]}}}} '
                             "or a `asyncbench samples RUN --out FILE.jsonl` export")
         return raw
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-                        "the anchor scores must be a UTF-8 file") from None
+    text = read_text_file(path, what="anchor scores")
     if path.suffix.lower() == ".csv":
         return scores_from_samples(list(csv.DictReader(io.StringIO(text))), path)
     rows = [parse_json(line, f"{path} line {lineno}", hint)  # .jsonl

@@ -130,26 +130,21 @@ class OpenAICompatProvider(ProviderBase):
             return None
         return tok
 
+    async def _first_models(self, base_urls: list[str]) -> list[Any]:
+        """The `data` entries of the first replica's `/v1/models` that answers; [] if none does."""
+        for url in base_urls:
+            if (models := await self._models(url)) is not None:
+                return list(models.get("data") or [])
+        return []
+
     async def served_models(self, base_urls: list[str]) -> list[str]:
         """The ids `/v1/models` lists (vLLM: the served model's path or --served-model-name)."""
-        for url in base_urls:
-            try:
-                data = await self.http.get_json(f"{url}/models")
-            except ProviderError:
-                continue
-            return [str(m["id"]) for m in data.get("data") or [] if isinstance(m, dict) and m.get("id")]
-        return []
+        return [str(m["id"]) for m in await self._first_models(base_urls) if isinstance(m, dict) and m.get("id")]
 
     async def takes_min_tokens(self, base_urls: list[str]) -> bool:
         """Whether the server is vLLM, which takes `min_tokens` and `stop_token_ids`: its
         /v1/models entries carry `max_model_len` (vLLM's ModelCard, protocol.py)."""
-        for url in base_urls:
-            try:
-                data = await self.http.get_json(f"{url}/models")
-            except ProviderError:
-                continue
-            return any(isinstance(m, dict) and "max_model_len" in m for m in data.get("data") or [])
-        return False
+        return any(isinstance(m, dict) and "max_model_len" in m for m in await self._first_models(base_urls))
 
     async def context_limits(self, base_urls: list[str]) -> tuple[int | None, int | None, str]:
         """vLLM's `/v1/models` reports each model's `max_model_len` (the context), llama.cpp's
