@@ -72,7 +72,7 @@ class Options(TypedDict, total=False):
     # MiniLongBench
     estimate_method: Literal["irt", "direct", "blend"]
     estimate_params: str  # "shipped", "release" or a directory
-    # LongBench adaptive testing (benchmarks/adaptive.py)
+    # LongBench adaptive testing (bench/adaptive.py)
     adaptive: bool
     target_se: float
     adaptive_batch: int

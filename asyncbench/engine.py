@@ -26,12 +26,12 @@ import anyio
 
 from .benchmarks import parse_benchmark
 from .benchmarks.base import Benchmark, LoadOptions, RunContext, notes_of
-from .budget import PromptBudget, model2maxlen_path
+from .benchmarks.longbench.budget import PromptBudget, model2maxlen_path
+from .benchmarks.longbench.official_models import build_chat, has_post_process, postprocess, samsum_stop
 from .client import ModelClient, check_reachable, make_client
 from .config import RunConfig
 from .errors import ProviderError, RunInterrupted, UserError
 from .ledger import NO_TASK, SETTLED, InvocationEntry, RequestEntry, SampleEntry, account, interrupted, merge_sample
-from .official_models import build_chat, has_post_process, postprocess, samsum_stop
 from .pricing import SHAPE, PriceTable
 from .progress import RunProgress
 from .resolve import SimProcesses, official_model, prompt_budget, resolve_model, truncation_tokenizer
@@ -490,7 +490,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
     newline_stop = await samsum_stop(client.provider, spec.base_urls, tokenizer) if open_model else None
     as_chat: set[str] = set()  # tasks pred.py sends without a template, sent as chat here (chat-only APIs)
 
-    from .prompts import build_request_prompt
+    from .benchmarks.longbench.prompts import build_request_prompt
 
     truncated: dict[str, int] = {}
 
@@ -654,7 +654,7 @@ async def _generate_and_close(cfg: RunConfig, benchmark: Benchmark, samples: lis
             else:  # streamed: prepare() is the identity for such benchmarks
                 kept, prep_report = [], {}
                 kept_requests = (build(s) for s in _collect(samples, kept))
-            if administer is not None:  # adaptive: the benchmark chooses each batch (benchmarks/adaptive.py)
+            if administer is not None:  # adaptive: the benchmark chooses each batch (bench/adaptive.py)
                 kept, generated, results, more = await _administer(administer, kept, engine, client, build,
                                                                    benchmark, truncated, ctx, cfg.benchmark)
                 prep_report = {**prep_report, **more}

@@ -9,10 +9,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .budget import PromptBudget
+from .benchmarks.longbench.budget import PromptBudget
+from .benchmarks.longbench.official_models import OfficialModel
 from .config import RunConfig
 from .errors import UserError
-from .official_models import OfficialModel
 from .providers import ModelSpec, ProviderBase, parse_model_spec
 from .tokenizers import Tokenizer, TokenizerFile, get_tokenizer, tiktoken_encoding_for
 
@@ -52,8 +52,8 @@ async def official_model(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase
                          maxlen: Path | None) -> tuple[OfficialModel | None, dict[str, object]]:
     """The LongBench pred.py model this run's server is (official_models.py), and what
     run.json records about it: which settings apply and why, or why none do."""
-    from .budget import model2path_for
-    from .official_models import identify, read_tables
+    from .benchmarks.longbench.budget import model2path_for
+    from .benchmarks.longbench.official_models import identify, read_tables
 
     if not provider.serves_open_models:
         if cfg.official_model:
@@ -82,8 +82,8 @@ async def prompt_budget(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
     `model2maxlen.json` entry (`official`, the benchmark's copy), else context - 500; the
     context itself from the server (TGI /info, vLLM /v1/models) or the shipped table caps
     every sample."""
-    from .budget import from_context, official_maxlen
-    from .prompts import context_window_for
+    from .benchmarks.longbench.budget import from_context, official_maxlen
+    from .benchmarks.longbench.prompts import context_window_for
 
     server_input, server_total, server_source = await provider.context_limits(spec.base_urls)
     known = context_window_for(spec.model)
@@ -110,7 +110,7 @@ async def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec, provider: Provid
     tokenizer.json, hf:REPO, a tiktoken name), tiktoken for OpenAI models, the server's
     own (TGI `/tokenize`, vLLM `/tokenize` + `/detokenize`), else cl100k_base as a
     stand-in that run.json and the summary name."""
-    from .official_models import counts_special_tokens, sentencepiece_decode
+    from .benchmarks.longbench.official_models import counts_special_tokens, sentencepiece_decode
 
     if cfg.tokenizer:
         try:

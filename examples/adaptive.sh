@@ -18,4 +18,4 @@ done
 print({k: e[k] for k in ('overall', 'se', 'ci95', 'samples_used', 'tokens', 'stop_reason')})"
 # offline: what adaptive testing would have cost and how close it would have been, replayed
 # on 10 held-out models' real per-sample LongBench scores
-.venv/bin/python benchmarks/adaptive_replay.py --data "$DATA"
+.venv/bin/python bench/adaptive_replay.py --data "$DATA"

@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from asyncbench.benchmarks.bamboo import RELEASE_FILES, read_jsonl
+from asyncbench.benchmarks.bamboo.benchmark import RELEASE_FILES, read_jsonl
 from asyncbench.cli import main as cli
 
 HERE = Path(__file__).resolve().parent

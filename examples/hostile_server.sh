@@ -3,7 +3,7 @@
 # ends partial (exit 3) within about one --timeout whether the server only answers 429
 # with "Retry-After: 1e9", drips a byte every half second, or sends a gzip bomb; a body
 # over --max-response-bytes is refused while it streams. The table for every behaviour
-# and transport: benchmarks/hostile_servers.md.
+# and transport: bench/hostile_servers.md.
 set -uo pipefail
 export PATH="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin:$PATH"
 cd "$(dirname "$0")/.."

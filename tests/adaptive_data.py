@@ -12,7 +12,7 @@ import json
 import random
 from pathlib import Path
 
-from asyncbench.benchmarks.longbench import LONGBENCH_DATASETS, language_of
+from asyncbench.benchmarks.longbench.benchmark import LONGBENCH_DATASETS, language_of
 
 TREC = ["Abbreviation", "Entity", "Description", "Human", "Location", "Numeric value"]
 LSHT = ["体育", "财经", "科技", "娱乐"]

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from asyncbench import sandbox
-from asyncbench.sandbox import Limits, Program
+from asyncbench.benchmarks.bamboo import sandbox
+from asyncbench.benchmarks.bamboo.sandbox import Limits, Program
 
 REPO = Path(__file__).resolve().parents[1]
 IN_PROCESS = ("bwrap", "mountns")
@@ -103,7 +103,7 @@ def run_as_user(programs: list[Program], tmp: Path, python: str, limits: Limits,
     driver.write_text(textwrap.dedent(f"""
         import json, sys
         sys.path.insert(0, {str(pkg)!r})
-        from asyncbench import sandbox
+        from asyncbench.benchmarks.bamboo import sandbox
         limits = sandbox.Limits(**json.loads({json.dumps(limits.__dict__)!r}))
         iso = sandbox.require_isolation(sys.executable, False, {imports!r})
         out = [sandbox._run(iso, sys.executable, p["module"], p["test"], p["entry_point"], p["setup"],

@@ -90,7 +90,7 @@ def test_pool_end_max_samples_and_failures():
 
 
 def test_replay_on_real_scores(shared_data):
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    sys.path.insert(0, str(REPO / "bench"))
     import adaptive_replay
 
     rows = {r["method"]: r for r in adaptive_replay.main(["--quick", "--data", str(shared_data)])}

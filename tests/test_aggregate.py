@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from asyncbench.aggregate import CATEGORIES, aggregate_longbench, length_bin
+from asyncbench.benchmarks.longbench.aggregate import CATEGORIES, aggregate_longbench, length_bin
 from asyncbench.errors import UserError
 
 ORDER = [d for ds in CATEGORIES.values() for d in ds]  # the papers' column order 1-1 .. 6-2

@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from asyncbench.benchmarks.bamboo import BambooBenchmark, parse_line, read_jsonl, select
+from asyncbench.benchmarks.bamboo.benchmark import BambooBenchmark, parse_line, read_jsonl, select
 from asyncbench.benchmarks.base import LoadOptions
 from asyncbench.cli import main as cli
 from asyncbench.errors import UserError

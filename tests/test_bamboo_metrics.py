@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from asyncbench.metrics import bamboo as M
+from asyncbench.benchmarks.bamboo import metrics as M
 
 KW = {"numpy": "beatnum", "np": "bn", "array": "numset", "sum": "total_count", "all": "total"}
 

@@ -4,7 +4,7 @@ Every NumpyEval/PandasEval row must pass unless it cannot: either the release's 
 rule rejects the row's paraphrased solution (it uses an original pandas name), or the
 release's ORIGINAL problem (real_all_eval_v3, original names) fails with its own
 canonical solution in this interpreter: a defect of the problem, or an API its library
-version no longer has (see benchmarks/bamboo_private_eval.md). In the release's pinned
+version no longer has (see bench/bamboo_private_eval.md). In the release's pinned
 environment (numpy 1.23.5, pandas 1.5.3) that is 112 of 123, in every isolation mode
 (tests/sandbox_modes.py), whatever the machine's load: the limit is CPU time.
 """
@@ -21,9 +21,9 @@ import anyio
 import pytest
 from sandbox_modes import forced, run_as_user, unavailable
 
-from asyncbench.benchmarks.bamboo import SANDBOX_PYTHON_ENV, load_private_eval, read_jsonl
-from asyncbench.metrics import bamboo as M
-from asyncbench.sandbox import Limits, Program, check_many, isolation
+from asyncbench.benchmarks.bamboo import metrics as M
+from asyncbench.benchmarks.bamboo.benchmark import SANDBOX_PYTHON_ENV, load_private_eval, read_jsonl
+from asyncbench.benchmarks.bamboo.sandbox import Limits, Program, check_many, isolation
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "bamboo"
 PYTHON = os.environ.get(SANDBOX_PYTHON_ENV) or sys.executable
@@ -59,7 +59,7 @@ def _canonical() -> dict[str, Program]:
 
 
 def _release_python() -> str:
-    from asyncbench.benchmarks.bamboo import sandbox_interpreter
+    from asyncbench.benchmarks.bamboo.benchmark import sandbox_interpreter
 
     return sandbox_interpreter({})[0]
 
@@ -103,8 +103,8 @@ def test_the_release_environment_runs_what_todays_libraries_cannot():
     built on first use (issue 14), readable by the sandbox's uid even as root with a
     mode-700 HOME (issue 23): solutions that call APIs removed since pass there, at the
     release's 3 s, and fail in today's libraries."""
-    from asyncbench.benchmarks.bamboo import sandbox_interpreter
-    from asyncbench.sandbox_env import PROBE_IMPORTS, RELEASE_TIMEOUT_S, world_readable
+    from asyncbench.benchmarks.bamboo.benchmark import sandbox_interpreter
+    from asyncbench.benchmarks.bamboo.sandbox_env import PROBE_IMPORTS, RELEASE_TIMEOUT_S, world_readable
 
     python, which = sandbox_interpreter({})
     assert which.startswith("release environment") and "numpy==1.23.5" in which
@@ -130,7 +130,7 @@ def test_the_release_environment_runs_what_todays_libraries_cannot():
 def test_canonical_solutions_pass_at_the_release_rate_in_every_mode(mode: str) -> None:
     """112/123 at the release's 3 s (CPU after imports) in the release's environment, as
     root with and without bwrap and as an ordinary user."""
-    from asyncbench.sandbox_env import PROBE_IMPORTS, RELEASE_TIMEOUT_S
+    from asyncbench.benchmarks.bamboo.sandbox_env import PROBE_IMPORTS, RELEASE_TIMEOUT_S
 
     why = unavailable(mode)
     if why:
@@ -156,7 +156,7 @@ def test_verdicts_do_not_depend_on_the_machines_load():
     """The release's 3 s is CPU time after imports: with two CPU hogs beside the
     sandbox (import pandas then takes several seconds of wall time), the same programs
     pass as on an idle machine."""
-    from asyncbench.sandbox_env import PROBE_IMPORTS, RELEASE_TIMEOUT_S
+    from asyncbench.benchmarks.bamboo.sandbox_env import PROBE_IMPORTS, RELEASE_TIMEOUT_S
 
     python = _release_python()
     canonical = _canonical()

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from asyncbench.benchmarks.longbench.table import CATEGORY_OF
 from asyncbench.estimators import build as B
 from asyncbench.estimators import crossval as C
 from asyncbench.estimators import irt
-from asyncbench.longbench_table import CATEGORY_OF
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench"
 pytestmark = pytest.mark.skipif(not (DATA / "longbench_scores.npz").exists(), reason="../shared/data missing")

@@ -19,8 +19,8 @@ from capture import CaptureProxy
 from pred_py import DATA, LLAMA2_TOKENIZER, data_dir_with_model2path, pred_py_prompt, sent_prompt
 
 from asyncbench.benchmarks.base import LoadOptions
-from asyncbench.benchmarks.longbench import MiniLongBench
-from asyncbench.longbench_table import NAMES
+from asyncbench.benchmarks.longbench.benchmark import MiniLongBench
+from asyncbench.benchmarks.longbench.table import NAMES
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not LLAMA2_TOKENIZER.is_file() or not (DATA / "minilongbench").is_dir(),

@@ -2,7 +2,7 @@
 transport: aiohttp (`openai-compat:`), and httpx2 under the official `openai` and
 `anthropic` SDKs. The hostile server (asyncbench/sim/hostile.py) listens on 127.0.0.1
 with real sockets; each behaviour is a path prefix. Times are in
-benchmarks/hostile_servers.md, not asserted here."""
+bench/hostile_servers.md, not asserted here."""
 
 from __future__ import annotations
 

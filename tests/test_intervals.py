@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from asyncbench.aggregate import aggregate_longbench, resampling_plan
+from asyncbench.benchmarks.bamboo.metrics import precision_recall_f1
+from asyncbench.benchmarks.longbench.aggregate import aggregate_longbench, resampling_plan
 from asyncbench.estimators.intervals import Plan, compare, f1_stratum, intervals, mean_stratum
-from asyncbench.metrics.bamboo import precision_recall_f1
 
 
 def _mean_of_tasks(stats: Mapping[str, Any]) -> dict[str, Any]:

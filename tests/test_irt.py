@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from asyncbench.benchmarks.longbench.table import CATEGORIES
 from asyncbench.errors import UserError
 from asyncbench.estimators import irt
-from asyncbench.longbench_table import CATEGORIES
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench"
 pytestmark = pytest.mark.skipif(not (DATA / "irt_parameters.json").exists(), reason="../shared/data missing")

@@ -23,8 +23,8 @@ from pred_py import data_dir_with_model2path, pred_py_prompt, sent_prompt
 from servers.fixtures import llama2_tokenizer_json, llama_server, llama_server_binary, tiny_llama2_gguf
 from servers.llama_server import LlamaServer
 
+from asyncbench.benchmarks.longbench.table import NAMES
 from asyncbench.errors import ProviderError
-from asyncbench.longbench_table import NAMES
 from asyncbench.providers.base import classify_status
 from asyncbench.providers.http import _error_message
 from asyncbench.providers.llamacpp_wire import LlamaCppTokenizer

@@ -15,9 +15,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from asyncbench import prompts
 from asyncbench.benchmarks.base import LoadOptions
-from asyncbench.benchmarks.longbench import (
+from asyncbench.benchmarks.longbench import prompts
+from asyncbench.benchmarks.longbench.benchmark import (
     LONGBENCH_DATASETS,
     LONGBENCH_E_DATASETS,
     MINILONGBENCH_DATASETS,
@@ -213,8 +213,8 @@ def test_config_cached_download(tmp_path, monkeypatch):
 
 def _metrics_available() -> bool:
     try:
-        import asyncbench.aggregate
-        import asyncbench.metrics.longbench  # noqa: F401
+        import asyncbench.benchmarks.longbench.aggregate
+        import asyncbench.benchmarks.longbench.metrics  # noqa: F401
     except ImportError:
         return False
     return True
@@ -272,7 +272,7 @@ def test_hub_zip_is_unpacked_once(tmp_path, monkeypatch, data_dir):
     the cache and read from there on later loads."""
     import zipfile
 
-    from asyncbench.benchmarks import longbench
+    from asyncbench.benchmarks.longbench import benchmark as longbench
 
     root, _ = data_dir
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -1,4 +1,4 @@
-"""Parity of asyncbench.metrics.longbench with LongBench's official scorer.
+"""Parity of asyncbench.benchmarks.longbench.metrics with LongBench's official scorer.
 
 `official_score` below re-states THUDM/LongBench v1 `metrics.py` + `eval.py` with the
 reference packages (rouge 1.0.1, jieba, fuzzywuzzy + python-Levenshtein), and is called
@@ -28,10 +28,10 @@ jieba = pytest.importorskip("jieba")
 fuzz = pytest.importorskip("fuzzywuzzy.fuzz")
 Rouge = pytest.importorskip("rouge").Rouge
 
-from asyncbench import longbench_table as table  # noqa: E402
+from asyncbench.benchmarks.longbench import metrics as lb  # noqa: E402
+from asyncbench.benchmarks.longbench import score as lbs  # noqa: E402
+from asyncbench.benchmarks.longbench import table  # noqa: E402
 from asyncbench.errors import UserError  # noqa: E402
-from asyncbench.metrics import longbench as lb  # noqa: E402
-from asyncbench.metrics import longbench_score as lbs  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench"
 # The release's order of datasets (and of example_reference_scores.json).

@@ -1,5 +1,5 @@
 """Refactors keep behaviour: three simulator runs give the recorded scores and cache
-contents (see benchmarks/parity.py for what is hashed and how to re-record)."""
+contents (see bench/parity.py for what is hashed and how to re-record)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "bench"))
 from parity import RECORDED, RUNS, differences, fingerprint  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (REPO.parent / "shared" / "data" / "bamboo").is_dir(),

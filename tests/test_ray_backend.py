@@ -197,7 +197,7 @@ def test_killing_a_worker_mid_run_requests_nothing_twice(tmp_path, start_sim, ra
 SCORING_SCRIPT = r"""
 import sys
 from asyncbench.runners.ray import RayRunner
-from asyncbench.metrics.longbench_score import score_many
+from asyncbench.benchmarks.longbench.score import score_many
 
 words = [f"w{k}" for k in range(60)]
 items = []

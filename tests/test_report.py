@@ -174,7 +174,7 @@ def test_published_baselines_are_consistent_with_their_tables() -> None:
     """Transcription check: each category average printed in LongBench Tables 2-3 is the
     mean of its printed datasets, and each overall the mean of the categories (up to the
     paper's one-decimal rounding)."""
-    from asyncbench.aggregate import CATEGORIES
+    from asyncbench.benchmarks.longbench.aggregate import CATEGORIES
 
     lb = published()["longbench"]["models"]
     assert len(lb) == 8

@@ -17,9 +17,9 @@ from aiohttp import web
 from local_server import LocalServer
 
 from asyncbench.benchmarks.base import LoadOptions
-from asyncbench.benchmarks.longbench import MiniLongBench
-from asyncbench.longbench_table import NO_CHAT_TEMPLATE
-from asyncbench.prompts import truncate_middle
+from asyncbench.benchmarks.longbench.benchmark import MiniLongBench
+from asyncbench.benchmarks.longbench.prompts import truncate_middle
+from asyncbench.benchmarks.longbench.table import NO_CHAT_TEMPLATE
 from asyncbench.tokenizers import get_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,8 +11,8 @@ import anyio
 import pytest
 from sandbox_modes import mode_fixture  # noqa: F401  (each in-process isolation mode)
 
-from asyncbench import sandbox
-from asyncbench.sandbox import Limits, execute, execute_many
+from asyncbench.benchmarks.bamboo import sandbox
+from asyncbench.benchmarks.bamboo.sandbox import Limits, execute, execute_many
 
 LIMITS = Limits(cpu_s=1.0, wall_s=20.0, memory_bytes=512 << 20)
 

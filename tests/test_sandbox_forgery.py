@@ -33,9 +33,9 @@ from sandbox_modes import (
     user_python,
 )
 
-from asyncbench import sandbox
-from asyncbench.sandbox import Limits, Program, check_many, program
-from asyncbench.sandbox_split import split_prompt
+from asyncbench.benchmarks.bamboo import sandbox
+from asyncbench.benchmarks.bamboo.sandbox import Limits, Program, check_many, program
+from asyncbench.benchmarks.bamboo.sandbox_split import split_prompt
 
 LIMITS = Limits(cpu_s=5.0, wall_s=30.0, memory_bytes=512 << 20)
 
@@ -149,7 +149,7 @@ def test_a_subclass_of_a_builtin_cannot_cross() -> None:
 def _numpy_python() -> str | None:
     """The release environment when it is built (uid 65534 can read it), for the
     poisonings, which need numpy."""
-    from asyncbench.sandbox_env import env_dir
+    from asyncbench.benchmarks.bamboo.sandbox_env import env_dir
 
     python = env_dir() / "bin" / "python"
     return str(python) if (env_dir() / ".ready").is_file() else None
@@ -218,7 +218,7 @@ HOSTILE = {
 
 
 def _run_hostile(python: str, tmp: Path, as_user: bool, mode: str | None = None) -> dict[str, str]:
-    """Run each hostile program through asyncbench.sandbox in a driver process (as an
+    """Run each hostile program through asyncbench.benchmarks.bamboo.sandbox in a driver process (as an
     ordinary user when asked, in `mode` when given) whose environment holds a secret;
     report the outcomes."""
     pkg = copy_package(tmp)
@@ -226,7 +226,7 @@ def _run_hostile(python: str, tmp: Path, as_user: bool, mode: str | None = None)
     driver.write_text(textwrap.dedent(f"""
         import json, sys
         sys.path.insert(0, {str(pkg)!r})
-        from asyncbench import sandbox
+        from asyncbench.benchmarks.bamboo import sandbox
         programs = json.loads(open({str(tmp / 'programs.json')!r}).read())
         limits = sandbox.Limits(cpu_s=2.0, wall_s=6.0, memory_bytes=512 << 20)
         out = {{name: sandbox.execute(code, limits).status for name, code in programs.items()}}
@@ -264,7 +264,7 @@ def _run_hostile(python: str, tmp: Path, as_user: bool, mode: str | None = None)
 def _sandbox_processes() -> list[int]:
     """Live processes running (or forked from) the sandbox's or checker's script; other
     processes come and go on a shared machine (another sandbox run at the same time,
-    such as benchmarks/privateeval_isolation.py, would be counted too)."""
+    such as bench/privateeval_isolation.py, would be counted too)."""
     pids = []
     for entry in os.listdir("/proc"):
         try:

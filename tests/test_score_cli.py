@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from asyncbench import cli
-from asyncbench.aggregate import aggregate_longbench
+from asyncbench.benchmarks.longbench.aggregate import aggregate_longbench
+from asyncbench.benchmarks.longbench.score import score_one
 from asyncbench.commands import score_longbench as longbench_cli
 from asyncbench.errors import UserError
-from asyncbench.metrics.longbench_score import score_one
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench" / "samples"
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from pred_py import LLAMA2_TOKENIZER, llama2_tokenizer
 
-from asyncbench.official_models import build_chat, identify, postprocess
+from asyncbench.benchmarks.longbench.official_models import build_chat, identify, postprocess
 from asyncbench.providers.openai_compat import VLLMTokenizer
 from asyncbench.providers.tgi import ServerTokenizer
 from asyncbench.sim.server import SimConfig, SimHandle, run_sim_in_thread

@@ -33,7 +33,7 @@ def test_mypy_strict() -> None:
 
 
 def test_ruff() -> None:
-    _run([_tool("ruff"), "check", "asyncbench", "tests", "benchmarks", "examples"])
+    _run([_tool("ruff"), "check", "asyncbench", "tests", "bench", "examples"])
 
 
 def test_import_contracts() -> None:

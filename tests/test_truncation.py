@@ -10,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from asyncbench.budget import CHAT_TEMPLATE_TOKENS, OFFICIAL_MARGIN, PromptBudget, from_context, official_maxlen
-from asyncbench.prompts import build_request_prompt, context_window_for, truncate_middle
+from asyncbench.benchmarks.longbench.budget import (
+    CHAT_TEMPLATE_TOKENS,
+    OFFICIAL_MARGIN,
+    PromptBudget,
+    from_context,
+    official_maxlen,
+)
+from asyncbench.benchmarks.longbench.prompts import build_request_prompt, context_window_for, truncate_middle
 from asyncbench.tokenizers import get_tokenizer
 from asyncbench.types import Sample
 

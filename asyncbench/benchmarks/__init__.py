@@ -17,9 +17,9 @@ NAMES = ("longbench", "longbench-e", "minilongbench", "bamboo", "100-longbench")
 
 def benchmark_classes() -> dict[str, type[Benchmark]]:
     """Every benchmark class by its name (for the CLI's benchmark-specific flags)."""
-    from .bamboo import BambooBenchmark
+    from .bamboo.benchmark import BambooBenchmark
     from .jsonl import JsonlBenchmark
-    from .longbench import LongBench, LongBenchE, MiniLongBench
+    from .longbench.benchmark import LongBench, LongBenchE, MiniLongBench
     from .longbench100.benchmark import LongBench100
 
     classes: list[type[Benchmark]] = [LongBench, LongBenchE, MiniLongBench, BambooBenchmark, LongBench100]
@@ -79,11 +79,11 @@ def parse_benchmark(spec: str, extra: Mapping[str, Any] | None = None,
     name, _, tasks = spec.partition(":")
     selected = [t.strip() for t in tasks.split(",") if t.strip()] or None
     if name in ("longbench", "longbench-e", "minilongbench"):
-        from .longbench import LongBench, LongBenchE, MiniLongBench
+        from .longbench.benchmark import LongBench, LongBenchE, MiniLongBench
 
         cls = {"longbench": LongBench, "longbench-e": LongBenchE, "minilongbench": MiniLongBench}[name]
         if cls is LongBench and (extra or {}).get("adaptive"):
-            from .adaptive import AdaptiveLongBench
+            from .longbench.adaptive import AdaptiveLongBench
 
             return AdaptiveLongBench.from_options(dict(extra or {}), data_dir), selected
         if cls is LongBench and any((extra or {}).get(k) is not None for k in ADAPTIVE_ONLY):
@@ -94,7 +94,7 @@ def parse_benchmark(spec: str, extra: Mapping[str, Any] | None = None,
                                  params=str(opts.get("estimate_params", "shipped"))), selected
         return cls(), selected
     if name == "bamboo":
-        from .bamboo import BambooBenchmark
+        from .bamboo.benchmark import BambooBenchmark
 
         return BambooBenchmark(data_dir=data_dir), selected
     if name == "100-longbench":

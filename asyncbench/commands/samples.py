@@ -64,7 +64,7 @@ def _print_table(records: list[SampleRecord], file: TextIO | None) -> None:
     """One line per sample; sample, status, score, USD and ms keep their width and the
     prediction and reference share the rest of the terminal (a file is 200 columns wide).
     Plain fixed-width text, written in one go: a rich table measures every cell and took
-    ~10 s for 20,000 rows (benchmarks/report_20k.md)."""
+    ~10 s for 20,000 rows (bench/report_20k.md)."""
     import shutil
 
     width = 200 if file is not None else shutil.get_terminal_size((80, 24)).columns

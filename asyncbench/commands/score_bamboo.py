@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check(record: dict[str, Any], where: str) -> dict[str, Any]:
-    from ..metrics import bamboo as M
+    from ..benchmarks.bamboo import metrics as M
 
     missing = [k for k in ("dataset", "pred") if k not in record]
     if missing:
@@ -92,7 +92,7 @@ def read_predictions(path: Path) -> list[dict[str, Any]]:
 
 async def score_records(records: list[dict[str, Any]], data_dir: Path | None, options: dict[str, Any]) -> dict[str, Any]:
     """Score validated records through the benchmark's own score/aggregate."""
-    from ..benchmarks.bamboo import BambooBenchmark, bamboo_dir, load_private_eval
+    from ..benchmarks.bamboo.benchmark import BambooBenchmark, bamboo_dir, load_private_eval
     from ..benchmarks.base import RunContext
     from ..types import Sample, SampleResult
 
@@ -127,7 +127,7 @@ async def score_records(records: list[dict[str, Any]], data_dir: Path | None, op
 
 
 def _table(report: dict[str, Any]) -> str:
-    from ..metrics import bamboo as M
+    from ..benchmarks.bamboo import metrics as M
 
     detail = report["detail"]
     lines = [f"{'dataset':<15}{'metric':<19}{'4k':>16}{'16k':>16}   format errors (4k/16k)"]

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_predictions(path: Path) -> list[dict[str, Any]]:
     """Parse and validate the predictions file; UserError names the file and line."""
-    from ..metrics.longbench_score import check_sample
+    from ..benchmarks.longbench.score import check_sample
 
     records = []
     for lineno, record in iter_json_objects(path, hint="write one JSON object with dataset, pred, answers per line",
@@ -80,8 +80,8 @@ def format_report(agg: dict[str, Any]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..aggregate import aggregate_longbench
-    from ..metrics.longbench_score import score_many
+    from ..benchmarks.longbench.aggregate import aggregate_longbench
+    from ..benchmarks.longbench.score import score_many
 
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1")

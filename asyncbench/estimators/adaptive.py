@@ -27,7 +27,7 @@ items are asked:
   With a misfit model (`Residuals`, per-dataset shifts δ_d learnt on the training
   models) a sample not asked is predicted P_j(θ̂) + δ̂_d, its noise is σ_d², and
   SE² gains Σ_d c_d² Var(δ_d | answers) (c_d: the Overall's weight of the samples of d
-  not asked). The SE is model-based: benchmarks/adaptive.md measures how the interval
+  not asked). The SE is model-based: bench/adaptive.md measures how the interval
   covers the truth on held-out models (it is optimistic: misfit dominates).
 * Selection is targeted (c-optimal), not the trace of the information: the next item is
   the one that most reduces SE² per token of its request. Adding item j with information
@@ -42,8 +42,8 @@ items are asked:
   when the caller reports the budget spent.
 
 `AdaptiveTest` holds the state and is driven by a caller that answers batches of item
-indices: the run engine (benchmarks/adaptive.py, through the cache, ledger and budget)
-or the offline replay (benchmarks/adaptive_replay.py).
+indices: the run engine (bench/adaptive.py, through the cache, ledger and budget)
+or the offline replay (bench/adaptive_replay.py).
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ from typing import Any
 
 import numpy as np
 
+from ..benchmarks.longbench.table import CATEGORIES
 from ..errors import UserError
-from ..longbench_table import CATEGORIES
 from .irt import DATASET_NAMES, DATASETS, IrtParams, aggregate, dataset_index, item_curve, soft_label_loss
 
 Z95 = 1.959963984540054
@@ -370,7 +370,7 @@ class AdaptiveTest:
                 "scale": "0-1", "se_method": "delta method on the Laplace posterior of θ (MAP, Gaussian prior "
                                              "from the training models) + per-dataset misfit + noise of the "
                                              "samples not asked; model-based, optimistic on held-out models "
-                                             "(benchmarks/adaptive.md)",
+                                             "(bench/adaptive.md)",
                 "misfit_model": self.residuals is not None}
 
 

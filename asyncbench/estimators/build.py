@@ -13,7 +13,7 @@ From a score table of many models (m × 4,750, scores in [0, 1]):
    nearest to the centres.
 
 `Recipe` holds the options measured by leave-models-out cross-validation in
-benchmarks/minilongbench.md. `Recipe.improved()` trains on the continuous scores as soft
+bench/minilongbench.md. `Recipe.improved()` trains on the continuous scores as soft
 labels (no threshold: ROUGE-scored summarisation no longer collapses to ~0, because a
 global c ≈ 0.37 turns almost every ROUGE-L score into a 0) and runs the fit to
 convergence. Also available, but not better on the release's 30 models: per-dataset
@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..longbench_table import CATEGORIES, CATEGORY_OF
+from ..benchmarks.longbench.table import CATEGORIES, CATEGORY_OF
 from .irt import AVG_LENGTH, DATASET_NAMES, DATASETS, N_ITEMS, IrtParams, dataset_index, dataset_slices, estimate_irt
 
 THRESHOLD_GRID = np.linspace(0.01, 0.99, 100)

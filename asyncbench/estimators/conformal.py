@@ -15,7 +15,7 @@ the parameters by `asyncbench minilongbench build`):
 exchangeable with the training ones. Also measured: scaling each residual by the model's
 own anchor-sampling SD (the within-dataset bootstrap of its anchors, in closed form),
 which over-covered and was a third wider (92%, width 0.071 against 91%, 0.053 on 10 splits,
-benchmarks/minilongbench.md): on these models the method's error, not the anchors' noise,
+bench/minilongbench.md): on these models the method's error, not the anchors' noise,
 sets the width.
 """
 

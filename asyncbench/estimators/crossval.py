@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..longbench_table import CATEGORIES
+from ..benchmarks.longbench.table import CATEGORIES
 from .build import Recipe, build
 from .conformal import interval
 from .irt import METHODS, IrtParams, aggregate, estimate_blend, estimate_direct, estimate_irt

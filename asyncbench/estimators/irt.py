@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from ..benchmarks.longbench.table import CATEGORIES  # LongBench's six categories; Overall = their mean
 from ..errors import UserError
-from ..longbench_table import CATEGORIES  # LongBench's six categories; Overall = their mean
 
 # Columns of the release's 4,750-sample score table: datasets in this (release) order.
 DATASETS: tuple[tuple[str, int], ...] = (
@@ -335,7 +335,7 @@ def estimate_blend(irt: Mapping[str, Any], direct: Mapping[str, Any]) -> dict[st
     The two err in complementary ways on held-out models: IRT has the lower error but ranks
     less well within some categories, the direct anchor average ranks well but is biased.
     The weight is fixed at 1/2 a priori (not tuned on the evaluation splits); see
-    benchmarks/minilongbench.md for the cross-validation.
+    bench/minilongbench.md for the cross-validation.
     """
     by_irt, by_direct = irt["by_dataset"], direct["by_dataset"]
     return aggregate_datasets({d: 0.5 * by_irt[d] + 0.5 * by_direct[d] if d in by_direct else by_irt[d]

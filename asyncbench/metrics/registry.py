@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..benchmarks.bamboo import metrics as bamboo
+from ..benchmarks.longbench import metrics as lb
 from ..errors import UserError
-from . import bamboo, simple
-from . import longbench as lb
+from . import simple
 
 # (prediction, reference, sample metadata) -> score; BAMBOO's references are labels,
 # booleans or orderings rather than text.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from .longbench import normalize_answer
+from ..benchmarks.longbench.metrics import normalize_answer
 
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 

@@ -2,7 +2,7 @@
 
 aiohttp is used rather than an SDK where we can: against a local server the official
 openai SDK manages ~570 requests/s on this 2-core machine, aiohttp ~9,700 (measured in
-benchmarks/README.md), and client overhead is what limits self-hosted fleets.
+bench/README.md), and client overhead is what limits self-hosted fleets.
 """
 
 from __future__ import annotations

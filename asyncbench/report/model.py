@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..benchmarks.base import SCORE_KINDS
-from ..longbench_table import CATEGORIES
+from ..benchmarks.longbench.table import CATEGORIES
 from .baselines import Reference, benchmark_family, references_for
 from .data import RunReport
 

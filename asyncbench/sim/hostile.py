@@ -7,7 +7,7 @@ gets the behaviour; `GET .../models` and `.../info` answer normally (a run asks 
 first), anything else is 404. Written on raw asyncio streams, not a web framework, so
 that it can send what no well-behaved framework would (an endless chunked body, a byte
 every half second). Used by tests/test_hostile_servers.py and
-benchmarks/hostile_servers.py; `sent` counts the body bytes each behaviour got out
+bench/hostile_servers.py; `sent` counts the body bytes each behaviour got out
 before the client hung up.
 """
 
@@ -21,7 +21,7 @@ from collections import Counter
 from email.utils import formatdate
 from pathlib import Path
 
-# behaviour -> what it does (the table in benchmarks/hostile_servers.md has one row each)
+# behaviour -> what it does (the table in bench/hostile_servers.md has one row each)
 BEHAVIOURS = {
     "retry-after-huge": "429 with Retry-After: 1e9 (and retry-after-ms: 1e12)",
     "retry-after-unparsable": "429 with Retry-After: soon",

@@ -20,7 +20,7 @@ retrying for up to LOCK_WAIT_S while another process holds it. A run's store
 file: a process that finds it locked creates `<cache>.wait`, and the holder closes at the
 end of its current batch, or within 0.1 s when idle (`release_if_wanted`). Alone, a run
 writes as fast as with one held connection; shared, each batch opens and closes the
-file (benchmarks/concurrent_writers.md). Every write commits before it returns.
+file (bench/concurrent_writers.md). Every write commits before it returns.
 Writes are batched into one columnar statement (row-by-row commits manage ~300 rows/s).
 """
 

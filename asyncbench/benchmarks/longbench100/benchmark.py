@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import UserError
 from ...estimators.longscore import BASE_LABEL, DEFAULT_BASE, longscore, parse_length
-from ...longbench_table import first_line
 from ...metrics import judge
 from ...metrics import registry as metrics
 from ...types import Response, Sample, SampleResult
 from ..base import CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
+from ..longbench.table import first_line
 from .generator import Generator, Unbuildable
 from .release import PRIOR_PROMPT, load_release
 from .sources import NEEDED_EXTRA, load_sources

@@ -21,7 +21,7 @@ from pathlib import Path
 from ...errors import UserError
 from ...jsonl_io import read_json_object
 from ...metrics.judge import PROMPT_NAMES as JUDGE_NAMES
-from ...prompts import MAXLEN_FILE, PROMPT_FILE, LongBenchConfig
+from ..longbench.prompts import MAXLEN_FILE, PROMPT_FILE, LongBenchConfig
 
 RELEASE_URL = "https://raw.githubusercontent.com/uservan/100-LongBench/main/{path}"
 FILES = {PROMPT_FILE: f"config/{PROMPT_FILE}", MAXLEN_FILE: f"config/{MAXLEN_FILE}"}  # LongBench's formats

@@ -1,0 +1,111 @@
+"""How many prompt tokens a sample may send, as the official scripts decide it.
+
+LongBench's pred.py cuts every prompt to its model's entry in `model2maxlen.json`
+(benchmark data: 3500 for a 4k model, 15500 for a 16k one — the context minus a margin of
+500). A model it does not name gets the same rule from its context window: context - 500.
+And a prompt may never be so long that the answer does not fit: at most context -
+max_new_tokens, minus what a server's chat template adds around our text (TGI rejects
+`inputs + max_new_tokens > max_total_tokens`). `--max-input-tokens` overrides the
+first part; the context still caps it when it is known.
+
+Where the context comes from, in order: a server that reports it (TGI `/info`, vLLM
+`/v1/models`), else the shipped model-context table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# The official margin: model2maxlen's entries are the context minus 500.
+OFFICIAL_MARGIN = 500
+# Tokens a server's chat template adds around a chat prompt (role markers, BOS, the
+# generation prompt): reserved where the server applies a template and the context is a
+# hard limit. Llama-2/3, Qwen and Mistral templates add 5-40.
+CHAT_TEMPLATE_TOKENS = 64
+MODEL2MAXLEN = "model2maxlen.json"
+
+
+@dataclass(frozen=True)
+class PromptBudget:
+    """`input`: the most prompt tokens any sample may send (None: no cut). `total`: the
+    context (prompt + new tokens) when known, which caps each sample's prompt to leave
+    room for its answer."""
+
+    input: int | None
+    total: int | None
+    source: str
+
+    def for_sample(self, max_new_tokens: int, templated: bool) -> int | None:
+        """The cut for one sample; `templated`: the server wraps it in a chat template."""
+        limits = [self.input] if self.input is not None else []
+        if self.total is not None:
+            limits.append(self.total - max_new_tokens - (CHAT_TEMPLATE_TOKENS if templated else 0))
+        return max(2, min(limits)) if limits else None
+
+    def describe(self) -> dict[str, object]:
+        return {"max_input_tokens": self.input, "max_total_tokens": self.total, "source": self.source}
+
+
+def from_context(context: int, source: str, server_input: int | None = None) -> PromptBudget:
+    """The official rule for a model the table does not name: context - 500 (and a
+    server's own input limit where it states a smaller one)."""
+    limits = [context - OFFICIAL_MARGIN] + ([server_input] if server_input else [])
+    return PromptBudget(min(limits), context, source)
+
+
+def model2maxlen_path(data_dir: Path | None, folder: str) -> Path | None:
+    """The benchmark's official `model2maxlen.json`, read where its prompt tables are read:
+    `<data_dir>/<folder>/` (the release's copy); for LongBench without a local copy of
+    its tables, the official repository's, fetched once into the cache with them. None
+    when there is none: the context rule applies then."""
+    if data_dir is not None and (local := Path(data_dir) / folder / MODEL2MAXLEN).is_file():
+        return local
+    if folder != "longbench":
+        return None
+    from ...errors import UserError
+    from .prompts import CONFIG_URL, _download, config_dir
+
+    tables = config_dir(data_dir)
+    if data_dir is not None and tables == Path(data_dir) / "longbench":
+        return None  # the user's own tables, without a model2maxlen.json
+    path = tables / MODEL2MAXLEN
+    if not path.is_file():
+        try:
+            _download(CONFIG_URL.format(name=MODEL2MAXLEN), path)
+        except UserError:
+            return None
+    return path
+
+
+def model2path_for(maxlen: Path) -> Path | None:
+    """LongBench's `model2path.json` (pred.py's names -> the repositories it loads) beside
+    its model2maxlen.json; where those tables are our cache of the official ones, it is
+    fetched into it once. None when there is none (models are then matched by name)."""
+    from ...datadir import cache_root
+    from ...errors import UserError
+    from .official_models import MODEL2PATH
+    from .prompts import CONFIG_URL, _download
+
+    path = maxlen.parent / MODEL2PATH
+    if path.is_file():
+        return path
+    if maxlen.parent.resolve() != (cache_root() / "longbench" / "config").resolve():
+        return None
+    try:
+        _download(CONFIG_URL.format(name=MODEL2PATH), path)
+    except UserError:
+        return None
+    return path
+
+
+def official_maxlen(path: Path, model: str) -> int | None:
+    """The model's entry in an official `model2maxlen.json` (names as the release writes
+    them, e.g. llama2-7b-chat-4k; matched case-insensitively on the name after any
+    organisation prefix)."""
+    from ...jsonl_io import read_json_object
+
+    if not path.is_file():
+        return None
+    table = {str(k).lower(): int(v) for k, v in read_json_object(path, hint="use the official file").items()}
+    return table.get(model.strip().lower().rsplit("/", 1)[-1])

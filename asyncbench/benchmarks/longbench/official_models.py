@@ -1,0 +1,186 @@
+"""The open models LongBench's `pred.py` runs, and how it prompts each of them.
+
+pred.py (THUDM/LongBench, `LongBench/pred.py`) reads two tables, benchmark data that we
+read as data: `model2path.json` (its name -> the Hugging Face repository it loads, e.g.
+`llama2-7b-chat-4k` -> `meta-llama/Llama-2-7b-chat-hf`) and `model2maxlen.json` (its name
+-> the prompt budget in tokens). For one of these models it
+
+1. tokenizes the filled prompt with the model's tokenizer, special tokens included
+   (chatglm3: without), and when that is longer than the budget keeps
+   `decode(ids[:half], skip_special_tokens=True) + decode(ids[-half:], skip_special_tokens=True)`
+   with `half = int(budget/2)`;
+2. wraps the (cut) text in `build_chat` — the model's own chat format, written out as
+   text, not the tokenizer's chat template — except for the few-shot and code datasets;
+3. generates from `tokenizer(prompt)`: the text plus the tokenizer's special tokens (BOS).
+
+A server that is sent that text raw (TGI `/generate`, `/v1/completions`) adds the same
+special tokens, so the model sees what pred.py gave it. Which model a server runs comes
+from the server itself (TGI `/info` `model_id`, vLLM `/v1/models`) mapped through
+model2path, or from `--official-model NAME`; `identify` says which applied and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...errors import UserError
+
+MODEL2PATH = "model2path.json"
+MODEL2MAXLEN = "model2maxlen.json"
+
+# fastchat's "vicuna_v1.1" conversation template (fastchat/conversation.py), which
+# pred.py gets with get_conversation_template("vicuna"): system message, then
+# "USER: {prompt} ASSISTANT:" (sep " ", the open assistant turn ends with its colon).
+VICUNA_SYSTEM = ("A chat between a curious user and an artificial intelligence assistant. "
+                 "The assistant gives helpful, detailed, and polite answers to the user's questions.")
+XGEN_HEADER = ("A chat between a curious human and an artificial intelligence assistant. "
+               "The assistant gives helpful, detailed, and polite answers to the human's questions.\n\n")
+
+
+def build_chat(prompt: str, model_name: str) -> str:
+    """pred.py's `build_chat`, branch for branch (the name tests are pred.py's own, in
+    its order), as the text a server is sent raw.
+
+    chatglm3's `build_chat_input` returns ids: `[gMASK] sop <|user|> "\\n" prompt
+    <|assistant|>`; the text here is what follows the `[gMASK]sop` prefix, which the
+    chatglm tokenizer adds itself to any text it encodes (as it does for chatglm2's
+    `build_prompt` text)."""
+    if "chatglm3" in model_name:
+        return f"<|user|>\n{prompt}<|assistant|>"
+    if "chatglm" in model_name:  # tokenization_chatglm.py build_prompt, no history
+        return f"[Round 1]\n\n问：{prompt}\n\n答："
+    if "longchat" in model_name or "vicuna" in model_name:
+        return f"{VICUNA_SYSTEM} USER: {prompt} ASSISTANT:"
+    if "llama2" in model_name:
+        return f"[INST]{prompt}[/INST]"
+    if "xgen" in model_name:
+        return XGEN_HEADER + f" ### Human: {prompt}\n###"
+    if "internlm" in model_name:
+        return f"<|User|>:{prompt}<eoh>\n<|Bot|>:"
+    return prompt
+
+
+def post_process(response: str, model_name: str) -> str:
+    """pred.py's `post_process` of a generated answer."""
+    if "xgen" in model_name:
+        return response.strip().replace("Assistant:", "")
+    if "internlm" in model_name:
+        return response.split("<eoa>")[0]
+    return response
+
+
+def has_post_process(model_name: str) -> bool:
+    return "xgen" in model_name or "internlm" in model_name
+
+
+def postprocess(text: str, steps: dict[str, Any] | None) -> str:
+    """An answer as pred.py would have written it: cut at the first newline after the
+    first generated character where samsum's rule could not be sent (samsum_stop), then
+    the model's `post_process`. `steps` is what the request's sample recorded."""
+    if not steps:
+        return text
+    if steps.get("newline_cut"):
+        at = text.find("\n", 1)
+        text = text if at < 0 else text[: at + 1]
+    return post_process(text, str(steps.get("model", "")))
+
+
+@dataclass(frozen=True)
+class NewlineStop:
+    """How samsum's rule is sent: pred.py generates with `min_length=context+1` and the
+    newline token among the end tokens, i.e. at least one new token, then stop at a
+    newline (which stays in the answer). vLLM takes exactly that (`min_tokens: 1`, and
+    the newline token in `stop_token_ids`, which min_tokens holds back for the first
+    token; sampling_params.py); elsewhere nothing is sent and the answer is cut at its
+    first newline after the first character (`client_cut`)."""
+
+    params: dict[str, Any]
+    client_cut: bool
+    rule: str
+
+    def describe(self) -> dict[str, object]:
+        return {"params": self.params, "client_cut": self.client_cut, "rule": self.rule}
+
+
+async def samsum_stop(provider: Any, base_urls: list[str], tokenizer: Any) -> NewlineStop:
+    """samsum's newline rule for this server (NewlineStop)."""
+    if await provider.takes_min_tokens(base_urls):
+        token_id = getattr(tokenizer, "token_id", None)
+        if token_id is not None:
+            newline = int(token_id("\n"))
+            return NewlineStop({"min_tokens": 1, "stop_token_ids": [newline]}, False,
+                               f"vLLM min_tokens 1 + stop_token_ids [{newline}] (pred.py's newline token)")
+        return NewlineStop({"min_tokens": 1, "stop": ["\n"]}, False, "vLLM min_tokens 1 + stop \"\\n\"")
+    return NewlineStop({}, True, "no stop sent; the answer is cut at its first newline after the first "
+                                 "generated character")
+
+
+def counts_special_tokens(model_name: str) -> bool:
+    """Whether pred.py's cut counts the tokenizer's special tokens (all but chatglm3)."""
+    return "chatglm3" not in model_name
+
+
+def sentencepiece_decode(model_name: str) -> bool:
+    """Llama-family tokenizers (llama2, longchat, vicuna): decoding a span drops the
+    space its first piece `▁` stands for, which a cut made from a server's offsets must
+    reproduce (tokenizers' `Strip` decoder, SentencePiece's decode)."""
+    return any(k in model_name for k in ("llama2", "longchat", "vicuna"))
+
+
+@dataclass(frozen=True)
+class OfficialModel:
+    """A model of pred.py's tables and why the run uses its settings."""
+
+    name: str  # pred.py's name, e.g. llama2-7b-chat-4k
+    path: str  # model2path.json's repository
+    maxlen: int  # model2maxlen.json's budget
+    reason: str
+
+    def describe(self) -> dict[str, object]:
+        return {"name": self.name, "path": self.path, "max_input_tokens": self.maxlen, "why": self.reason,
+                "template": "pred.py build_chat, sent raw", "cut": "pred.py decode(ids[:half]) + decode(ids[-half:])"}
+
+
+def _base(name: str) -> str:
+    return name.strip().lower().rsplit("/", 1)[-1]
+
+
+def identify(tables: tuple[dict[str, str], dict[str, int]], *, forced: str | None, served: list[str],
+             model: str, where: str) -> OfficialModel | None:
+    """The official model a run is for: `forced` (--official-model) must be one of
+    model2maxlen's names; else the first id the server reports (`served`) whose
+    repository model2path lists (case-insensitive, with or without its organisation);
+    else our model name when it is pred.py's name. None: LongBench does not list it."""
+    paths, maxlen = tables
+    if forced is not None:
+        if forced not in maxlen:
+            raise UserError(f"--official-model {forced!r} is not in {where}/{MODEL2MAXLEN}; use one of "
+                            f"{', '.join(sorted(maxlen))}")
+        return OfficialModel(forced, paths.get(forced, ""), int(maxlen[forced]), "--official-model")
+    by_repo = {p.lower(): n for n, p in paths.items() if n in maxlen}
+    by_base = {_base(p): n for n, p in paths.items() if n in maxlen}
+    for ident in served:
+        name = by_repo.get(ident.strip().lower()) or by_base.get(_base(ident))
+        if name is not None:
+            return OfficialModel(name, paths[name], int(maxlen[name]),
+                                 f"the server serves {ident}, {MODEL2PATH}'s {name}")
+    lowered = {n.lower(): n for n in maxlen}
+    if (name := lowered.get(_base(model))) is not None:
+        return OfficialModel(name, paths.get(name, ""), int(maxlen[name]), f"the model is named {name}")
+    return None
+
+
+def read_tables(folder: Path) -> tuple[dict[str, str], dict[str, int]]:
+    """model2path.json (empty when the folder has none) and model2maxlen.json."""
+    from ...jsonl_io import read_json_object
+
+    hint = "replace it with the official LongBench file"
+    path_file, maxlen_file = folder / MODEL2PATH, folder / MODEL2MAXLEN
+    paths = read_json_object(path_file, hint=hint) if path_file.is_file() else {}
+    maxlen = read_json_object(maxlen_file, hint=hint) if maxlen_file.is_file() else {}
+    try:
+        return {str(k): str(v) for k, v in paths.items()}, {str(k): int(v) for k, v in maxlen.items()}
+    except (TypeError, ValueError):
+        raise UserError(f"{maxlen_file}: every value must be a whole number of tokens; {hint}") from None
