@@ -1,0 +1,365 @@
+"""Cache-first generation: requests -> (cache | runner) -> answers, with one writer
+that puts every answer and its ledger row in the store in small batches.
+
+`Engine.generate` is the one way a run asks a model anything (eval, judge, prior): it
+hashes and looks up requests chunk by chunk, sends the misses through the runner, books
+each outcome in the ledger and returns the answers in request order.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence, Sized
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+import anyio
+
+from .client import ModelClient, check_reachable
+from .errors import ProviderError
+from .ledger import NO_TASK, RequestEntry
+from .progress import RunProgress
+from .run_summary import Latencies
+from .runners import Runner
+from .scheduler import Budget, Job, Outcome
+from .secrets import redact, secret_values, strip_userinfo
+from .store import Store
+from .store.duckdb_store import CachedResponse, FailureRow, ResponseRow
+from .store.journal import Journal
+from .types import Request, Response, Sample, Usage
+
+# Requests hashed and looked up per step after the first chunk: small enough that reading
+# a streamed data file never holds the event loop for long, large enough to batch lookups.
+STREAM_CHUNK = 256
+# The longest a shared-prefix group's other requests wait for its first one's answer
+# before they are sent anyway (the first is normally answered well within the provider's
+# 5-minute cache TTL).
+PREFIX_WAIT_S = 240.0
+# Why a sample the benchmark's prepare() left out is excluded (run.json "prepare" says more).
+EXCLUDED_BY_RULE = "left out by the benchmark's own rule (see run.json prepare)"
+# The writer's pace: at most one batch (one commit, one journal file) per this many seconds.
+WRITE_EVERY_S = 0.025
+
+
+@dataclass
+class Generated:
+    """What `Engine.generate` returns, one entry per request in order; `sources` says what
+    became of each (ledger.REQUEST_SOURCES)."""
+
+    answers: list[Response | ProviderError | None]
+    sources: list[str]
+    keys: list[str]
+
+
+class Engine:
+    """Cache-first generation through the scheduler; one writer to the store."""
+
+    def __init__(self, store: Store, run_id: str, invocation: int, progress_enabled: bool | None, budget: Budget,
+                 runner: Runner, journal: Journal, prompt_cache: bool = True) -> None:
+        self.store = store
+        self.prompt_cache = prompt_cache  # --prompt-cache auto: mark shared prefixes (prompt_cache.py)
+        self.journal = journal
+        self.runner = runner
+        self.run_id = run_id
+        self.invocation = invocation
+        self.progress_enabled = progress_enabled
+        self.budget = budget
+        self.latencies = Latencies()
+        self.secrets = secret_values()
+        self.pending_responses: list[ResponseRow] = []
+        self.pending_failures: list[FailureRow] = []
+        self.pending_ledger: list[RequestEntry] = []
+        self.pending_prompts: list[tuple[str, str]] = []  # (key, prompt as sent), eval and judge
+        # keys this invocation paid for: found in the cache later, they are shared, not cached
+        self.paid_keys: set[str] = set()
+        self._flush_event = anyio.Event()
+        self._db_lock = anyio.Lock()
+
+    # -- durable writes ----------------------------------------------------------------
+    async def writer(self) -> None:
+        """Write responses as they arrive, in small batches, until cancelled; between
+        batches, let go of the file when another process waits for it. A batch is written
+        at most every WRITE_EVERY_S: answers that arrive one by one would otherwise each
+        pay a commit and a journal file of their own (the journal keeps them safe meanwhile)."""
+        while True:
+            with anyio.move_on_after(0.1):
+                await self._flush_event.wait()
+            if self._flush_event.is_set():
+                self._flush_event = anyio.Event()
+                await self.flush()
+                await anyio.sleep(WRITE_EVERY_S)
+            elif not self._db_lock.locked():
+                self.store.release_if_wanted()
+
+    async def flush(self) -> None:
+        async with self._db_lock:
+            responses, self.pending_responses = self.pending_responses, []
+            failures, self.pending_failures = self.pending_failures, []
+            ledger, self.pending_ledger = self.pending_ledger, []
+            prompts, self.pending_prompts = self.pending_prompts, []
+            if responses or failures or ledger or prompts:
+                journal = self.journal.rotate()  # what arrives from now on goes to a new file
+                await anyio.to_thread.run_sync(self._write, responses, failures, ledger, prompts)
+                self.journal.done(journal)  # committed: the journal of this batch is not needed
+
+    def _write(self, responses: list[ResponseRow], failures: list[FailureRow], ledger: list[RequestEntry],
+               prompts: list[tuple[str, str]]) -> None:
+        """One batch in one opening of the file (other processes get it between batches),
+        in one transaction: an answer and the ledger row that paid for it land together."""
+        with self.store.transaction():
+            self.store.put_responses(responses)
+            self.store.put_failures(failures)
+            self.store.put_ledger_requests(self.run_id, ledger)
+            self.store.put_prompts(prompts)
+
+    def wake_writer(self) -> None:
+        self._flush_event.set()
+
+    # -- generation -----------------------------------------------------------------
+    async def keys_and_hits(self, requests: list[Request]) -> tuple[list[str], dict[str, CachedResponse]]:
+        """Hash a chunk of requests and look them up, off the event loop (sha256 of long
+        prompts releases the GIL, so this overlaps requests already in flight)."""
+        def work() -> tuple[list[str], dict[str, CachedResponse]]:
+            keys = [r.key() for r in requests]
+            return keys, self.store.lookup(keys)
+
+        async with self._db_lock:
+            return await anyio.to_thread.run_sync(work)
+
+    async def generate(self, client: ModelClient, requests: Iterable[Request], purpose: str,
+                       samples: Sequence[Sample] | None = None, label: str | None = None) -> Generated:
+        """One answer per request (None: skipped by the budget), whether it was cached, and
+        its cache key.
+
+        Requests are hashed and looked up chunk by chunk, and each chunk's misses go to
+        the runner at once: the first wave is on the wire while the rest of a large run
+        is still being read, hashed and looked up. `requests` may be a lazy iterator (a
+        streamed data file); `samples[i]` is the sample of the i-th request, for the
+        failure log, and may grow as the iterator runs."""
+        total = len(requests) if isinstance(requests, Sized) else None
+        looked_up: dict[str, CachedResponse] | None = None
+        if self.prompt_cache and isinstance(requests, list) and client.provider.prompt_cache_min_tokens():
+            # shared prefixes among the requests to be sent (a streamed file is not marked):
+            # a group's only uncached request would pay the cache write for nothing
+            _, looked_up = await self.keys_and_hits(requests)
+            client.plan_prefixes([r for r in requests if r.key() not in looked_up], mark=True)
+        runner = self.runner
+        progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled,
+                               stats=lambda: (runner.stats().retries, runner.stats().rate_limited))
+        call = _Generation(self, client, iter(requests), purpose, samples, progress, looked_up)
+        # prefix-aware order where jobs are sent as they come (not collected into a batch)
+        call.prefix_order = self.prompt_cache and runner.name == "local"
+        try:
+            with progress:
+                outcomes = await self.runner.run(client, call.jobs(), budget=self.budget, on_outcome=call.on_outcome)
+                generated = call.generated(outcomes)  # books shared and unsent requests: the bar's last counts
+        finally:  # also when the data stream fails part-way: keep every answer received
+            await self.flush()
+        return generated
+
+
+class _Generation:
+    """The state of one `Engine.generate` call, in one place: the requests read so far,
+    their keys, cache hits and in-run duplicates; the methods that feed the runner, take
+    its outcomes (accounts, cache rows, progress) and put the answers in request order."""
+
+    def __init__(self, engine: Engine, client: ModelClient, source: Iterator[Request], purpose: str,
+                 samples: Sequence[Sample] | None, progress: RunProgress,
+                 looked_up: dict[str, CachedResponse] | None = None) -> None:
+        self.engine = engine
+        self.looked_up = looked_up  # every request's cache hits, when generate() already asked
+        self.client = client
+        self.source = source
+        self.purpose = purpose
+        self.samples = samples
+        self.progress = progress
+        self.requests: list[Request] = []
+        self.keys: list[str] = []
+        self.sources: list[str] = []
+        self.hits: dict[int, Response] = {}
+        self.first_index: dict[str, int] = {}
+        self.duplicates: list[tuple[int, int]] = []
+        self.hit_keys: set[str] = set()  # keys this call served from the cache (once each)
+        # --prompt-cache: a shared-prefix group's first request goes alone, the others
+        # wait (held) until it is answered, then go first; other requests fill meanwhile
+        self.prefix_order = False
+        self.opened: set[int] = set()  # groups whose first request was sent
+        self.released: set[int] = set()  # ... and answered (or failed)
+        self.leaders: dict[int, int] = {}  # request index -> the group it leads
+        self.held: dict[int, list[Job]] = {}
+        self.ready: deque[Job] = deque()
+        self.wake = anyio.Event()
+
+    async def jobs(self) -> AsyncIterator[Job]:
+        """The cache misses as jobs, chunk by chunk; hits and duplicates are settled here."""
+        client = self.client
+        size = client.pool.capacity()  # the first chunk fills the endpoints, at once
+        while chunk := list(islice(self.source, size)):
+            size = STREAM_CHUNK
+            lo = len(self.requests)
+            self.requests.extend(chunk)
+            if self.looked_up is None:
+                chunk_keys, hits = await self.engine.keys_and_hits(chunk)
+            else:  # hashed and looked up once already (keys are kept on the requests)
+                chunk_keys = [r.key() for r in chunk]
+                hits = self.looked_up
+            self.keys.extend(chunk_keys)
+            self.sources.extend(["skipped_budget"] * len(chunk))  # until an outcome says otherwise
+            for i, key in enumerate(chunk_keys, start=lo):
+                while self.ready:  # groups whose first answer came: before new work
+                    yield self.ready.popleft()
+                hit = hits.get(key)
+                if hit is not None:
+                    self._from_cache(i, hit)
+                elif key in self.first_index:  # identical request twice in one run: send once
+                    self.duplicates.append((i, self.first_index[key]))
+                else:
+                    if not client.reachable:  # only once something must be sent
+                        await check_reachable(client)
+                        client.reachable = True
+                    self.first_index[key] = i
+                    req = self.requests[i]
+                    tokens = client.count(req.text()) + req.max_tokens
+                    est = client.price.estimate(tokens - req.max_tokens, req.max_tokens)
+                    job = Job(index=i, request=req, tokens=tokens, est_cost=est)
+                    group = req.cache_group if self.prefix_order else -1
+                    if group < 0 or group in self.released:
+                        yield job
+                    elif group not in self.opened:
+                        self.opened.add(group)
+                        self.leaders[i] = group
+                        yield job
+                    else:
+                        self.held.setdefault(group, []).append(job)
+        self.progress.set_total(len(self.requests))
+        while self.held or self.ready:  # the rest of the groups, as their first answers come
+            while self.ready:
+                yield self.ready.popleft()
+            if self.held:
+                with anyio.move_on_after(PREFIX_WAIT_S) as waited:
+                    await self.wake.wait()
+                self.wake = anyio.Event()
+                if waited.cancelled_caught:  # never left waiting: send what is held
+                    for jobs in self.held.values():
+                        self.ready.extend(jobs)
+                    self.released.update(self.held)
+                    self.held.clear()
+
+    def _release(self, i: int) -> None:
+        """Request i has its outcome: if it led a group, the group's others may go."""
+        group = self.leaders.pop(i, None)
+        if group is not None:
+            self.released.add(group)
+            self.ready.extend(self.held.pop(group, []))
+            self.wake.set()
+
+    def _task(self, i: int) -> str:
+        if self.samples is not None:
+            return self.samples[i].task
+        return self.requests[i].task or NO_TASK
+
+    def _entry(self, i: int, source: str, **fields: Any) -> RequestEntry:
+        sid = self.samples[i].id if self.samples is not None else None
+        return RequestEntry(invocation=self.engine.invocation, purpose=self.purpose, task=self._task(i), source=source,
+                            key=self.keys[i], sample_id=sid, **fields)
+
+    def _from_cache(self, i: int, hit: CachedResponse) -> None:
+        usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens, hit.cache_write_tokens)
+        self.hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
+        if hit.key in self.engine.paid_keys or hit.key in self.hit_keys:
+            # sent earlier in this invocation and stored since, or a cache hit this call
+            # already served to another sample: one answer, paid (or saved) once
+            self.sources[i] = "shared"
+            self.engine.pending_ledger.append(self._entry(i, "shared"))
+            self.progress.add("shared")
+            return
+        self.sources[i] = "from_cache"
+        self.hit_keys.add(hit.key)
+        # what the answer cost when it was paid (its cache row), not today's list price
+        self.engine.pending_ledger.append(self._entry(
+            i, "from_cache", prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens,
+            cached_prompt_tokens=hit.cached_prompt_tokens, saved_usd=hit.cost_usd or 0.0, latency_ms=hit.latency_ms))
+        self.engine.latencies.cached.append(hit.latency_ms)
+        self.progress.add("from_cache")
+
+    def on_outcome(self, outcome: Outcome) -> None:
+        """Account for one outcome and queue its row for the store (written by the
+        engine's writer in small batches)."""
+        self._release(outcome.index)
+        if outcome.response is not None:
+            self._answered(outcome.index, outcome.response, outcome.attempts)
+        elif outcome.error is not None:
+            self._failed(outcome.index, outcome.error, outcome.attempts)
+        self.engine.wake_writer()  # not sent (the budget was reached): booked in `generated`
+
+    def _answered(self, i: int, resp: Response, attempts: int) -> None:
+        engine, req, usage = self.engine, self.requests[i], resp.usage
+        if engine.secrets and any(s in resp.text for s in engine.secrets):
+            resp.text = redact(resp.text)  # a server that echoes the key into its answer
+        cost = self.client.price.cost(usage, resp.discount)
+        self.sources[i] = "sent"
+        engine.paid_keys.add(self.keys[i])
+        # saved: the batch discount (what the list price would have been, less what was paid)
+        engine.pending_ledger.append(self._entry(
+            i, "sent", prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+            cached_prompt_tokens=usage.cached_prompt_tokens, cache_write_tokens=usage.cache_write_tokens, cost_usd=cost,
+            saved_usd=self.client.price.cost(usage) - cost if resp.discount != 1.0 else 0.0,
+            latency_ms=resp.latency_ms, attempts=attempts))
+        engine.latencies.fresh.append(resp.latency_ms)
+        canonical = req.canonical()
+        # the prompt itself is benchmark data (and the key is its hash): keep only its size
+        canonical["prompt_chars"] = len(canonical.pop("prompt") or "") + sum(
+            len(m.get("content", "")) for m in canonical.pop("messages") or [])
+        row = ResponseRow(
+            key=self.keys[i], provider=req.provider, model=req.model, endpoint=req.endpoint_id,
+            request_json=json.dumps(canonical, sort_keys=True), text=resp.text, finish_reason=resp.finish_reason,
+            prompt_tokens=resp.usage.prompt_tokens, completion_tokens=resp.usage.completion_tokens,
+            cached_prompt_tokens=resp.usage.cached_prompt_tokens, latency_ms=resp.latency_ms, cost_usd=cost,
+            served_by=strip_userinfo(resp.endpoint), created_at=time.time(),
+            cache_write_tokens=resp.usage.cache_write_tokens)
+        engine.pending_responses.append(row)
+        engine.journal.append(row, engine.pending_ledger[-1])  # on disk now: a crash keeps it
+        self._keep_prompt(i)
+        self.progress.add("sent", usage.prompt_tokens + usage.completion_tokens, cost)
+
+    def _keep_prompt(self, i: int) -> None:
+        """Queue the prompt as sent (after truncation) for the per-sample view: once per
+        request key, when it is sent; an answer served from the cache was kept when paid."""
+        req = self.requests[i]
+        text = req.prompt if req.prompt is not None else json.dumps(req.messages, ensure_ascii=False)
+        if self.engine.secrets and any(s in text for s in self.engine.secrets):
+            text = redact(text)
+        self.engine.pending_prompts.append((self.keys[i], text))
+
+    def _failed(self, i: int, err: ProviderError, attempts: int) -> None:
+        self.sources[i] = "failed"
+        self.engine.pending_ledger.append(self._entry(i, "failed", attempts=attempts))
+        self._keep_prompt(i)
+        sid = self.samples[i].id if self.samples is not None else None
+        self.engine.pending_failures.append(FailureRow(key=self.keys[i], run_id=self.engine.run_id, sample_id=sid,
+                                                       kind=err.kind, status=err.status, message=err.message,
+                                                       attempts=attempts))
+        self.progress.add("failed")
+
+    def generated(self, outcomes: list[Outcome]) -> Generated:
+        """Answers in request order. A request identical to an earlier one of this call
+        shares its answer: "shared" when there is one, else what became of the original."""
+        answers: list[Response | ProviderError | None] = [self.hits.get(i) for i in range(len(self.requests))]
+        for o in outcomes:
+            answers[o.index] = o.response if o.response is not None else o.error
+        copies = {i for i, _ in self.duplicates}
+        for i, source in enumerate(self.sources):
+            if source == "skipped_budget" and i not in copies:  # never sent, with or without an outcome
+                self.engine.pending_ledger.append(self._entry(i, "skipped_budget"))
+                self.progress.add("skipped_budget")
+        for i, j in self.duplicates:
+            answers[i] = answers[j]
+            self.sources[i] = "shared" if self.sources[j] in ("sent", "from_cache") else self.sources[j]
+            self.engine.pending_ledger.append(self._entry(i, "shared"))
+            self.progress.add(self.sources[i])
+        return Generated(answers, self.sources, self.keys)
+
+
