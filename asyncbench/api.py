@@ -148,18 +148,12 @@ def _config(benchmark: str, model: str, options: Options) -> RunConfig:
 
 async def evaluate_async(benchmark: str, model: str, **options: Unpack[Options]) -> EvalResult:
     """Run an evaluation (cache first, as `asyncbench run`) and return its stored result."""
-    from .engine import execute
-    from .plan import plan
+    from .flow import run
 
     cfg = _config(benchmark, model, options)
-    planned = await plan(cfg)
-    try:
-        if cfg.dry_run:
-            raise UserError("dry_run=True sends nothing and stores no run; use `asyncbench run --dry-run` to price "
-                            "one")
-        summary = await execute(planned)
-    finally:
-        await planned.aclose()
+    summary = await run(cfg)
+    if not isinstance(summary, RunSummary):
+        raise UserError("dry_run=True sends nothing and stores no run; use `asyncbench run --dry-run` to price one")
     return load_run(summary.run_id, cache=cfg.cache)
 
 

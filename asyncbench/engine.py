@@ -1,6 +1,5 @@
 """Executing a plan (plan.py): samples -> requests -> (cache | runner) -> store -> scores
--> record (record.py). `run(config)` plans and executes, or prices the plan for
-`--dry-run`.
+-> record (record.py). flow.run(config) plans and executes.
 
 One engine for listed and streamed samples: both reach it as a stream of requests (a
 listed source built whole first, so a prompt that cannot be cut fails before anything
@@ -18,29 +17,18 @@ import anyio
 
 from .benchmarks.base import RunContext
 from .benchmarks.longbench.official_models import postprocess
-from .config import RunConfig
 from .errors import ProviderError, RunInterrupted
 from .generation import Engine, Generated
 from .ledger import InvocationEntry, interrupted
-from .plan import RunPlan, dry_run, plan
+from .plan import RunPlan
 from .prompting import Tally
 from .record import Outcome, book_interrupted, close_run
-from .run_summary import DryRunSummary, RunSummary
+from .run_summary import RunSummary
 from .runners import Runner
 from .scheduler import Budget
 from .store import Store
 from .store.journal import Journal, replay
 from .types import Request, Response, Sample, SampleResult
-
-
-async def run(cfg: RunConfig) -> RunSummary | DryRunSummary:
-    """Plan the config, then execute the plan (or, for --dry-run, price it); what the plan
-    opened is closed however it ends."""
-    p = await plan(cfg)
-    try:
-        return dry_run(p) if cfg.dry_run else await execute(p)
-    finally:
-        await p.aclose()
 
 
 async def execute(p: RunPlan) -> RunSummary:

@@ -33,7 +33,7 @@ from .prompting import Prompting, ReleaseRequest, Tally
 from .providers import ModelSpec
 from .resolve import SimProcesses, official_model, prompt_budget, resolve_model, truncation_tokenizer
 from .run_summary import DryRunSummary
-from .runners import Runner, make_runner
+from .runners import LocalRunner, Runner
 from .secrets import redact_json
 from .store import Store, default_cache_path
 from .store.duckdb_store import stored_plan
@@ -160,7 +160,7 @@ async def plan(cfg: RunConfig) -> RunPlan:
 
             raise no_batch_api(client.spec.label)
         if not cfg.dry_run:
-            runner = make_runner(cfg)
+            runner = runner_for(cfg)
         # streamed: the benchmark hashes its file's bytes (content, not path)
         data_id = samples_digest(listed) if listed is not None else (caps.fingerprint() if caps.fingerprint else "")
         run_id = cfg.run_id(client.spec.endpoint_id, data_id, client.spec.label,
@@ -235,6 +235,25 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
     newline_stop = await samsum_stop(provider, spec.base_urls, tokenizer) if open_model else None
     return Prompting(client, cfg.temperature, cfg.repeat, budget, tokenizer, open_model, newline_stop, release,
                      limits)
+
+
+def runner_for(cfg: RunConfig) -> Runner:
+    """The runner the config names: the provider's batch API (--batch), this process
+    (local) or Ray workers (imported only when chosen: Ray is an optional extra)."""
+    if cfg.batch:
+        if cfg.backend != "local":
+            raise UserError("--batch sends through the provider's batch API: it takes no --backend")
+        from .runners.batch import BatchRunner
+
+        return BatchRunner(cfg.timeout_s, cfg.max_attempts, wait=not cfg.no_wait, fallback=cfg.batch_fallback,
+                           progress=cfg.progress)
+    if cfg.backend == "local":
+        return LocalRunner(cfg.timeout_s, cfg.max_attempts)
+    if cfg.backend != "ray":
+        raise UserError(f"unknown backend {cfg.backend!r}; use local or ray")
+    from .runners.ray import RayRunner
+
+    return RayRunner(cfg.ray_address, cfg.ray_workers, cfg.concurrency, cfg.timeout_s, cfg.max_attempts)
 
 
 def _check_prices(cfg: RunConfig, clients: list[ModelClient]) -> list[str]:

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from asyncbench.config import RunConfig
-from asyncbench.engine import run
+from asyncbench.flow import run
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 pytestmark = pytest.mark.skipif(not (DATA / "minilongbench").is_dir(), reason="../shared/data not available")

@@ -15,7 +15,7 @@ from pred_py import LLAMA2_TOKENIZER
 
 from asyncbench.benchmarks.longbench100.release import load_release
 from asyncbench.config import RunConfig
-from asyncbench.engine import run as run_config
+from asyncbench.flow import run as run_config
 from asyncbench.sim.testing import sim_subprocess
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

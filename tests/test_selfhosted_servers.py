@@ -159,7 +159,7 @@ def test_a_model_longbench_does_not_list_keeps_today_s_requests(tmp_path: Path) 
     from pred_py import data_dir_with_model2path
 
     from asyncbench.config import RunConfig
-    from asyncbench.engine import run
+    from asyncbench.flow import run
 
     data = data_dir_with_model2path(tmp_path)
     found = {}

@@ -146,8 +146,8 @@ def main(args: argparse.Namespace) -> int:
     import anyio
 
     from ..config import RunConfig
-    from ..engine import run
     from ..errors import RunInterrupted, UserError
+    from ..flow import run
 
     if args.resume:
         from ..store import Store, default_cache_path

@@ -100,27 +100,7 @@ def score_lines(summary: RunSummary) -> list[str]:
     for key, value in scores.items():
         if key.startswith("overall") and isinstance(value, list):
             lines.append(f"[bold]{key.replace('_', ' ')}[/]: {readable(value)}")
-
-    est = scores.get("estimate")
-    if isinstance(est, dict) and est.get("available") and est.get("method") == "adaptive":
-        lo, hi = est["ci95"]
-        lines.append(
-            f"[bold]estimated full LongBench overall[/] (adaptive): {100 * est['overall']:.2f} "
-            f"(95% CI {100 * lo:.2f}-{100 * hi:.2f}, SE {100 * est['se']:.2f}; target {100 * est['target_se']:.2f}) "
-            f"from {est['samples_used']} samples and {est['tokens']:,} tokens; stopped: {est['stop_reason']}")
-    elif isinstance(est, dict) and est.get("available"):
-        cost = est.get("token_cost") or {}
-        saved = cost.get("saved_prompt_tokens_estimate")
-        ci90 = est.get("overall_ci90")
-        others = ", ".join(f"{m} {100 * est[m]['overall']:.2f}" for m in ("irt", "direct", "blend") if m in est)
-        lines.append(
-            f"[bold]overall[/] (estimated full LongBench, {est['method']}): [bold]{100 * est['overall']:.2f}[/]"
-            + (f" [90% interval {100 * ci90[0]:.2f}-{100 * ci90[1]:.2f}]" if ci90 else "")
-            + f"; {others}; "
-            f"the 237 anchors cost {100 * cost.get('fraction', 0):.1f}% of the full benchmark's tokens"
-            + (f", ~{saved:,} prompt tokens saved" if saved else ""))
-    elif isinstance(est, dict):
-        lines.append(f"[bold]estimate[/]: not available ({est.get('reason')})")
+    lines += _estimate_lines(scores.get("estimate"))
     for key in ("by_length", "longscore", "diff_16k_minus_4k"):
         if key in scores and scores[key] not in (None, {}):
             lines.append(f"[bold]{key.replace('_', ' ')}[/]: {readable(scores[key], ci.get(key))}"
@@ -143,4 +123,30 @@ def score_notes(summary: RunSummary) -> list[str]:
         if left:
             lines.append(f"overall covers {len(covered)} of {len(asked)} tasks; not {', '.join(left)} "
                          "(not built or not scored at every length)")
+    return lines
+
+
+def _estimate_lines(est: Any) -> list[str]:
+    """MiniLongBench's estimate of the full LongBench's overall (from its 237 anchors, or
+    adaptive testing's), or why there is none."""
+    lines = []
+    if isinstance(est, dict) and est.get("available") and est.get("method") == "adaptive":
+        lo, hi = est["ci95"]
+        lines.append(
+            f"[bold]estimated full LongBench overall[/] (adaptive): {100 * est['overall']:.2f} "
+            f"(95% CI {100 * lo:.2f}-{100 * hi:.2f}, SE {100 * est['se']:.2f}; target {100 * est['target_se']:.2f}) "
+            f"from {est['samples_used']} samples and {est['tokens']:,} tokens; stopped: {est['stop_reason']}")
+    elif isinstance(est, dict) and est.get("available"):
+        cost = est.get("token_cost") or {}
+        saved = cost.get("saved_prompt_tokens_estimate")
+        ci90 = est.get("overall_ci90")
+        others = ", ".join(f"{m} {100 * est[m]['overall']:.2f}" for m in ("irt", "direct", "blend") if m in est)
+        lines.append(
+            f"[bold]overall[/] (estimated full LongBench, {est['method']}): [bold]{100 * est['overall']:.2f}[/]"
+            + (f" [90% interval {100 * ci90[0]:.2f}-{100 * ci90[1]:.2f}]" if ci90 else "")
+            + f"; {others}; "
+            f"the 237 anchors cost {100 * cost.get('fraction', 0):.1f}% of the full benchmark's tokens"
+            + (f", ~{saved:,} prompt tokens saved" if saved else ""))
+    elif isinstance(est, dict):
+        lines.append(f"[bold]estimate[/]: not available ({est.get('reason')})")
     return lines
