@@ -106,7 +106,7 @@ class Prompting:
         text = self._cut(s, False, tally)
         if s.chat:
             text = build_chat(text, open_model.name)
-        params: dict[str, Any] = {}
+        params: dict[str, object] = {}
         newline_stop = self.newline_stop
         if s.stop and newline_stop is not None:
             params = dict(newline_stop.params)
