@@ -10,16 +10,17 @@ that already run an event loop.
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
+from .benchmarks.base import Scores
 from .config import RunConfig
 from .errors import UserError
 from .report.samples import SampleRecord, load_samples
+from .run_summary import RunSummary
 from .store import Store, default_cache_path
 
 if TYPE_CHECKING:
@@ -94,15 +95,16 @@ _PATHS = ("data_dir", "cache", "out", "prices")
 @dataclass
 class EvalResult:
     """One stored run. `scores` is run.json's "scores"; `cost` its "cost_usd" (by purpose
-    and total, from the ledger); `complete` is False when samples did not settle."""
+    and total, from the ledger); `complete` is False when samples did not settle;
+    `summary` all of run.json, by attribute (RunSummary)."""
 
     run_id: str
     benchmark: str
     model: str
     complete: bool
-    scores: dict[str, Any]
+    scores: Scores
     cost: dict[str, float]
-    summary: dict[str, Any] = field(repr=False)
+    summary: RunSummary = field(repr=False)
     cache: Path = field(repr=False)
     _samples: list[SampleRecord] | None = field(default=None, repr=False, compare=False)
 
@@ -146,13 +148,13 @@ def _config(benchmark: str, model: str, options: Options) -> RunConfig:
 
 async def evaluate_async(benchmark: str, model: str, **options: Unpack[Options]) -> EvalResult:
     """Run an evaluation (cache first, as `asyncbench run`) and return its stored result."""
-    from .engine import execute
+    from .flow import run
 
     cfg = _config(benchmark, model, options)
-    summary = await execute(cfg)
-    if cfg.dry_run:
+    summary = await run(cfg)
+    if not isinstance(summary, RunSummary):
         raise UserError("dry_run=True sends nothing and stores no run; use `asyncbench run --dry-run` to price one")
-    return load_run(summary["run_id"], cache=cfg.cache)
+    return load_run(summary.run_id, cache=cfg.cache)
 
 
 def evaluate(benchmark: str, model: str, **options: Unpack[Options]) -> EvalResult:
@@ -200,7 +202,6 @@ def load_run(run_id: str, cache: str | Path | None = None) -> EvalResult:
     if not summary_json:
         raise UserError(f"run {found} has no summary yet (still running or interrupted); finish it with "
                         f"`asyncbench run --resume {found}`")
-    summary = json.loads(summary_json)
-    return EvalResult(run_id=found, benchmark=benchmark, model=model, complete=bool(summary.get("complete")),
-                      scores=summary.get("scores") or {}, cost=summary.get("cost_usd") or {}, summary=summary,
-                      cache=path)
+    summary = RunSummary.from_json(summary_json)
+    return EvalResult(run_id=found, benchmark=benchmark, model=model, complete=summary.complete,
+                      scores=summary.scores or {}, cost=summary.cost_usd, summary=summary, cache=path)

@@ -1,27 +1,27 @@
-"""What a run reports: the summary written to run.json and stored with the run, the
-dry-run estimate, and the stored (credential-free) configuration."""
+"""What a run reports: `RunSummary`, the typed summary that run.json serialises (and the
+store keeps with the run), the terminal summary and the Python API read by attribute;
+and the shape of the dry-run estimate (estimate.py makes it).
+
+run.json is `RunSummary.to_json()`: the same keys, in the same order, as it always had,
+so runs stored by earlier versions read back (`RunSummary.from_json`) and users' scripts
+keep working.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from .benchmarks.base import Scores
-from .client import ModelClient
-from .config import RunConfig
-from .errors import UserError
-from .ledger import SampleEntry, hint_for, next_step, partial_label
+from .ledger import Ledger, SampleEntry, account, hint_for, next_step, partial_label
 from .percentiles import percentiles
-from .pricing import PriceTable
 from .providers.base import ModelSpec
-from .runners.base import Runner
 from .secrets import redact_json
-from .store.duckdb_store import StoredPlan
-from .types import Request, Sample
 
 
 @dataclass
@@ -33,99 +33,267 @@ class Latencies:
     cached: list[float] = field(default_factory=list)
 
 
-def public_config(cfg: RunConfig, spec: ModelSpec) -> dict[str, Any]:
-    """The run's configuration as stored: no credentials exist in RunConfig by design."""
-    out = asdict(cfg)
-    out["resolved_model"] = spec.label
-    out["endpoint_id"] = spec.endpoint_id
-    redacted: dict[str, Any] = redact_json(out)  # URL user-info, keys echoed into paths...
-    return redacted
+class InvocationFigures(TypedDict, total=False):
+    """One invocation of a run as the ledger accounts it (ledger.account)."""
+
+    invocation: int
+    started_at: float
+    wall_s: float
+    requests: int
+    retries: int
+    rate_limited: int
+    transient_errors: int
+    complete: bool
+    finished: bool
+    pid: int
+    host: str
+    cost_usd: float
+    cost_by_purpose: dict[str, float]
+    sent: int
+    prompt_tokens: int
+    completion_tokens: int
+    saved_by_cache_usd: float
+    saved_by_batch_usd: float
+    prompt_cache_read_tokens: int
+    prompt_cache_write_tokens: int
 
 
-def dry_run_summary(cfg: RunConfig, samples: list[Sample], requests: list[Request], client: ModelClient,
-                    judge: ModelClient | None, run_id: str, truncated: dict[str, int], limits: dict[str, Any],
-                    stored: StoredPlan | None, planned: dict[str, tuple[int, int, int]]) -> dict[str, Any]:
-    """What a run would send and cost, sending nothing, each figure labelled "exact" or
-    "upper bound". Answers already in the cache are free. Judge and prior-knowledge calls
-    are the benchmark's upper bound, unless this run is stored complete with every such
-    call in the cache: a re-run then makes the same calls (the same answers judged), free,
-    and leaves out the samples its prior-knowledge filter left out. A model without a
-    price says "unpriced" instead of $0."""
-    cached = stored.cached if stored is not None else set()
-    reuse = stored is not None and stored.complete
-    free = {p for p, (n, hit) in (stored.calls if stored is not None and reuse else {}).items() if n == hit}
-    skip = stored.excluded if stored is not None and "prior" in free else set()
-    asked = [(s, r) for s, r in zip(samples, requests) if s.id not in skip]
-    hits = [r for _, r in asked if r.key() in cached]
-    to_send = [r for _, r in asked if r.key() not in cached]
-    prompt_tokens = sum(client.count(r.text()) for r in to_send)
-    output_tokens = sum(r.max_tokens for r in to_send)
-    purposes: dict[str, dict[str, Any]] = {"eval": {
-        "requests": len(to_send), "prompt_tokens": prompt_tokens, "max_output_tokens": output_tokens,
-        "cost_usd": _estimate(client, prompt_tokens, output_tokens),
-        "estimate": "exact" if not to_send else "upper bound",  # output priced at each request's max tokens
-    }}
-    for purpose, (n, tokens_in, tokens_out) in planned.items():
-        target = judge if purpose == "judge" and judge is not None else client
-        if purpose in free and (purpose == "prior" or not to_send):
-            purposes[purpose] = {"requests": 0, "prompt_tokens": 0, "max_output_tokens": 0, "cost_usd": 0.0,
-                                 "cached": stored.calls[purpose][0] if stored is not None else 0, "estimate": "exact"}
-        else:
-            purposes[purpose] = {"requests": n, "prompt_tokens": tokens_in, "max_output_tokens": tokens_out,
-                                 "cost_usd": _estimate(target, tokens_in, tokens_out), "estimate": "upper bound"}
-    purposes["eval"]["cost_usd_by_mode"] = _cost_by_mode(client, to_send, prompt_tokens, output_tokens)
-    costs = [p["cost_usd"] for p in purposes.values()]
-    total: float | str = "unpriced" if "unpriced" in costs else round(sum(float(c) for c in costs), 6)
-    exact = all(p["estimate"] == "exact" for p in purposes.values())
-    return {
-        "run_id": run_id, "benchmark": cfg.benchmark, "model": client.spec.label, "dry_run": True,
-        "n_samples": len(samples), "requests": len(requests), "cached": len(hits), "to_send": len(to_send),
-        "left_out_as_stored": len(requests) - len(asked),  # the stored run's prior-knowledge exclusions
-        "cache_checked": stored is not None,
-        "estimated_prompt_tokens": prompt_tokens, "estimated_max_output_tokens": output_tokens,
-        "estimated_cost_usd": total, "estimate": "exact" if exact else "upper bound", "by_purpose": purposes,
-        "token_counting": "tiktoken" if client.counter else "approx ceil(chars/4)",
-        "truncation": {**limits, "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())},
-    }
+class TaskFigures(TypedDict, total=False):
+    """One task's samples by status, and what it cost (ledger.account)."""
+
+    n: int
+    settled: int
+    complete: bool
+    cost_usd: dict[str, float]
+    tokens: dict[str, int]
 
 
-def _cost_by_mode(client: ModelClient, to_send: list[Request], prompt_tokens: int,
-                  output_tokens: int) -> dict[str, Any]:
-    """The eval requests' cost at list price, through the batch API (--batch), with the
-    prompt-cache reads and writes expected from their shared prefixes (--prompt-cache
-    auto: each group's first request writes the prefix, the others read it), and both."""
-    plan = client.plan_prefixes(to_send)
-    price = client.price
-    read, written = plan.expected_read_tokens, plan.expected_write_tokens
-    write_price = price.input if price.cache_write is None else price.cache_write
-    listed = price.estimate(prompt_tokens, output_tokens)
-    cached = (max(0, prompt_tokens - read - written) * price.input + read * price.cached_input
-              + written * write_price + output_tokens * price.output) / 1e6
-    modes: dict[str, Any] = {"list": listed, "batch": listed * price.batch, "prompt_cache": cached,
-                             "batch_prompt_cache": cached * price.batch}
-    if not price.priced:
-        modes = dict.fromkeys(modes, "unpriced")
-    else:
-        modes = {k: round(v, 6) for k, v in modes.items()}
-    return {**modes, "expected_cache_read_tokens": read, "expected_cache_write_tokens": written,
-            "shared_prefix_groups": len(plan.groups), "requests_in_groups": plan.marked}
+class BudgetFigures(TypedDict, total=False):
+    max_input_tokens: int | None
+    max_total_tokens: int | None
+    source: str
 
 
-def _estimate(client: ModelClient, prompt_tokens: int, output_tokens: int) -> float | str:
-    return round(client.price.estimate(prompt_tokens, output_tokens), 6) if client.price.priced else "unpriced"
+class Truncation(TypedDict, total=False):
+    """How prompts were cut: the budget, the tokenizer, and how many were cut by how much."""
+
+    max_input_tokens: int | None
+    source: str
+    budget: BudgetFigures
+    tokenizer: str
+    tokenizer_stand_in: bool
+    official: dict[str, object]
+    release_requests: dict[str, object]
+    samsum: dict[str, object]
+    no_template_sent_as_chat: list[str]
+    n_truncated: int
+    tokens_removed: int
 
 
-def excluded_block(excluded: list[SampleEntry], listed: int = 50) -> dict[str, Any]:
-    """The excluded samples with their reasons: counted by reason, the first `listed` named."""
-    by_reason: dict[str, int] = {}
-    for e in excluded:
-        by_reason[e.error or "-"] = by_reason.get(e.error or "-", 0) + 1
-    return {"n": len(excluded), "by_reason": by_reason,
-            "samples": [{"sample_id": e.sample_id, "task": e.task, "reason": e.error} for e in excluded[:listed]]}
+class LatencyFigures(TypedDict, total=False):
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    source: str
 
 
-def _grouped(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
+class Failure(TypedDict, total=False):
+    sample_id: str
+    task: str
+    status: str
+    error: str | None
+    hint: str
+
+
+class FailureGroup(TypedDict):
+    """Every failure with one (status, error): 50,000 requests pending in a batch are one line."""
+
+    status: str
+    error: str | None
+    n: int
+    sample_ids: list[str]
+
+
+class ExcludedSample(TypedDict):
+    sample_id: str
+    task: str
+    reason: str | None
+
+
+class Excluded(TypedDict, total=False):
+    n: int
+    by_reason: dict[str, int]
+    samples: list[ExcludedSample]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run as run.json has it: the ledger's figures (every invocation's), how this
+    invocation went, and the scores. An interrupted invocation's summary (`interrupted`)
+    has the ledger's figures only: scores need every sample."""
+
+    run_id: str
+    benchmark: str
+    model: str
+    endpoint: str
+    complete: bool
+    samples: dict[str, int]
+    by_task: dict[str, TaskFigures]
+    cost_usd: dict[str, float]
+    tokens: dict[str, dict[str, int]]
+    invocations: list[InvocationFigures]
+    this_invocation: InvocationFigures
+    partial: str | None
+    next_step: str | None
+    scores: Scores | None
+    started_at: str | None = None
+    wall_s: float | None = None
+    unpriced: list[str] = field(default_factory=list)  # models whose cost is unknown: their dollars read 0
+    prices_version: str | None = None
+    latency_ms: LatencyFigures = field(default_factory=lambda: LatencyFigures())
+    throughput_rps: float | None = None
+    truncation: Truncation = field(default_factory=lambda: Truncation())
+    endpoints: list[dict[str, object]] = field(default_factory=list)
+    backend: dict[str, object] = field(default_factory=dict)
+    aborted: str | None = None
+    failures: list[Failure] = field(default_factory=list)
+    failure_groups: list[FailureGroup] | None = None  # None: a run.json from before failures were grouped
+    hints: list[str] = field(default_factory=list)
+    excluded: Excluded = field(default_factory=lambda: Excluded())
+    prepare: dict[str, object] = field(default_factory=dict)
+    interrupted: bool = False
+    samples_so_far: int | None = None  # interrupted: samples the ledger has seen
+    out_dir: str | None = None  # where run.json was written (not part of it)
+
+    def to_json(self) -> dict[str, object]:
+        """run.json's content (JSON-shaped; `write_out` writes it)."""
+        head: dict[str, object] = {"run_id": self.run_id, "benchmark": self.benchmark, "model": self.model,
+                                   "endpoint": self.endpoint}
+        figures: dict[str, object] = {"complete": self.complete, "samples": self.samples, "by_task": self.by_task,
+                                      "cost_usd": self.cost_usd, "tokens": self.tokens,
+                                      "invocations": self.invocations}
+        if self.interrupted:
+            return {**head, "interrupted": True, **figures, "samples_so_far": self.samples_so_far,
+                    "this_invocation": self.this_invocation, "partial": self.partial, "next_step": self.next_step,
+                    "scores": self.scores}
+        return {
+            **head, "started_at": self.started_at, "wall_s": self.wall_s, **figures,
+            "partial": self.partial, "this_invocation": self.this_invocation, "unpriced": self.unpriced,
+            "prices_version": self.prices_version, "latency_ms": self.latency_ms,
+            "throughput_rps": self.throughput_rps, "truncation": self.truncation, "endpoints": self.endpoints,
+            "backend": self.backend, "aborted": self.aborted, "failures": self.failures,
+            "failure_groups": self.failure_groups, "hints": self.hints, "next_step": self.next_step,
+            "excluded": self.excluded, "prepare": self.prepare, "scores": self.scores,
+        }
+
+    @classmethod
+    def from_json(cls, data: str | bytes | Mapping[str, object]) -> RunSummary:
+        """A summary from run.json's text or its parsed content (a stored run, any version)."""
+        raw: Any = json.loads(data) if isinstance(data, (str, bytes)) else data
+        invocations = raw.get("invocations") or []
+        return cls(
+            run_id=raw["run_id"], benchmark=raw["benchmark"], model=raw["model"], endpoint=raw.get("endpoint", ""),
+            complete=bool(raw.get("complete")), samples=raw.get("samples") or {}, by_task=raw.get("by_task") or {},
+            cost_usd=raw.get("cost_usd") or {}, tokens=raw.get("tokens") or {}, invocations=invocations,
+            this_invocation=_block(raw, "this_invocation", invocations[-1] if invocations else {}),
+            partial=raw.get("partial"), next_step=raw.get("next_step"), scores=raw.get("scores"),
+            started_at=raw.get("started_at"), wall_s=raw.get("wall_s"), unpriced=raw.get("unpriced") or [],
+            prices_version=raw.get("prices_version"), latency_ms=_block(raw, "latency_ms"),
+            throughput_rps=raw.get("throughput_rps"), truncation=_block(raw, "truncation"),
+            endpoints=raw.get("endpoints") or [], backend=raw.get("backend") or {}, aborted=raw.get("aborted"),
+            failures=raw.get("failures") or [], failure_groups=raw.get("failure_groups"),
+            hints=raw.get("hints") or [], excluded=_block(raw, "excluded"), prepare=raw.get("prepare") or {},
+            interrupted=bool(raw.get("interrupted")), samples_so_far=raw.get("samples_so_far"),
+            out_dir=raw.get("out_dir"))
+
+    def redacted(self) -> RunSummary:
+        """The same summary with every string redacted (URL user-info, keys echoed back)."""
+        return replace(RunSummary.from_json(redact_json(self.to_json())), out_dir=self.out_dir)
+
+
+def _block(raw: Any, key: str, default: object = None) -> Any:
+    """A JSON object of a stored summary (`default`, else {}, where it is missing or empty)."""
+    return raw.get(key) or (default if default is not None else {})
+
+
+@dataclass(frozen=True)
+class Closing:
+    """What the end of an invocation knows besides the ledger: its answers' latencies,
+    the runner's report, the scores and prepare's report, and how prompts were cut."""
+
+    latencies: Latencies
+    endpoints: list[dict[str, object]]
+    backend: dict[str, object]
+    aborted: str | None
+    scores: Scores
+    prepare: dict[str, object]
+    truncated: dict[str, int]
+    limits: Mapping[str, object]
+    prices_version: str
+    unpriced: list[str]
+
+
+def run_summary(benchmark: str, run_id: str, spec: ModelSpec, ledger: Ledger, unsettled: list[SampleEntry],
+                excluded: list[SampleEntry], closing: Closing) -> RunSummary:
+    """The summary of a finished invocation: the ledger's figures (ledger.account: samples
+    by status, cost and tokens by purpose, by task, every invocation), then how this
+    invocation went, then scores."""
+    figures = account(ledger)
+    this: InvocationFigures = figures["invocations"][-1]
+    values = closing.latencies.fresh or closing.latencies.cached
+    latency: Any = {**percentiles(values), "source": "requests" if closing.latencies.fresh else "cache"}
+    failures = failures_of(unsettled)
+    return RunSummary(
+        run_id=run_id, benchmark=benchmark, model=spec.label, endpoint=spec.endpoint_id,
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(this["started_at"])), wall_s=this["wall_s"],
+        complete=figures["complete"], samples=figures["samples"], by_task=figures["by_task"],
+        cost_usd=figures["cost_usd"], tokens=figures["tokens"], invocations=figures["invocations"],
+        partial=partial_label(figures["samples"]) or None, this_invocation=this, unpriced=closing.unpriced,
+        prices_version=closing.prices_version,
+        latency_ms=latency,
+        throughput_rps=round(this["requests"] / this["wall_s"], 2) if this["wall_s"] > 0 else None,
+        truncation=_truncation(closing.limits, closing.truncated), endpoints=closing.endpoints,
+        backend=closing.backend, aborted=closing.aborted, failures=failures[:50],
+        failure_groups=_grouped(failures), hints=sorted({f["hint"] for f in failures if "hint" in f}),
+        next_step=next_step(unsettled),  # None: complete
+        excluded=excluded_block(excluded), prepare=closing.prepare, scores=closing.scores)
+
+
+def interrupted_summary(benchmark: str, run_id: str, spec: ModelSpec, ledger: Ledger,
+                        samples_so_far: int) -> RunSummary:
+    """The summary of an invocation that did not finish: the ledger's figures, no scores."""
+    figures = account(ledger)
+    return RunSummary(
+        run_id=run_id, benchmark=benchmark, model=spec.label, endpoint=spec.endpoint_id, interrupted=True,
+        complete=False, samples=figures["samples"], by_task=figures["by_task"], cost_usd=figures["cost_usd"],
+        tokens=figures["tokens"], invocations=figures["invocations"], samples_so_far=samples_so_far,
+        this_invocation=figures["invocations"][-1], partial="interrupted",
+        next_step=f"continue it with `asyncbench run --resume {run_id}` (or the same command)", scores=None)
+
+
+def _truncation(limits: Mapping[str, object], truncated: dict[str, int]) -> Truncation:
+    """The budget's input limit at the top level too: what report labels and tests read."""
+    block: Any = {**limits}
+    budget = block["budget"]
+    out: Any = {"max_input_tokens": budget["max_input_tokens"], "source": budget["source"], **block,
+                "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())}
+    typed: Truncation = out
+    return typed
+
+
+def failures_of(unsettled: list[SampleEntry]) -> list[Failure]:
+    """The unsettled samples, each with what to do about it where there is a hint."""
+    out: list[Failure] = []
+    for e in unsettled:
+        failure: Failure = {"sample_id": e.sample_id, "task": e.task, "status": e.status, "error": e.error}
+        if (h := hint_for(e.status, e.error)) is not None:
+            failure["hint"] = h
+        out.append(failure)
+    return out
+
+
+def _grouped(failures: list[Failure]) -> list[FailureGroup]:
+    groups: dict[tuple[str, str], FailureGroup] = {}
     for f in failures:
         group = groups.setdefault((f["status"], f["error"] or ""), {"status": f["status"], "error": f["error"],
                                                                    "n": 0, "sample_ids": []})
@@ -135,73 +303,64 @@ def _grouped(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(groups.values())
 
 
-def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, Any], unsettled: list[SampleEntry],
-                latencies: Latencies, runner: Runner, scores: Scores, prep_report: dict[str, Any],
-                truncated: dict[str, int], limits: dict[str, Any], prices: PriceTable,
-                client: ModelClient, unpriced: list[str], excluded: list[SampleEntry] | None = None) -> dict[str, Any]:
-    """run.json: the ledger's figures (ledger.account: samples by status, cost and tokens
-    by purpose, by task, every invocation), then how this invocation went, then scores."""
-    this = ledger["invocations"][-1]
-    values = latencies.fresh or latencies.cached
-    failures = [{"sample_id": e.sample_id, "task": e.task, "status": e.status, "error": e.error,
-                 **({"hint": h} if (h := hint_for(e.status, e.error)) else {})}
-                for e in unsettled]
-    return {
-        "run_id": run_id,
-        "benchmark": cfg.benchmark,
-        "model": spec.label,
-        "endpoint": spec.endpoint_id,
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(this["started_at"])),
-        "wall_s": this["wall_s"],
-        **ledger,
-        "partial": partial_label(ledger["samples"]) or None,
-        "this_invocation": this,
-        "unpriced": unpriced,  # models whose cost is unknown: their dollars read 0
-        "prices_version": prices.version,
-        "latency_ms": {**percentiles(values), "source": "requests" if latencies.fresh else "cache"},
-        "throughput_rps": round(this["requests"] / this["wall_s"], 2) if this["wall_s"] > 0 else None,
-        # the budget's input limit at the top level too: what report labels and tests read
-        "truncation": {"max_input_tokens": limits["budget"]["max_input_tokens"], "source": limits["budget"]["source"],
-                       **limits, "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())},
-        "endpoints": runner.endpoint_health(client),
-        "backend": runner.describe(),
-        "aborted": runner.aborted,
-        "failures": failures[:50],
-        # every failure, one entry per distinct (status, error): what the terminal shows, so
-        # 50,000 requests pending in a batch are one line, not 50,000
-        "failure_groups": _grouped(failures),
-        "hints": sorted({f["hint"] for f in failures if "hint" in f}),
-        "next_step": next_step(unsettled),  # None: complete
-        "excluded": excluded_block(excluded or []),
-        "prepare": prep_report,
-        "scores": scores,
-    }
+def excluded_block(excluded: list[SampleEntry], listed: int = 50) -> Excluded:
+    """The excluded samples with their reasons: counted by reason, the first `listed` named."""
+    by_reason: dict[str, int] = {}
+    for e in excluded:
+        by_reason[e.error or "-"] = by_reason.get(e.error or "-", 0) + 1
+    return {"n": len(excluded), "by_reason": by_reason,
+            "samples": [{"sample_id": e.sample_id, "task": e.task, "reason": e.error} for e in excluded[:listed]]}
 
 
-def out_dir(cfg: RunConfig, run_id: str) -> Path:
-    """The run's output folder, made and test-written before any request is sent: an
-    unwritable --out found after the work would lose the report of a paid-for run."""
-    out = Path(cfg.out).expanduser() if cfg.out else Path("runs") / run_id
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".asyncbench-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"cannot write the output folder {out}: {exc.strerror or exc}; "
-                        "pass --out DIR in a writable place") from None
-    return out
+def write_out(out: Path, summary: RunSummary) -> RunSummary:
+    """Write run.json into the folder `plan.out_dir` made and checked before the run; the
+    summary that says where."""
+    (out / "run.json").write_text(json.dumps(summary.to_json(), indent=2, ensure_ascii=False,
+                                             default=_json_default))
+    return replace(summary, out_dir=str(out))
 
 
-def write_out(out: Path, summary: dict[str, Any]) -> None:
-    """Write run.json into the folder `out_dir` made and checked before the run."""
-    (out / "run.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=_json_default))
-    summary["out_dir"] = str(out)
-
-
-def _json_default(o: Any) -> Any:
+def _json_default(o: object) -> object:
     if isinstance(o, float) and math.isnan(o):
         return None
-    if hasattr(o, "tolist"):
-        return o.tolist()
+    tolist = getattr(o, "tolist", None)  # numpy values in a benchmark's scores
+    if tolist is not None:
+        result: object = tolist()
+        return result
     return str(o)
+
+
+# -- the dry run ---------------------------------------------------------------------------
+
+class PurposeEstimate(TypedDict, total=False):
+    """One purpose's requests, tokens and dollars, "exact" or an "upper bound"."""
+
+    requests: int
+    prompt_tokens: int
+    max_output_tokens: int
+    cost_usd: float | str
+    cached: int
+    estimate: str
+    cost_usd_by_mode: dict[str, float | int | str]
+
+
+class DryRunSummary(TypedDict):
+    """What a run would send and cost (`run --dry-run`; `--json` prints it)."""
+
+    run_id: str
+    benchmark: str
+    model: str
+    dry_run: bool
+    n_samples: int
+    requests: int
+    cached: int
+    to_send: int
+    left_out_as_stored: int
+    cache_checked: bool
+    estimated_prompt_tokens: int
+    estimated_max_output_tokens: int
+    estimated_cost_usd: float | str
+    estimate: str
+    by_purpose: dict[str, PurposeEstimate]
+    token_counting: str
+    truncation: dict[str, object]

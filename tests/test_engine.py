@@ -362,12 +362,13 @@ def test_ray_backend_without_ray_is_one_clear_line(monkeypatch):
     """Ray is an optional extra: asking for it without it installed is a user error."""
     from asyncbench.config import RunConfig
     from asyncbench.errors import UserError
-    from asyncbench.runners import LocalRunner, make_runner
+    from asyncbench.plan import runner_for
+    from asyncbench.runners import LocalRunner
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
     with pytest.raises(UserError, match=r"pip install 'asyncbench\[ray\]'"):
-        make_runner(RunConfig(benchmark="minilongbench", model="sim", backend="ray"))
-    assert isinstance(make_runner(RunConfig(benchmark="minilongbench", model="sim")), LocalRunner)
+        runner_for(RunConfig(benchmark="minilongbench", model="sim", backend="ray"))
+    assert isinstance(runner_for(RunConfig(benchmark="minilongbench", model="sim")), LocalRunner)
 
 
 def test_journal_lines_reach_the_os_as_each_answer_arrives(tmp_path):

@@ -15,7 +15,7 @@ from pred_py import LLAMA2_TOKENIZER
 
 from asyncbench.benchmarks.longbench100.release import load_release
 from asyncbench.config import RunConfig
-from asyncbench.engine import execute
+from asyncbench.flow import run as run_config
 from asyncbench.sim.testing import sim_subprocess
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -28,7 +28,7 @@ def run(tmp_path: Path, model: str, base_url: str, lengths: list[str]) -> dict[s
     cfg = RunConfig(benchmark=f"100-longbench:{TASK}", model=model, base_urls=[base_url], data_dir=str(DATA),
                     cache=str(tmp_path / "cache.duckdb"), out=str(tmp_path / "out"), progress=False,
                     max_attempts=1, extra={"lengths": lengths, "rows": 2})
-    summary: dict[str, Any] = anyio.run(execute, cfg)
+    summary: dict[str, Any] = anyio.run(run_config, cfg).to_json()
     return summary
 
 

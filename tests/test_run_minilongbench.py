@@ -12,6 +12,7 @@ from rich.console import Console
 from asyncbench.api import load_run
 from asyncbench.cli import main as cli_main
 from asyncbench.report.summary import print_summary
+from asyncbench.run_summary import RunSummary
 
 CATEGORIES = {"Single-Doc QA", "Multi-Doc QA", "Summarization", "Few-shot Learning", "Synthetic", "Code"}
 
@@ -47,7 +48,7 @@ def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shar
     assert scores["overall"] == round(100 * est["overall"], 2) != scores["anchor_average"]
     assert load_run(first["run_id"], tmp_path / "c.duckdb").scores["overall"] == scores["overall"]
     summary = io.StringIO()  # the terminal says the same, within 80 columns
-    print_summary(first, Console(file=summary, width=80, no_color=True))
+    print_summary(RunSummary.from_json(first), Console(file=summary, width=80, no_color=True))
     text = " ".join(summary.getvalue().split())
     assert f"overall (estimated full LongBench, blend): {scores['overall']:.2f}" in text
     assert f"anchor average │ {scores['anchor_average']:.2f} ±" in text

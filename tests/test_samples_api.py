@@ -156,7 +156,7 @@ def test_evaluate_works_inside_a_running_event_loop(tmp_path, start_sim):
     assert (again.run_id, again.scores) == (result.run_id, result.scores)
     assert [(s.sample_id, s.score, s.usd) for s in again.samples] == [(s.sample_id, s.score, s.usd) for s in result.samples]
     assert sum(s.cached_usd for s in again.samples) == pytest.approx(sum(s.usd for s in result.samples))
-    assert len(again.summary["invocations"]) == 2
+    assert len(again.summary.invocations) == 2
 
 
 # -- several processes, one cache ----------------------------------------------------------

@@ -159,7 +159,7 @@ def test_a_model_longbench_does_not_list_keeps_today_s_requests(tmp_path: Path) 
     from pred_py import data_dir_with_model2path
 
     from asyncbench.config import RunConfig
-    from asyncbench.engine import execute
+    from asyncbench.flow import run
 
     data = data_dir_with_model2path(tmp_path)
     found = {}
@@ -168,7 +168,7 @@ def test_a_model_longbench_does_not_list_keeps_today_s_requests(tmp_path: Path) 
         with run_sim_in_thread(config) as handle:
             cfg = RunConfig(benchmark="minilongbench:trec", model="tgi:served", base_urls=[handle.base_url],
                             data_dir=str(data), dry_run=True, progress=False, cache=str(tmp_path / "c.duckdb"))
-            found[model_id] = anyio.run(execute, cfg)["truncation"]
+            found[model_id] = anyio.run(run, cfg)["truncation"]
     unknown = found["Qwen/Qwen2-7B-Instruct"]
     assert unknown["official"]["applied"] is False and "Qwen/Qwen2-7B-Instruct" in unknown["official"]["why"]
     assert unknown["budget"]["source"].startswith("tgi /info") and unknown["budget"]["max_input_tokens"] == 4096 - 500

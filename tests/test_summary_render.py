@@ -14,6 +14,7 @@ from rich.console import Console
 from asyncbench.cli import main as cli_main
 from asyncbench.pricing import NOTIONAL
 from asyncbench.report.summary import print_summary, readable
+from asyncbench.run_summary import RunSummary
 
 REPR = re.compile(r"\{'|\['|': |\bNone\b|\bTrue\b|\bFalse\b")
 LONG_FLOAT = re.compile(r"\d\.\d{5,}")
@@ -21,7 +22,7 @@ LONG_FLOAT = re.compile(r"\d\.\d{5,}")
 
 def render(summary: dict, width: int = 80) -> str:
     out = io.StringIO()
-    print_summary(summary, Console(file=out, width=width, no_color=True, force_terminal=False))
+    print_summary(RunSummary.from_json(summary), Console(file=out, width=width, no_color=True, force_terminal=False))
     return out.getvalue()
 
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
+
+if TYPE_CHECKING:
+    from ..run_summary import DryRunSummary, RunSummary
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -143,9 +146,8 @@ def main(args: argparse.Namespace) -> int:
     import anyio
 
     from ..config import RunConfig
-    from ..engine import execute
     from ..errors import RunInterrupted, UserError
-    from ..report.summary import print_summary
+    from ..flow import run
 
     if args.resume:
         from ..store import Store, default_cache_path
@@ -180,22 +182,32 @@ def main(args: argparse.Namespace) -> int:
             max_response_bytes=args.max_response_bytes,
         )
     try:
-        summary = anyio.run(execute, cfg)
+        result = anyio.run(run, cfg)
     except RunInterrupted as stop:
         print(f"asyncbench: interrupted; run {stop.summary['run_id']} booked what it did (run.json written); "
               f"{stop.summary['next_step']}", file=sys.stderr)
         return 130
-    if args.json:
-        json.dump(summary, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    return _show(result, args.json)
+
+
+def _show(result: RunSummary | DryRunSummary, as_json: bool) -> int:
+    """Print the summary (or the dry run) as a table or as JSON; the exit status."""
+    from ..run_summary import RunSummary
+
+    if as_json:
+        shown = {**result.to_json(), "out_dir": result.out_dir} if isinstance(result, RunSummary) else result
+        json.dump(shown, sys.stdout, indent=2, ensure_ascii=False, default=str)
         print()
-    elif cfg.dry_run:
+    elif isinstance(result, RunSummary):
+        from ..report.summary import print_summary
+
+        print_summary(result)
+    else:
         from ..report.dry_run import print_dry_run
 
-        print_dry_run(summary)
-    else:
-        print_summary(summary)
-    if cfg.dry_run or summary["complete"]:
+        print_dry_run(result)
+    if not isinstance(result, RunSummary) or result.complete:
         return 0
-    why = f"run ended partial: {summary['aborted']}" if summary.get("aborted") else f"run {summary['run_id']} ended"
-    print(f"asyncbench: {why} ({summary['partial']}); {summary['next_step']}", file=sys.stderr)
+    why = f"run ended partial: {result.aborted}" if result.aborted else f"run {result.run_id} ended"
+    print(f"asyncbench: {why} ({result.partial}); {result.next_step}", file=sys.stderr)
     return EXIT_PARTIAL

@@ -3,10 +3,13 @@ and dollars by purpose, each labelled exact or upper bound."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from ..run_summary import DryRunSummary
 
 WHY_UPPER = {"eval": "output priced at each request's max tokens",
              "judge": "every judge call the answers may need, none found cached",
@@ -17,7 +20,7 @@ def _usd(v: Any) -> str:
     return f"${v:,.4f}" if isinstance(v, (int, float)) else str(v)
 
 
-def print_dry_run(plan: dict[str, Any], console: Console | None = None) -> None:
+def print_dry_run(plan: DryRunSummary, console: Console | None = None) -> None:
     console = console or Console()
     console.print(f"[bold]dry run[/]: {plan['benchmark']} with {plan['model']}  run {plan['run_id']}  (nothing sent)")
     left = f", {plan['left_out_as_stored']} left out as the stored run's filter left them" \

@@ -1,0 +1,20 @@
+"""A run from its configuration: plan it (plan.py), then execute the plan (engine.py) or,
+for `--dry-run`, price it. The only place above planning that holds both, so nothing
+below planning receives the RunConfig."""
+
+from __future__ import annotations
+
+from .config import RunConfig
+from .engine import execute
+from .plan import dry_run, plan
+from .run_summary import DryRunSummary, RunSummary
+
+
+async def run(cfg: RunConfig) -> RunSummary | DryRunSummary:
+    """Plan the config, then execute the plan (or, for --dry-run, price it); what the plan
+    opened is closed however it ends."""
+    p = await plan(cfg)
+    try:
+        return dry_run(p) if cfg.dry_run else await execute(p)
+    finally:
+        await p.aclose()

@@ -1,0 +1,325 @@
+"""Planning a run: the RunConfig, read once, becomes a frozen `RunPlan` — the benchmark and
+its samples, one client per role, the prompt budget and tokenizer, the runner, the run id
+and out folder, the price check. Nothing after planning reads the config: `execute(plan)`
+(engine.py) runs it, and `--dry-run` prices it (`dry_run(plan)`) instead.
+
+The run id is a hash of what determines the results (benchmark, tasks, model, endpoint
+identity, generation settings), so running the same command again continues the same
+run: everything already answered comes from the cache and nothing is paid twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .benchmarks import parse_benchmark
+from .benchmarks.base import Benchmark, LoadOptions
+from .benchmarks.longbench.budget import PromptBudget, model2maxlen_path
+from .benchmarks.longbench.official_models import samsum_stop
+from .client import ModelClient, make_client
+from .config import RunConfig
+from .errors import UserError
+from .estimate import dry_run_summary
+from .pricing import SHAPE, PriceTable
+from .prompting import Prompting, ReleaseRequest, Tally
+from .providers import ModelSpec
+from .resolve import SimProcesses, official_model, prompt_budget, resolve_model, truncation_tokenizer
+from .run_summary import DryRunSummary
+from .runners import LocalRunner, Runner
+from .secrets import redact_json
+from .store import Store, default_cache_path
+from .store.duckdb_store import stored_plan
+from .tokenizers import Tokenizer
+from .types import Sample, SampleResult
+
+# An adaptive benchmark's rounds (benchmarks/longbench/adaptive.py): it is handed the
+# samples it may ask and `ask(batch)`, and returns the rounds asked and a report.
+Administer = Callable[[list[Sample], Callable[[list[Sample]], Awaitable[tuple[Any, list[SampleResult]]]]],
+                      Awaitable[tuple[list[tuple[list[Sample], Any, list[SampleResult]]], Mapping[str, Any]]]]
+PlannedCalls = Callable[[list[Sample], Callable[[str], int]], Mapping[str, tuple[int, int, int]]]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a benchmark offers beyond `load`/`prepare`/`score`/`aggregate`. The one place
+    that probes a benchmark for them (`capabilities`), so the engine asks none."""
+
+    iter_load: Callable[[LoadOptions], Iterator[Sample]] | None  # streams its samples
+    fingerprint: Callable[[], str] | None  # its data's content hash, for a streamed run's id
+    model2maxlen: str | None  # the folder of its model2maxlen.json
+    long_context: bool  # a run needs the model's context
+    planned_calls: PlannedCalls | None  # its judge / prior-knowledge calls, at most
+    administer: Administer | None  # it chooses each batch of samples (adaptive testing)
+    release_request: ReleaseRequest | None  # its own request shape (100-LongBench)
+    describe_requests: Callable[[str, bool], dict[str, object]] | None
+
+
+def capabilities(benchmark: Benchmark) -> Capabilities:
+    """The benchmark's optional capabilities (see Capabilities)."""
+    return Capabilities(
+        iter_load=getattr(benchmark, "iter_load", None),
+        fingerprint=getattr(benchmark, "fingerprint", None),
+        model2maxlen=getattr(benchmark, "MODEL2MAXLEN", None),
+        long_context=bool(getattr(benchmark, "LONG_CONTEXT", False)),
+        planned_calls=getattr(benchmark, "planned_calls", None),
+        administer=getattr(benchmark, "administer", None),
+        release_request=getattr(benchmark, "release_request", None),
+        describe_requests=getattr(benchmark, "describe_requests", None),
+    )
+
+
+@dataclass(frozen=True)
+class SampleSource:
+    """The benchmark's samples: listed (read whole: `prepare` may filter them, and their
+    digest is the run's data identity) or streamed (requests go out while the file is
+    read; `prepare` is the identity for such benchmarks, the file's hash its identity).
+    The engine takes both as a stream (`Prepared`)."""
+
+    listed: list[Sample] | None
+    stream: Iterator[Sample] | None
+    data_id: str
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a run does, decided before anything is sent. It holds open resources
+    (clients, the runner, the cache being opened, the simulator): `aclose` ends them."""
+
+    benchmark: Benchmark
+    benchmark_name: str  # as the user named it ("longbench:hotpotqa")
+    caps: Capabilities
+    samples: SampleSource
+    client: ModelClient  # eval (and the prior-knowledge calls)
+    judge: ModelClient | None  # the judge model; the eval client's own object when the same
+    prompting: Prompting
+    runner: Runner | None  # None: a dry run
+    run_id: str
+    out: Path | None  # None: a dry run
+    cache_path: Path
+    opening: Future[Store] | None
+    prices: PriceTable
+    unpriced: tuple[str, ...]
+    max_cost: float | None
+    progress: bool | None
+    prompt_cache: bool  # mark shared prefixes for the provider's prompt cache
+    options: Mapping[str, object]  # the benchmark's RunContext options
+    stored_config: Mapping[str, object]  # the credential-free configuration stored with the run
+    started: float
+    processes: SimProcesses
+
+    def client_for(self, purpose: str) -> ModelClient:
+        """The client of a purpose: the judge's for "judge" calls, else the evaluated model's."""
+        return self.judge if purpose == "judge" and self.judge is not None else self.client
+
+    async def aclose(self) -> None:
+        """End what planning opened (each closed once; closing a store twice is harmless)."""
+        try:
+            await self.client.provider.aclose()
+            if self.judge is not None and self.judge is not self.client:
+                await self.judge.provider.aclose()
+        finally:
+            if self.runner is not None:
+                self.runner.close()
+            if self.opening is not None and self.opening.exception() is None:
+                self.opening.result().close()
+            self.processes.close()
+
+
+async def plan(cfg: RunConfig) -> RunPlan:
+    """The RunPlan of a config; what it opened is closed again when planning fails."""
+    started = time.time()
+    cfg.validate()
+    from .datadir import resolve_data_dir
+
+    data_dir = resolve_data_dir(cfg.data_dir)
+    benchmark, tasks = parse_benchmark(cfg.benchmark, cfg.extra, data_dir)
+    caps = capabilities(benchmark)
+    cache_path = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
+    opening = None if cfg.dry_run else _open_in_background(cache_path)
+    stack = SimProcesses()
+    clients: list[ModelClient] = []
+    runner: Runner | None = None
+    try:
+        opts = LoadOptions(data_dir=data_dir, tasks=tasks, limit=cfg.limit, extra=cfg.extra)
+        # Streamed where the benchmark allows it: requests start while the file is read.
+        stream = caps.iter_load(opts) if caps.iter_load is not None and not cfg.dry_run else None
+        listed = benchmark.load(opts) if stream is None else None
+        prices = PriceTable(cfg.prices)
+        client, judge = _clients(cfg, prices, stack, clients)
+        unpriced = _check_prices(cfg, clients)
+        if cfg.batch and client.provider.batch_limits is None:
+            from .runners.batch import no_batch_api
+
+            raise no_batch_api(client.spec.label)
+        if not cfg.dry_run:
+            runner = runner_for(cfg)
+        # streamed: the benchmark hashes its file's bytes (content, not path)
+        data_id = samples_digest(listed) if listed is not None else (caps.fingerprint() if caps.fingerprint else "")
+        run_id = cfg.run_id(client.spec.endpoint_id, data_id, client.spec.label,
+                            judge.spec.label if judge is not None else None)
+        prompting = await _prompting(cfg, caps, client, data_dir)
+        return RunPlan(
+            benchmark=benchmark, benchmark_name=cfg.benchmark, caps=caps,
+            samples=SampleSource(listed, stream, data_id), client=client, judge=judge, prompting=prompting,
+            runner=runner, run_id=run_id, out=None if cfg.dry_run else out_dir(cfg.out, run_id),
+            cache_path=cache_path, opening=opening, prices=prices, unpriced=tuple(unpriced), max_cost=cfg.max_cost,
+            progress=cfg.progress, prompt_cache=cfg.prompt_cache == "auto", options={"judge": cfg.judge, **cfg.extra},
+            stored_config=public_config(cfg, client.spec), started=started, processes=stack)
+    except BaseException:
+        try:
+            for c in dict.fromkeys(clients):
+                await c.provider.aclose()
+        finally:
+            if runner is not None:
+                runner.close()
+            if opening is not None and opening.exception() is None:
+                opening.result().close()
+            stack.close()
+        raise
+
+
+def _clients(cfg: RunConfig, prices: PriceTable, stack: SimProcesses,
+             opened: list[ModelClient]) -> tuple[ModelClient, ModelClient | None]:
+    """The eval client and the judge's (the same object when the judge is the same model:
+    one limiter and pool for both); each appended to `opened` as it is made."""
+    spec = resolve_model(cfg.model, cfg.base_urls, cfg, stack)
+    client = make_client(spec, cfg, prices, cfg.rpm, cfg.tpm)
+    opened.append(client)
+    if not cfg.judge:
+        return client, None
+    if cfg.judge == cfg.model and not cfg.judge_base_urls:
+        return client, client
+    judge = make_client(resolve_model(cfg.judge, cfg.judge_base_urls, cfg, stack), cfg, prices, None, None)
+    opened.append(judge)
+    return client, judge
+
+
+async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, data_dir: Path | None) -> Prompting:
+    """How samples become requests: pred.py's open model where the server is one, the
+    prompt budget (none for a benchmark's release requests, which are sent uncut) and
+    the tokenizer that cuts to it (asked of a server only where something may be cut)."""
+    spec, provider = client.spec, client.provider
+    official = caps.model2maxlen  # the benchmark's model2maxlen.json, if it has one
+    maxlen_path = model2maxlen_path(data_dir, official) if official else None
+    open_model, official_info = None, None
+    if official == "longbench":  # prompted as LongBench's pred.py prompts open models (official_models.py)
+        open_model, official_info = await official_model(cfg, spec, provider, maxlen_path)
+    elif cfg.official_model:
+        raise UserError(f"--official-model is LongBench pred.py's model name; {cfg.benchmark} does not use it")
+    release = caps.release_request
+    budget = (PromptBudget(None, None, "none: the release sends prompts uncut") if release is not None
+              else await prompt_budget(cfg, spec, provider, maxlen_path, open_model))
+    if release is None and budget.input is None and budget.total is None and caps.long_context:
+        raise UserError(getattr(provider, "unreachable", None) or  # a down server, said first
+                        f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
+                        "the model-context table, and the server does not report it); pass --max-input-tokens N "
+                        "(its context minus 500)")
+    tokenizer: Tokenizer | None = None
+    tokenizer_name, stand_in = "none", False
+    if budget.input is not None or budget.total is not None:
+        tokenizer, tokenizer_name, stand_in = await truncation_tokenizer(cfg, spec, provider, open_model)
+    limits: dict[str, object] = {"budget": budget.describe(), "tokenizer": tokenizer_name,
+                                 "tokenizer_stand_in": stand_in}
+    if official_info is not None:
+        limits["official"] = official_info
+    if release is not None and caps.describe_requests is not None:
+        limits["release_requests"] = caps.describe_requests(spec.provider, provider.serves_open_models)
+    newline_stop = await samsum_stop(provider, spec.base_urls, tokenizer) if open_model else None
+    return Prompting(client, cfg.temperature, cfg.repeat, budget, tokenizer, open_model, newline_stop, release,
+                     limits)
+
+
+def runner_for(cfg: RunConfig) -> Runner:
+    """The runner the config names: the provider's batch API (--batch), this process
+    (local) or Ray workers (imported only when chosen: Ray is an optional extra)."""
+    if cfg.batch:
+        if cfg.backend != "local":
+            raise UserError("--batch sends through the provider's batch API: it takes no --backend")
+        from .runners.batch import BatchRunner
+
+        return BatchRunner(cfg.timeout_s, cfg.max_attempts, wait=not cfg.no_wait, fallback=cfg.batch_fallback,
+                           progress=cfg.progress)
+    if cfg.backend == "local":
+        return LocalRunner(cfg.timeout_s, cfg.max_attempts)
+    if cfg.backend != "ray":
+        raise UserError(f"unknown backend {cfg.backend!r}; use local or ray")
+    from .runners.ray import RayRunner
+
+    return RayRunner(cfg.ray_address, cfg.ray_workers, cfg.concurrency, cfg.timeout_s, cfg.max_attempts)
+
+
+def _check_prices(cfg: RunConfig, clients: list[ModelClient]) -> list[str]:
+    """Models whose cost is unknown. --max-cost cannot be kept for them: refuse to start
+    (nothing sent yet); without a budget, warn once and label their costs "unpriced"."""
+    unpriced = list(dict.fromkeys(c.spec.label for c in clients if not c.price.priced))
+    if unpriced and cfg.max_cost is not None:
+        raise UserError(f"{', '.join(unpriced)} has no price in asyncbench's table, so --max-cost cannot be kept; "
+                        f"pass --prices FILE giving its USD per million tokens ({SHAPE})")
+    if unpriced and not cfg.dry_run:
+        print(f"asyncbench: warning: {', '.join(unpriced)} has no price; its cost shows as unpriced "
+              "(pass --prices FILE to price it)", file=sys.stderr)
+    return unpriced
+
+
+def _open_in_background(path: Path) -> Future[Store]:
+    """Open the cache in a thread while the benchmark loads: importing duckdb and opening
+    the file (~70 ms, mostly outside the GIL) overlap the rest of the start-up instead of
+    following it. A failure (the file locked by another process) is raised where the store
+    is first needed, by `result()`."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="open-cache")
+    future = pool.submit(Store, path, True)  # kept open between batches while nobody else waits
+    pool.shutdown(wait=False)
+    return future
+
+
+def samples_digest(samples: list[Sample]) -> str:
+    """sha256 of what the samples ask and expect, in order."""
+    h = hashlib.sha256()
+    for s in samples:
+        h.update(json.dumps([s.id, s.task, s.messages, s.answers, s.max_tokens, s.metric, s.chat],
+                            default=str, ensure_ascii=False).encode())
+        h.update((s.prompt or "").encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def public_config(cfg: RunConfig, spec: ModelSpec) -> dict[str, object]:
+    """The run's configuration as stored: no credentials exist in RunConfig by design."""
+    out = asdict(cfg)
+    out["resolved_model"] = spec.label
+    out["endpoint_id"] = spec.endpoint_id
+    redacted: dict[str, object] = redact_json(out)  # URL user-info, keys echoed into paths...
+    return redacted
+
+
+def out_dir(out: str | None, run_id: str) -> Path:
+    """The run's output folder, made and test-written before any request is sent: an
+    unwritable --out found after the work would lose the report of a paid-for run."""
+    path = Path(out).expanduser() if out else Path("runs") / run_id
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".asyncbench-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"cannot write the output folder {path}: {exc.strerror or exc}; "
+                        "pass --out DIR in a writable place") from None
+    return path
+
+
+def dry_run(p: RunPlan) -> DryRunSummary:
+    """What the plan would send and cost, sending nothing (run_summary.dry_run_summary)."""
+    samples = p.samples.listed if p.samples.listed is not None else list(p.samples.stream or ())
+    tally = Tally()
+    requests = [p.prompting.build(s, tally) for s in samples]
+    planned = p.caps.planned_calls(samples, p.client.count) if p.caps.planned_calls is not None else {}
+    return dry_run_summary(p.benchmark_name, samples, requests, p.client, p.judge, p.run_id, tally.truncated,
+                           p.prompting.limits_found(tally),
+                           stored_plan(p.cache_path, p.run_id, [r.key() for r in requests]), planned)

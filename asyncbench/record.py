@@ -1,0 +1,140 @@
+"""Closing an invocation: its samples' ledger rows (results, and the samples that never
+became requests), its wall time and request counts, the scores, and the summary stored
+with the run and written to run.json — or, when it did not finish, what it did so far.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from .benchmarks.base import notes_of
+from .generation import Engine, Generated
+from .ledger import SETTLED, InvocationEntry, SampleEntry, merge_sample
+from .plan import RunPlan
+from .prompting import Tally
+from .run_summary import Closing, RunSummary, interrupted_summary, run_summary, write_out
+from .runners import Runner
+from .store import Store
+from .types import Sample, SampleResult
+
+# Why a sample the benchmark's prepare() left out is excluded (run.json "prepare" says more).
+EXCLUDED_BY_RULE = "left out by the benchmark's own rule (see run.json prepare)"
+
+ResultRow = dict[str, object]  # a row of the store's results table
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What generating and scoring produced: the samples loaded, those asked (in order),
+    their answers and results, and prepare's (and adaptive rounds') report."""
+
+    loaded: list[Sample]
+    kept: list[Sample]
+    generated: Generated
+    results: list[SampleResult]
+    report: dict[str, object]
+
+
+def book_stats(invocation: InvocationEntry, runner: Runner, started: float) -> None:
+    """The invocation's wall time and the runner's request counts, finished or not."""
+    stats = runner.stats()
+    invocation.wall_s = round(time.time() - started, 3)
+    invocation.requests, invocation.retries = stats.requests_sent, stats.retries
+    invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
+
+
+def close_run(p: RunPlan, store: Store, runner: Runner, engine: Engine, invocation: InvocationEntry,
+              earlier: list[InvocationEntry], outcome: Outcome, tally: Tally) -> RunSummary:
+    """Book every sample and the invocation, aggregate the scores, store the summary with
+    the run and write run.json."""
+    run_id = p.run_id
+    with store.session():  # the closing writes and reads in one opening of the file
+        store.put_results(_rows(run_id, store, invocation, earlier, outcome))
+        book_stats(invocation, runner, p.started)
+        invocation.finished = True
+        ledger = store.ledger(run_id)
+        invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
+        store.put_invocation(run_id, invocation)
+        ledger.invocations[-1] = invocation
+        scores = p.benchmark.aggregate(outcome.results, outcome.report)
+        entries = store.sample_entries(run_id)
+        closing = Closing(engine.latencies, runner.endpoint_health(p.client), runner.describe(), runner.aborted,
+                          scores, outcome.report, tally.truncated, p.prompting.limits_found(tally),
+                          p.prices.version, list(p.unpriced))
+        summary = run_summary(p.benchmark_name, run_id, p.client.spec, ledger,
+                              [e for e in entries if e.status not in SETTLED],
+                              [e for e in entries if e.status == "excluded"], closing).redacted()
+        store.finish_run(run_id, "complete" if summary.complete else "partial", summary.to_json())
+    assert p.out is not None
+    return write_out(p.out, summary)
+
+
+def book_interrupted(p: RunPlan, store: Store, runner: Runner, engine: Engine,
+                     invocation: InvocationEntry) -> RunSummary:
+    """An invocation that did not finish (Ctrl-C, a crash): store the answers and ledger
+    rows still queued, book its requests and wall time, and write run.json from the
+    ledger (no scores: they need every sample). Synchronous: the event loop is being
+    torn down, and the store's own lock waits for a batch a worker thread is writing."""
+    pending = (engine.pending_responses, engine.pending_failures, engine.pending_ledger, engine.pending_prompts)
+    engine.pending_responses, engine.pending_failures, engine.pending_ledger, engine.pending_prompts = [], [], [], []
+    with store.session():
+        engine._write(*pending)  # the journal holds them too: replaying them later adds nothing twice
+        book_stats(invocation, runner, p.started)
+        store.put_invocation(p.run_id, invocation)
+        summary = interrupted_summary(p.benchmark_name, p.run_id, p.client.spec, store.ledger(p.run_id),
+                                      store.samples_seen(p.run_id)).redacted()
+    engine.journal.close()
+    assert p.out is not None
+    return write_out(p.out, summary)
+
+
+def _rows(run_id: str, store: Store, invocation: InvocationEntry, earlier: list[InvocationEntry],
+          outcome: Outcome) -> list[ResultRow]:
+    """The ledger rows of this invocation's samples. Earlier invocations' statuses and
+    payments count: an answer this run produced stays its own."""
+    previous = {e.sample_id: e for e in store.sample_entries(run_id)} if earlier else {}
+    paid = store.paid_keys(run_id) if earlier else {}
+    rows = [_result_row(run_id, r, merge_sample(previous.get(r.sample_id),
+                                                SampleEntry(r.sample_id, r.task, status, invocation.invocation),
+                                                paid.get(r.key or "")))
+            for r, status in zip(outcome.results, _statuses(outcome.results, outcome.generated.sources))]
+    return rows + _unsent_rows(run_id, invocation.invocation, outcome.loaded, outcome.kept,
+                               str(outcome.report.get("excluded_reason") or EXCLUDED_BY_RULE))
+
+
+def _statuses(results: list[SampleResult], sources: list[str]) -> list[str]:
+    """Each scored sample's ledger status, from what became of its request."""
+    out = []
+    for r, source in zip(results, sources):
+        if r.status == "ok":
+            out.append({"sent": "answered", "from_cache": "from_cache"}.get(source, "shared"))
+        else:
+            out.append("failed" if r.status == "failed" else "skipped_budget")
+    return out
+
+
+def _unsent_rows(run_id: str, invocation: int, loaded: list[Sample], kept: list[Sample],
+                 rule: str) -> list[ResultRow]:
+    """Ledger rows of samples that never became requests, "excluded" with their reason:
+    left out by the benchmark's own rule (prepare's "excluded_reason", else a generic
+    one), or malformed data rows (file, line, parse error), which no re-run can fix."""
+    kept_ids = {s.id for s in kept}
+    rows: list[ResultRow] = [{"run_id": run_id, "sample_id": s.id, "task": s.task, "purpose": "eval",
+                              "status": "excluded", "error": rule, "invocation": invocation, "meta_json": "{}"}
+                             for s in loaded if s.id not in kept_ids]
+    for bad in notes_of(loaded).get("skipped_rows", []):
+        rows.append({"run_id": run_id, "sample_id": bad.sample_id, "task": bad.task, "purpose": "eval",
+                     "status": "excluded", "error": f"malformed data row: {bad.describe()}", "invocation": invocation,
+                     "meta_json": "{}"})
+    return rows
+
+
+def _result_row(run_id: str, r: SampleResult, entry: SampleEntry) -> ResultRow:
+    row: ResultRow = dict(vars(r))  # shallow: dataclasses.asdict deep-copies and costs ~0.1 ms a row
+    meta = row.pop("meta")
+    row.update(run_id=run_id, purpose="eval", meta_json=json.dumps(meta, default=str, ensure_ascii=False),
+               status=entry.status, invocation=entry.invocation,
+               references_json=json.dumps(row.pop("references"), ensure_ascii=False))
+    return row
