@@ -73,7 +73,7 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
             # The same model as judge is the same client: one limiter and pool for both.
             judge = client if same else make_client(judge_spec, cfg, prices, None, None)
         unpriced = _check_prices(cfg, [c for c in (client, judge) if c is not None])
-        if cfg.batch and client.provider.batch_limits is None:
+        if cfg.batch and not client.has_batch_api:
             from .runners.batch import no_batch_api
 
             raise no_batch_api(spec.label)
@@ -83,12 +83,12 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
             return await _execute(cfg, benchmark, samples, client, judge, prices, unpriced, t_start, opening, runner,
                                   data_dir)
         finally:
-            await client.provider.aclose()
+            await client.aclose()
             if judge is not None and judge is not client:
-                await judge.provider.aclose()
+                await judge.aclose()
     finally:
         if runner is not None:
-            runner.close()
+            await runner.aclose()
         if opening is not None and opening.exception() is None:
             opening.result().close()  # closing twice is harmless
         stack.close()
@@ -135,12 +135,12 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
     elif cfg.official_model:
         raise UserError(f"--official-model is LongBench pred.py's model name; {cfg.benchmark} does not use it")
     release = getattr(benchmark, "release_request", None)  # the benchmark's own request shape (100-LongBench)
-    open_server = client.provider.serves_open_models
+    open_server = client.serves_open_models
     prompt_limit = (PromptBudget(None, None, "none: the release sends prompts uncut") if release is not None
                     else await prompt_budget(cfg, spec, client.provider, maxlen_path, open_model))
     if release is None and prompt_limit.input is None and prompt_limit.total is None \
             and getattr(benchmark, "LONG_CONTEXT", False):
-        raise UserError(getattr(client.provider, "unreachable", None) or  # a down server, said first
+        raise UserError(client.unreachable or  # a down server, said first
                         f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
                         "the model-context table, and the server does not report it); pass --max-input-tokens N "
                         "(its context minus 500)")
@@ -171,7 +171,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         if release is not None:  # as the release sends it: never cut (a prompt too long fails at the server)
             return client.request(max_tokens=s.max_tokens, repeat=cfg.repeat, stop=s.stop,
                                   **release(s.prompt or "", spec.provider, open_server))
-        templated = not client.provider.sends_raw(s.chat)
+        templated = not client.sends_raw(s.chat)
         if templated and not s.chat:
             as_chat.add(s.task)
         return client.request(prompt=cut_prompt(s, templated), max_tokens=s.max_tokens,
@@ -229,7 +229,6 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
             invocation = InvocationEntry(len(before.invocations) + 1, t_start, pid=os.getpid(),
                                          host=socket.gethostname())
             store.put_invocation(run_id, invocation)
-        runner.bind(store, run_id)
         # --max-cost is the run's budget across its invocations: what earlier ones paid counts
         budget = Budget(cfg.max_cost, spent=sum(g.cost_usd for g in before.requests))
         engine = Engine(store, run_id, invocation.invocation, cfg.progress, budget, runner,
@@ -270,9 +269,9 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
             raise RunInterrupted(summary) from None
 
 
-def _book_stats(invocation: InvocationEntry, runner: Runner, t_start: float) -> None:
+def _book_stats(invocation: InvocationEntry, engine: Engine, t_start: float) -> None:
     """The invocation's wall time and the runner's request counts, finished or not."""
-    stats = runner.stats()
+    stats = engine.stats()
     invocation.wall_s = round(time.time() - t_start, 3)
     invocation.requests, invocation.retries = stats.requests_sent, stats.retries
     invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
@@ -288,7 +287,7 @@ def _book_interrupted(cfg: RunConfig, store: Store, engine: Engine, runner: Runn
     engine.pending_responses, engine.pending_failures, engine.pending_ledger, engine.pending_prompts = [], [], [], []
     with store.session():
         engine._write(*pending)  # the journal holds them too: replaying them later adds nothing twice
-        _book_stats(invocation, runner, t_start)
+        _book_stats(invocation, engine, t_start)
         store.put_invocation(run_id, invocation)
         ledger = store.ledger(run_id)
         summary = {"run_id": run_id, "benchmark": cfg.benchmark, "model": spec.label, "endpoint": spec.endpoint_id,
@@ -349,7 +348,7 @@ async def _generate_and_close(cfg: RunConfig, benchmark: Benchmark, samples: lis
         rows += _unsent_rows(run_id, invocation.invocation, loaded, kept,
                              str(prep_report.get("excluded_reason") or EXCLUDED_BY_RULE))
         store.put_results(rows)
-        _book_stats(invocation, runner, t_start)
+        _book_stats(invocation, engine, t_start)
         invocation.finished = True
         ledger = store.ledger(run_id)
         invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
@@ -359,7 +358,7 @@ async def _generate_and_close(cfg: RunConfig, benchmark: Benchmark, samples: lis
         limits["no_template_sent_as_chat"] = sorted(as_chat)
         entries = store.sample_entries(run_id)
         summary = run_summary(cfg, run_id, spec, account(ledger), [e for e in entries if e.status not in SETTLED],
-                              engine.latencies, runner, scores, prep_report, truncated, limits, prices, client,
+                              engine.latencies, engine.report(client), scores, prep_report, truncated, limits, prices, client,
                               unpriced, [e for e in entries if e.status == "excluded"])
         summary = dict(redact_json(summary))
         store.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)

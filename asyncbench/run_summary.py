@@ -18,7 +18,7 @@ from .ledger import SampleEntry, hint_for, next_step, partial_label
 from .percentiles import percentiles
 from .pricing import PriceTable
 from .providers.base import ModelSpec
-from .runners.base import Runner
+from .runners.base import RunnerReport
 from .secrets import redact_json
 from .store.duckdb_store import StoredPlan
 from .types import Request, Sample
@@ -136,7 +136,7 @@ def _grouped(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, Any], unsettled: list[SampleEntry],
-                latencies: Latencies, runner: Runner, scores: Scores, prep_report: dict[str, Any],
+                latencies: Latencies, runner: RunnerReport, scores: Scores, prep_report: dict[str, Any],
                 truncated: dict[str, int], limits: dict[str, Any], prices: PriceTable,
                 client: ModelClient, unpriced: list[str], excluded: list[SampleEntry] | None = None) -> dict[str, Any]:
     """run.json: the ledger's figures (ledger.account: samples by status, cost and tokens
@@ -163,8 +163,8 @@ def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, 
         # the budget's input limit at the top level too: what report labels and tests read
         "truncation": {"max_input_tokens": limits["budget"]["max_input_tokens"], "source": limits["budget"]["source"],
                        **limits, "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())},
-        "endpoints": runner.endpoint_health(client),
-        "backend": runner.describe(),
+        "endpoints": runner.endpoints,
+        "backend": runner.backend,
         "aborted": runner.aborted,
         "failures": failures[:50],
         # every failure, one entry per distinct (status, error): what the terminal shows, so
