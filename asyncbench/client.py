@@ -1,7 +1,8 @@
 """ModelClient: everything needed to talk to one model — its provider, endpoint pool,
 rate limiter, price and token counter — built once per model per run.
 
-Runners send a client's requests; the engine never reaches into a provider itself.
+Runners send a client's requests; the engine and planning never reach into a provider
+themselves: they ask the client (as inspect-ai's `Model` wraps its `ModelAPI`).
 """
 
 from __future__ import annotations
@@ -41,13 +42,45 @@ class ModelClient:
         # re-run needs no server.
         self.reachable = False
 
+    # -- what the engine and planning ask of the provider (they never reach into it) --
+    @property
+    def batch_limits(self) -> tuple[int, int] | None:
+        """(requests, bytes) per batch of the provider's batch API; None: it has none."""
+        return self.provider.batch_limits
+
+    @property
+    def has_batch_api(self) -> bool:
+        return self.provider.batch_limits is not None
+
+    @property
+    def serves_open_models(self) -> bool:
+        return self.provider.serves_open_models
+
+    @property
+    def unreachable(self) -> str | None:
+        """One line saying the server is down, once planning found it so (else None)."""
+        said: str | None = getattr(self.provider, "unreachable", None)
+        return said
+
+    def prompt_cache_min_tokens(self) -> int | None:
+        """The shortest prefix the provider's prompt cache takes; None: no prompt cache."""
+        return self.provider.prompt_cache_min_tokens()
+
+    def sends_raw(self, chat: bool) -> bool:
+        """Whether a plain prompt goes as raw text (completion endpoints, TGI non-chat)."""
+        return self.provider.sends_raw(chat)
+
+    async def aclose(self) -> None:
+        """Close the provider's connections (its HTTP client or SDK)."""
+        await self.provider.aclose()
+
     def count(self, text: str) -> int:
         return self.counter.count(text) if self.counter else approx_count(text)
 
     def plan_prefixes(self, requests: list[Request], mark: bool = False) -> PrefixPlan:
         """The requests' shared prefixes for the provider's prompt cache (prompt_cache.py);
         `mark`: set each member's `cache_prefix`. None where the provider has no prompt cache."""
-        least = self.provider.prompt_cache_min_tokens()
+        least = self.prompt_cache_min_tokens()
         if least is None:
             return PrefixPlan()
         if mark:
@@ -62,7 +95,7 @@ class ModelClient:
         raw text for completion endpoints and for TGI's non-chat prompts."""
         if messages is None:
             text = prompt or ""
-            if self.provider.sends_raw(chat):
+            if self.sends_raw(chat):
                 prompt, messages = text, None
             else:
                 prompt, messages = None, [{"role": "user", "content": text}]

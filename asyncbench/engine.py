@@ -46,7 +46,6 @@ async def execute(p: RunPlan) -> RunSummary:
             invocation = InvocationEntry(len(before.invocations) + 1, p.started, pid=os.getpid(),
                                          host=socket.gethostname())
             store.put_invocation(p.run_id, invocation)
-        runner.bind(store, p.run_id)
         # --max-cost is the run's budget across its invocations: what earlier ones paid counts
         budget = Budget(p.max_cost, spent=sum(g.cost_usd for g in before.requests))
         engine = Engine(store, p.run_id, invocation.invocation, p.progress, budget, runner,
@@ -54,7 +53,7 @@ async def execute(p: RunPlan) -> RunSummary:
         tally = Tally()
         try:
             outcome = await _generate(p, engine, _context(p, engine, runner), tally)
-            return close_run(p, store, runner, engine, invocation, before.invocations, outcome, tally)
+            return close_run(p, store, engine, invocation, before.invocations, outcome, tally)
         except BaseException as exc:  # Ctrl-C, a cancellation, an error: book what this invocation did
             _book_failed(p, store, runner, engine, invocation, exc)
             raise
@@ -67,7 +66,7 @@ def _book_failed(p: RunPlan, store: Store, runner: Runner, engine: Engine, invoc
     if invocation.finished:
         return
     try:
-        summary = book_interrupted(p, store, runner, engine, invocation)
+        summary = book_interrupted(p, store, engine, invocation)
     except Exception:  # the store unusable too: the first error is the one to show
         raise exc from None
     if not isinstance(exc, Exception):

@@ -3,7 +3,9 @@ that puts every answer and its ledger row in the store in small batches.
 
 `Engine.generate` is the one way a run asks a model anything (eval, judge, prior): it
 hashes and looks up requests chunk by chunk, sends the misses through the runner, books
-each outcome in the ledger and returns the answers in request order.
+each outcome in the ledger and returns the answers in request order. What the runner
+tells (runners/base.py: outcomes, batch records, its counters) comes as events; the
+engine writes every one of them itself, so it is the store's only writer.
 """
 
 from __future__ import annotations
@@ -24,9 +26,22 @@ from .ledger import NO_TASK, RequestEntry
 from .progress import RunProgress
 from .run_summary import Latencies
 from .runners import Runner
-from .scheduler import Budget, Job, Outcome
+from .runners.base import (
+    BatchLookup,
+    BatchRecord,
+    BatchState,
+    BatchStep,
+    Counting,
+    JournalsResolved,
+    RunnerEvent,
+    RunnerReport,
+    SendOrder,
+    add_stats,
+)
+from .scheduler import Budget, EndpointHealth, Job, Outcome, SchedulerStats
 from .secrets import redact, secret_values, strip_userinfo
 from .store import Store
+from .store.batch_journal import BatchJournal, finished_files, unresolved
 from .store.duckdb_store import CachedResponse, FailureRow, ResponseRow
 from .store.journal import Journal
 from .types import Request, Response, Sample, Usage
@@ -73,6 +88,12 @@ class Engine:
         self.pending_failures: list[FailureRow] = []
         self.pending_ledger: list[RequestEntry] = []
         self.pending_prompts: list[tuple[str, str]] = []  # (key, prompt as sent), eval and judge
+        # the batch runner's records and questions, in the order they came (written, then asked)
+        self.pending_batches: list[BatchRecord | BatchState | JournalsResolved | BatchLookup] = []
+        self.batch_journal: BatchJournal | None = None  # this process's submissions (opened on the first)
+        self.counters: list[SchedulerStats] = []  # the live counters of every runner run (Counting)
+        self.endpoints: dict[ModelClient, list[EndpointHealth]] = {}  # each client's, from its last report
+        self.last_report: RunnerReport | None = None
         # keys this invocation paid for: found in the cache later, they are shared, not cached
         self.paid_keys: set[str] = set()
         self._flush_event = anyio.Event()
@@ -100,20 +121,82 @@ class Engine:
             failures, self.pending_failures = self.pending_failures, []
             ledger, self.pending_ledger = self.pending_ledger, []
             prompts, self.pending_prompts = self.pending_prompts, []
-            if responses or failures or ledger or prompts:
+            batches, self.pending_batches = self.pending_batches, []
+            if responses or failures or ledger or prompts or batches:
                 journal = self.journal.rotate()  # what arrives from now on goes to a new file
-                await anyio.to_thread.run_sync(self._write, responses, failures, ledger, prompts)
+                await anyio.to_thread.run_sync(self._write, responses, failures, ledger, prompts, batches)
                 self.journal.done(journal)  # committed: the journal of this batch is not needed
+            for event in batches:  # after the commit: what the store now holds
+                await self._committed(event)
 
     def _write(self, responses: list[ResponseRow], failures: list[FailureRow], ledger: list[RequestEntry],
-               prompts: list[tuple[str, str]]) -> None:
+               prompts: list[tuple[str, str]],
+               batches: Sequence[BatchRecord | BatchState | JournalsResolved | BatchLookup] = ()) -> None:
         """One batch in one opening of the file (other processes get it between batches),
-        in one transaction: an answer and the ledger row that paid for it land together."""
-        with self.store.transaction():
-            self.store.put_responses(responses)
-            self.store.put_failures(failures)
-            self.store.put_ledger_requests(self.run_id, ledger)
-            self.store.put_prompts(prompts)
+        in one transaction: an answer and the ledger row that paid for it land together.
+        Then the batch records, in order (a batch is marked collected after its answers
+        are in)."""
+        with self.store.session():
+            with self.store.transaction():
+                self.store.put_responses(responses)
+                self.store.put_failures(failures)
+                self.store.put_ledger_requests(self.run_id, ledger)
+                self.store.put_prompts(prompts)
+            for event in batches:
+                if isinstance(event, BatchRecord):  # one transaction of its own
+                    self.store.put_batch(event.batch_id, event.run_id, event.provider, event.model, event.endpoint,
+                                         event.base_url, event.keys, event.submitted_at)
+                elif isinstance(event, BatchState):
+                    self.store.update_batch(event.batch_id, event.state, event.counts, event.collected)
+
+    async def _committed(self, event: BatchRecord | BatchState | JournalsResolved | BatchLookup) -> None:
+        """A batch event's part after the commit: the journal's "recorded" step, the journal
+        files of gone processes all resolved now, a question answered from the store."""
+        if isinstance(event, BatchRecord) and event.intent is not None:
+            self._batch_journal().write("recorded", event.intent)
+        elif isinstance(event, JournalsResolved):
+            for path in finished_files(self.store.path, event.submissions):
+                path.unlink(missing_ok=True)
+        elif isinstance(event, BatchLookup):
+            await anyio.to_thread.run_sync(self._answer, event)
+            event.answered.set()
+
+    def _answer(self, question: BatchLookup) -> None:
+        question.run_id = self.run_id
+        question.unresolved = unresolved(self.store.path)
+        question.known = {str(b["batch_id"]) for b in self.store.batches()}
+        question.open = self.store.open_batches(question.provider, question.endpoint, question.keys)
+
+    def _batch_journal(self) -> BatchJournal:
+        if self.batch_journal is None:
+            self.batch_journal = BatchJournal(self.store.path)
+        return self.batch_journal
+
+    def on_batch_event(self, event: BatchStep | BatchRecord | BatchState | JournalsResolved | BatchLookup) -> None:
+        """A journal step goes to disk now (fsynced: a batch is money) before the runner's
+        next step; records and questions go to the writer, in the order they came."""
+        if isinstance(event, BatchStep):
+            self._batch_journal().write(event.step, event.intent, **event.fields)
+            return
+        self.pending_batches.append(event)
+        self.wake_writer()
+
+    # -- what the runner reported --------------------------------------------------------
+    def stats(self) -> SchedulerStats:
+        """Requests, retries, 429s... of every runner run so far (live: a run's counters
+        are read while it goes)."""
+        total = SchedulerStats()
+        for part in self.counters:
+            add_stats(total, part)
+        return total
+
+    def report(self, client: ModelClient) -> RunnerReport:
+        """The runner's report for run.json: counts of the whole invocation, `client`'s
+        endpoints, why the runner stopped sending, what it records about itself."""
+        last = self.last_report
+        return RunnerReport(self.stats(), self.endpoints.get(client, client.pool.health()),
+                            last.aborted if last else None, last.backend if last else {},
+                            last.per_node if last else [])
 
     def wake_writer(self) -> None:
         self._flush_event.set()
@@ -141,23 +224,26 @@ class Engine:
         failure log, and may grow as the iterator runs."""
         total = len(requests) if isinstance(requests, Sized) else None
         looked_up: dict[str, CachedResponse] | None = None
-        if self.prompt_cache and isinstance(requests, list) and client.provider.prompt_cache_min_tokens():
+        if self.prompt_cache and isinstance(requests, list) and client.prompt_cache_min_tokens():
             # shared prefixes among the requests to be sent (a streamed file is not marked):
             # a group's only uncached request would pay the cache write for nothing
             _, looked_up = await self.keys_and_hits(requests)
             client.plan_prefixes([r for r in requests if r.key() not in looked_up], mark=True)
-        runner = self.runner
-        progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled,
-                               stats=lambda: (runner.stats().retries, runner.stats().rate_limited))
+        def counts() -> tuple[int, int]:
+            stats = self.stats()
+            return stats.retries, stats.rate_limited
+
+        progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled, stats=counts)
         call = _Generation(self, client, iter(requests), purpose, samples, progress, looked_up)
-        # prefix-aware order where jobs are sent as they come (not collected into a batch)
-        call.prefix_order = self.prompt_cache and runner.name == "local"
         try:
             with progress:
-                outcomes = await self.runner.run(client, call.jobs(), budget=self.budget, on_outcome=call.on_outcome)
-                generated = call.generated(outcomes)  # books shared and unsent requests: the bar's last counts
+                report = await self.runner.run(client, call.jobs(), call.on_event, budget=self.budget)
+                self.endpoints[client], self.last_report = report.endpoints, report
+                generated = call.generated()  # books shared and unsent requests: the bar's last counts
         finally:  # also when the data stream fails part-way: keep every answer received
             await self.flush()
+            if self.batch_journal is not None:
+                self.batch_journal.close()  # gone once every submission in it is recorded
         return generated
 
 
@@ -183,8 +269,10 @@ class _Generation:
         self.first_index: dict[str, int] = {}
         self.duplicates: list[tuple[int, int]] = []
         self.hit_keys: set[str] = set()  # keys this call served from the cache (once each)
+        self.outcomes: list[Outcome] = []
         # --prompt-cache: a shared-prefix group's first request goes alone, the others
-        # wait (held) until it is answered, then go first; other requests fill meanwhile
+        # wait (held) until it is answered, then go first; other requests fill meanwhile.
+        # Only where the runner says it sends jobs one by one as they come (SendOrder).
         self.prefix_order = False
         self.opened: set[int] = set()  # groups whose first request was sent
         self.released: set[int] = set()  # ... and answered (or failed)
@@ -285,6 +373,18 @@ class _Generation:
         self.engine.latencies.cached.append(hit.latency_ms)
         self.progress.add("from_cache")
 
+    def on_event(self, event: RunnerEvent) -> None:
+        """What the runner tells: an outcome, how it sends, its counters, a batch record."""
+        if isinstance(event, Outcome):
+            self.outcomes.append(event)
+            self.on_outcome(event)
+        elif isinstance(event, SendOrder):  # prefix-aware order where jobs go one by one
+            self.prefix_order = self.engine.prompt_cache and event.by_prefix
+        elif isinstance(event, Counting):
+            self.engine.counters.append(event.stats)
+        else:
+            self.engine.on_batch_event(event)
+
     def on_outcome(self, outcome: Outcome) -> None:
         """Account for one outcome and queue its row for the store (written by the
         engine's writer in small batches)."""
@@ -344,11 +444,11 @@ class _Generation:
                                                        attempts=attempts))
         self.progress.add("failed")
 
-    def generated(self, outcomes: list[Outcome]) -> Generated:
+    def generated(self) -> Generated:
         """Answers in request order. A request identical to an earlier one of this call
         shares its answer: "shared" when there is one, else what became of the original."""
         answers: list[Response | ProviderError | None] = [self.hits.get(i) for i in range(len(self.requests))]
-        for o in outcomes:
+        for o in self.outcomes:
             answers[o.index] = o.response if o.response is not None else o.error
         copies = {i for i, _ in self.duplicates}
         for i, source in enumerate(self.sources):

@@ -122,12 +122,12 @@ class RunPlan:
     async def aclose(self) -> None:
         """End what planning opened (each closed once; closing a store twice is harmless)."""
         try:
-            await self.client.provider.aclose()
+            await self.client.aclose()
             if self.judge is not None and self.judge is not self.client:
-                await self.judge.provider.aclose()
+                await self.judge.aclose()
         finally:
             if self.runner is not None:
-                self.runner.close()
+                await self.runner.aclose()
             if self.opening is not None and self.opening.exception() is None:
                 self.opening.result().close()
             self.processes.close()
@@ -155,7 +155,7 @@ async def plan(cfg: RunConfig) -> RunPlan:
         prices = PriceTable(cfg.prices)
         client, judge = _clients(cfg, prices, stack, clients)
         unpriced = _check_prices(cfg, clients)
-        if cfg.batch and client.provider.batch_limits is None:
+        if cfg.batch and not client.has_batch_api:
             from .runners.batch import no_batch_api
 
             raise no_batch_api(client.spec.label)
@@ -176,10 +176,10 @@ async def plan(cfg: RunConfig) -> RunPlan:
     except BaseException:
         try:
             for c in dict.fromkeys(clients):
-                await c.provider.aclose()
+                await c.aclose()
         finally:
             if runner is not None:
-                runner.close()
+                await runner.aclose()
             if opening is not None and opening.exception() is None:
                 opening.result().close()
             stack.close()
@@ -206,33 +206,33 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
     """How samples become requests: pred.py's open model where the server is one, the
     prompt budget (none for a benchmark's release requests, which are sent uncut) and
     the tokenizer that cuts to it (asked of a server only where something may be cut)."""
-    spec, provider = client.spec, client.provider
+    spec = client.spec
     official = caps.model2maxlen  # the benchmark's model2maxlen.json, if it has one
     maxlen_path = model2maxlen_path(data_dir, official) if official else None
     open_model, official_info = None, None
     if official == "longbench":  # prompted as LongBench's pred.py prompts open models (official_models.py)
-        open_model, official_info = await official_model(cfg, spec, provider, maxlen_path)
+        open_model, official_info = await official_model(cfg, spec, client.provider, maxlen_path)
     elif cfg.official_model:
         raise UserError(f"--official-model is LongBench pred.py's model name; {cfg.benchmark} does not use it")
     release = caps.release_request
     budget = (PromptBudget(None, None, "none: the release sends prompts uncut") if release is not None
-              else await prompt_budget(cfg, spec, provider, maxlen_path, open_model))
+              else await prompt_budget(cfg, spec, client.provider, maxlen_path, open_model))
     if release is None and budget.input is None and budget.total is None and caps.long_context:
-        raise UserError(getattr(provider, "unreachable", None) or  # a down server, said first
+        raise UserError(client.unreachable or  # a down server, said first
                         f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
                         "the model-context table, and the server does not report it); pass --max-input-tokens N "
                         "(its context minus 500)")
     tokenizer: Tokenizer | None = None
     tokenizer_name, stand_in = "none", False
     if budget.input is not None or budget.total is not None:
-        tokenizer, tokenizer_name, stand_in = await truncation_tokenizer(cfg, spec, provider, open_model)
+        tokenizer, tokenizer_name, stand_in = await truncation_tokenizer(cfg, spec, client.provider, open_model)
     limits: dict[str, object] = {"budget": budget.describe(), "tokenizer": tokenizer_name,
                                  "tokenizer_stand_in": stand_in}
     if official_info is not None:
         limits["official"] = official_info
     if release is not None and caps.describe_requests is not None:
-        limits["release_requests"] = caps.describe_requests(spec.provider, provider.serves_open_models)
-    newline_stop = await samsum_stop(provider, spec.base_urls, tokenizer) if open_model else None
+        limits["release_requests"] = caps.describe_requests(spec.provider, client.serves_open_models)
+    newline_stop = await samsum_stop(client.provider, spec.base_urls, tokenizer) if open_model else None
     return Prompting(client, cfg.temperature, cfg.repeat, budget, tokenizer, open_model, newline_stop, release,
                      limits)
 

@@ -63,7 +63,7 @@ class Prompting:
         if self.release is not None:  # as the release sends it: never cut (a prompt too long fails at the server)
             return client.request(max_tokens=s.max_tokens, repeat=self.repeat, stop=s.stop,
                                   **self.release_kwargs(s.prompt or ""))
-        templated = not client.provider.sends_raw(s.chat)
+        templated = not client.sends_raw(s.chat)
         if templated and not s.chat:
             tally.as_chat.add(s.task)
         return client.request(prompt=self._cut(s, templated, tally), max_tokens=s.max_tokens,
@@ -72,7 +72,7 @@ class Prompting:
     def release_kwargs(self, prompt: str) -> Mapping[str, Any]:
         """The benchmark's release request for `prompt`, as ModelClient.request's arguments."""
         assert self.release is not None
-        return self.release(prompt, self.client.spec.provider, self.client.provider.serves_open_models)
+        return self.release(prompt, self.client.spec.provider, self.client.serves_open_models)
 
     def limits_found(self, tally: Tally) -> dict[str, object]:
         """run.json's "truncation" block (less the counts): the plan's limits, then what

@@ -15,7 +15,6 @@ from .ledger import SETTLED, InvocationEntry, SampleEntry, merge_sample
 from .plan import RunPlan
 from .prompting import Tally
 from .run_summary import Closing, RunSummary, interrupted_summary, run_summary, write_out
-from .runners import Runner
 from .store import Store
 from .types import Sample, SampleResult
 
@@ -37,22 +36,22 @@ class Outcome:
     report: dict[str, object]
 
 
-def book_stats(invocation: InvocationEntry, runner: Runner, started: float) -> None:
+def book_stats(invocation: InvocationEntry, engine: Engine, started: float) -> None:
     """The invocation's wall time and the runner's request counts, finished or not."""
-    stats = runner.stats()
+    stats = engine.stats()
     invocation.wall_s = round(time.time() - started, 3)
     invocation.requests, invocation.retries = stats.requests_sent, stats.retries
     invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
 
 
-def close_run(p: RunPlan, store: Store, runner: Runner, engine: Engine, invocation: InvocationEntry,
+def close_run(p: RunPlan, store: Store, engine: Engine, invocation: InvocationEntry,
               earlier: list[InvocationEntry], outcome: Outcome, tally: Tally) -> RunSummary:
     """Book every sample and the invocation, aggregate the scores, store the summary with
     the run and write run.json."""
     run_id = p.run_id
     with store.session():  # the closing writes and reads in one opening of the file
         store.put_results(_rows(run_id, store, invocation, earlier, outcome))
-        book_stats(invocation, runner, p.started)
+        book_stats(invocation, engine, p.started)
         invocation.finished = True
         ledger = store.ledger(run_id)
         invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
@@ -60,7 +59,8 @@ def close_run(p: RunPlan, store: Store, runner: Runner, engine: Engine, invocati
         ledger.invocations[-1] = invocation
         scores = p.benchmark.aggregate(outcome.results, outcome.report)
         entries = store.sample_entries(run_id)
-        closing = Closing(engine.latencies, runner.endpoint_health(p.client), runner.describe(), runner.aborted,
+        report = engine.report(p.client)
+        closing = Closing(engine.latencies, [dict(e) for e in report.endpoints], dict(report.backend), report.aborted,
                           scores, outcome.report, tally.truncated, p.prompting.limits_found(tally),
                           p.prices.version, list(p.unpriced))
         summary = run_summary(p.benchmark_name, run_id, p.client.spec, ledger,
@@ -71,7 +71,7 @@ def close_run(p: RunPlan, store: Store, runner: Runner, engine: Engine, invocati
     return write_out(p.out, summary)
 
 
-def book_interrupted(p: RunPlan, store: Store, runner: Runner, engine: Engine,
+def book_interrupted(p: RunPlan, store: Store, engine: Engine,
                      invocation: InvocationEntry) -> RunSummary:
     """An invocation that did not finish (Ctrl-C, a crash): store the answers and ledger
     rows still queued, book its requests and wall time, and write run.json from the
@@ -81,7 +81,7 @@ def book_interrupted(p: RunPlan, store: Store, runner: Runner, engine: Engine,
     engine.pending_responses, engine.pending_failures, engine.pending_ledger, engine.pending_prompts = [], [], [], []
     with store.session():
         engine._write(*pending)  # the journal holds them too: replaying them later adds nothing twice
-        book_stats(invocation, runner, p.started)
+        book_stats(invocation, engine, p.started)
         store.put_invocation(p.run_id, invocation)
         summary = interrupted_summary(p.benchmark_name, p.run_id, p.client.spec, store.ledger(p.run_id),
                                       store.samples_seen(p.run_id)).redacted()

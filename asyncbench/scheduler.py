@@ -24,6 +24,7 @@ import random
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import anyio
 import anyio.abc
@@ -59,6 +60,15 @@ DEAD_AFTER_JOBS = 8
 
 class EndpointDead(ProviderError):
     """Every request so far failed: the run ends (partial) instead of retrying the rest."""
+
+
+class EndpointHealth(TypedDict):
+    """Served/failed of one endpoint (run.json "endpoints")."""
+
+    url: str
+    served: int
+    failed: int
+    healthy: bool
 
 
 @dataclass
@@ -174,7 +184,7 @@ class EndpointPool:
         """Requests the pool can have in flight at once (concurrency x endpoints)."""
         return self.concurrency * len(self.endpoints)
 
-    def health(self) -> list[dict[str, object]]:
+    def health(self) -> list[EndpointHealth]:
         now = time.monotonic()
         return [{"url": e.url, "served": e.served, "failed": e.failed,
                  "healthy": e.down_until == 0.0 or now >= e.down_until} for e in self.endpoints]

@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
+
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
@@ -76,7 +78,7 @@ def main() -> None:
             assert remote == local, "Ray and local scores differ"
             print(f"ray ({label}, 2 CPUs): {wall:.2f} s, {len(items) / wall:,.0f} predictions/s; "
                   f"throughput ratio ray/local {local_wall / wall:.2f}")
-        backend.close()
+        anyio.run(backend.aclose)
     finally:
         subprocess.run([ray_bin, "stop", "--force"], env=ENV, capture_output=True)
     print("scores identical: yes")

@@ -196,6 +196,7 @@ def test_killing_a_worker_mid_run_requests_nothing_twice(tmp_path, start_sim, ra
 
 SCORING_SCRIPT = r"""
 import sys
+import anyio
 from asyncbench.runners.ray import RayRunner
 from asyncbench.benchmarks.longbench.score import score_many
 
@@ -219,7 +220,7 @@ def counting(fn, args):
 try:
     remote = score_many(*columns, map_chunks=counting)
 finally:
-    backend.close()
+    anyio.run(backend.aclose)
 assert calls and calls[0] > 1, calls  # the work really went out in chunks
 assert remote == score_many(*columns, jobs=1), "Ray and local scores differ"
 print("ok", calls[0])
@@ -242,7 +243,7 @@ from asyncbench.config import RunConfig
 from asyncbench.pricing import PriceTable
 from asyncbench.providers import parse_model_spec
 from asyncbench.runners.ray import RayRunner
-from asyncbench.scheduler import Budget, Job
+from asyncbench.scheduler import Budget, Job, Outcome
 
 address, url, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 cfg = RunConfig(benchmark="jsonl:x", model="openai-compat:sim", base_urls=[url], concurrency=4)
@@ -250,13 +251,16 @@ client = make_client(parse_model_spec("openai-compat:sim", [url]), cfg, PriceTab
 delays = (0.4, 0.0) if mode == "slow" else ()
 runner = RayRunner(address, workers=2, concurrency=4, timeout_s=60, max_attempts=3, worker_delays=delays)
 events = []
+outcomes = []
 
 async def main():
     answered = anyio.Event()
 
-    def on_outcome(outcome):
-        events.append(("outcome", time.monotonic()))
-        answered.set()
+    def on_event(event):
+        if isinstance(event, Outcome):
+            outcomes.append(event)
+            events.append(("outcome", time.monotonic()))
+            answered.set()
 
     async def jobs():
         for i in range(60):
@@ -270,14 +274,15 @@ async def main():
             yield Job(index=i, request=req, tokens=30)
         events.append(("stream exhausted", time.monotonic()))
 
-    outcomes = await runner.run(client, jobs(), budget=Budget(None), on_outcome=on_outcome)
+    report = await runner.run(client, jobs(), on_event, budget=Budget(None))
     assert len(outcomes) == 60 and all(o.response is not None for o in outcomes)
+    return report
 
 try:
-    anyio.run(main)
-    print(json.dumps({"describe": runner.describe(), "events": [e for e, _ in events[:3]]}))
+    report = anyio.run(main)
+    print(json.dumps({"describe": report.backend, "events": [e for e, _ in events[:3]]}))
 finally:
-    runner.close()
+    anyio.run(runner.aclose)
 """
 
 

@@ -4,50 +4,43 @@ its limits)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable
-from typing import Any
+from collections.abc import AsyncIterable
 
 from ..client import ModelClient
-from ..scheduler import Budget, Job, Outcome, Scheduler, SchedulerStats
+from ..scheduler import Budget, Job, Scheduler
 from ..types import Response
-from .base import MapChunks, add_stats
+from .base import Counting, MapChunks, OnEvent, RunnerReport, SendOrder
 
 
 class LocalRunner:
-    name = "local"
     map_chunks: MapChunks | None = None
 
-    def __init__(self, timeout_s: float, max_attempts: int) -> None:
+    def __init__(self, timeout_s: float, max_attempts: int, *, by_prefix: bool = True) -> None:
+        """`by_prefix`: say that jobs may be held back by shared prefix (the batch runner's
+        live path, which today sends in the order given, does not)."""
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
-        self._stats = SchedulerStats()
+        self.by_prefix = by_prefix
         self.aborted: str | None = None
 
-    async def run(self, client: ModelClient, jobs: AsyncIterable[Job], *, budget: Budget,
-                  on_outcome: Callable[[Outcome], None]) -> list[Outcome]:
+    async def run(self, client: ModelClient, jobs: AsyncIterable[Job], on_event: OnEvent, *,
+                  budget: Budget) -> RunnerReport:
         def cost_of(r: Response) -> float:
             return client.price.cost(r.usage, r.discount)
 
+        on_event(SendOrder(self.by_prefix))
         scheduler = Scheduler(client.provider, client.pool, client.limiter, budget=budget,
                               timeout_s=self.timeout_s, max_attempts=self.max_attempts,
-                              on_outcome=on_outcome, cost_of=cost_of)
+                              on_outcome=on_event, cost_of=cost_of)
+        on_event(Counting(scheduler.stats))
         try:
-            return await scheduler.run(jobs)
+            await scheduler.run(jobs)
         finally:
-            add_stats(self._stats, scheduler.stats)
             self.aborted = self.aborted or scheduler.dead
+        return self.report(client, scheduler)
 
-    def stats(self) -> SchedulerStats:
-        return self._stats
+    def report(self, client: ModelClient, scheduler: Scheduler) -> RunnerReport:
+        return RunnerReport(scheduler.stats, client.pool.health(), self.aborted, {"name": "local"})
 
-    def endpoint_health(self, client: ModelClient) -> list[dict[str, Any]]:
-        return client.pool.health()
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": "local"}
-
-    def bind(self, store: Any, run_id: str) -> None:
-        pass
-
-    def close(self) -> None:
+    async def aclose(self) -> None:
         pass

@@ -40,9 +40,9 @@ from ..errors import ProviderError, UserError
 from ..limits import RateLimiter
 from ..providers import ModelSpec, make_provider
 from ..providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
-from ..scheduler import Budget, EndpointPool, Job, Outcome, Scheduler, SchedulerStats
+from ..scheduler import Budget, EndpointHealth, EndpointPool, Job, Outcome, Scheduler, SchedulerStats
 from ..types import Response
-from .base import add_stats
+from .base import Counting, OnEvent, RunnerReport, add_stats
 
 # Replacement workers started for one shard before its remaining jobs are failed.
 MAX_REPLACEMENTS = 3
@@ -194,12 +194,12 @@ class RayRunner:
             self._groups[key] = _WorkerGroup(self, spec, api_key, limiter, max_response_bytes)
         return self._groups[key]
 
-    async def run(self, client: ModelClient, jobs: AsyncIterable[Job], *, budget: Budget,
-                  on_outcome: Callable[[Outcome], None]) -> list[Outcome]:
+    async def run(self, client: ModelClient, jobs: AsyncIterable[Job], on_event: OnEvent, *,
+                  budget: Budget) -> RunnerReport:
         stream = aiter(jobs)
         first = await anext(stream, None)
         if first is None:  # everything cached: no actors started
-            return []
+            return self._report(client, SchedulerStats())
         lim = client.limiter
         group = self.group(client.spec, client.api_key, lim.configured_rpm, lim.configured_tpm,
                            client.provider.max_response_bytes)
@@ -207,17 +207,24 @@ class RayRunner:
         def cost_of(r: Response) -> float:
             return client.price.cost(r.usage)
 
-        dispatch = _Dispatch(group, budget, on_outcome, cost_of)
+        dispatch = _Dispatch(group, budget, on_event, cost_of)
+        on_event(Counting(dispatch.stats))
         try:
-            return await dispatch.run(first, stream)
+            await dispatch.run(first, stream)
         finally:
             add_stats(self._stats, dispatch.stats)
             self.aborted = self.aborted or group.dead
+        return self._report(client, dispatch.stats)
+
+    def _report(self, client: ModelClient, stats: SchedulerStats) -> RunnerReport:
+        backend = self.describe()
+        return RunnerReport(stats, self.endpoint_health(client), self.aborted, backend,
+                            list(backend["jobs_per_worker"]))
 
     def stats(self) -> SchedulerStats:
         return self._stats
 
-    def endpoint_health(self, client: ModelClient) -> list[dict[str, Any]]:
+    def endpoint_health(self, client: ModelClient) -> list[EndpointHealth]:
         group = self._groups.get(_group_key(client.spec))
         return group.endpoint_health() if group is not None else []
 
@@ -233,10 +240,7 @@ class RayRunner:
         results: list[Any] = self.ray.get([self._apply.remote(fn_ref, *args) for args in calls])
         return results
 
-    def bind(self, store: Any, run_id: str) -> None:
-        pass
-
-    def close(self) -> None:
+    async def aclose(self) -> None:
         for group in self._groups.values():
             for w in group.workers:
                 self.ray.kill(w)
@@ -284,9 +288,9 @@ class _WorkerGroup:
             self.replaced_in_slot[k] += 1
         return True
 
-    def endpoint_health(self) -> list[dict[str, Any]]:
+    def endpoint_health(self) -> list[EndpointHealth]:
         """Served/failed per endpoint summed over the workers' last reports."""
-        merged: dict[str, dict[str, Any]] = {}
+        merged: dict[str, EndpointHealth] = {}
         for reports in self.health.values():
             for e in reports:
                 m = merged.setdefault(e["url"], {"url": e["url"], "served": 0, "failed": 0, "healthy": True})
