@@ -37,8 +37,9 @@ from .runners import Runner, make_runner
 from .scheduler import Budget
 from .secrets import redact_json
 from .store import Store, default_cache_path
-from .store.duckdb_store import stored_plan
 from .store.journal import Journal, replay
+from .store.rows import ResultRow
+from .store.stored_plan import stored_plan
 from .tokenizers import Tokenizer
 from .types import Request, Response, Sample, SampleResult
 
@@ -223,12 +224,12 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
     with opening.result() as store:
         with store.session():
             replay(store)  # answers a crashed process had received but not stored
-            store.start_run(run_id, cfg.benchmark, spec.label, public_config(cfg, spec))
-            store.book_killed(run_id, interrupted)  # an earlier invocation killed before it could
-            before = store.ledger(run_id)
+            store.runs.start_run(run_id, cfg.benchmark, spec.label, public_config(cfg, spec))
+            store.runs.book_killed(run_id, interrupted)  # an earlier invocation killed before it could
+            before = store.runs.ledger(run_id)
             invocation = InvocationEntry(len(before.invocations) + 1, t_start, pid=os.getpid(),
                                          host=socket.gethostname())
-            store.put_invocation(run_id, invocation)
+            store.runs.put_invocation(run_id, invocation)
         runner.bind(store, run_id)
         # --max-cost is the run's budget across its invocations: what earlier ones paid counts
         budget = Budget(cfg.max_cost, spent=sum(g.cost_usd for g in before.requests))
@@ -289,11 +290,11 @@ def _book_interrupted(cfg: RunConfig, store: Store, engine: Engine, runner: Runn
     with store.session():
         engine._write(*pending)  # the journal holds them too: replaying them later adds nothing twice
         _book_stats(invocation, runner, t_start)
-        store.put_invocation(run_id, invocation)
-        ledger = store.ledger(run_id)
+        store.runs.put_invocation(run_id, invocation)
+        ledger = store.runs.ledger(run_id)
         summary = {"run_id": run_id, "benchmark": cfg.benchmark, "model": spec.label, "endpoint": spec.endpoint_id,
                    "interrupted": True, **account(ledger), "complete": False,
-                   "samples_so_far": store.samples_seen(run_id)}
+                   "samples_so_far": store.runs.samples_seen(run_id)}
         summary["this_invocation"] = summary["invocations"][-1]
         summary["partial"] = "interrupted"
         summary["next_step"] = f"continue it with `asyncbench run --resume {run_id}` (or the same command)"
@@ -340,29 +341,29 @@ async def _generate_and_close(cfg: RunConfig, benchmark: Benchmark, samples: lis
     loaded = samples if isinstance(samples, list) else kept
     with store.session():  # the closing writes and reads in one opening of the file
         # earlier invocations' statuses and payments: an answer this run produced stays its own
-        previous = {e.sample_id: e for e in store.sample_entries(run_id)} if earlier else {}
-        paid = store.paid_keys(run_id) if earlier else {}
+        previous = {e.sample_id: e for e in store.runs.sample_entries(run_id)} if earlier else {}
+        paid = store.runs.paid_keys(run_id) if earlier else {}
         rows = [_result_row(run_id, r, merge_sample(previous.get(r.sample_id),
                                                     SampleEntry(r.sample_id, r.task, status, invocation.invocation),
                                                     paid.get(r.key or "")))
                 for r, status in zip(results, _statuses(results, generated.sources))]
         rows += _unsent_rows(run_id, invocation.invocation, loaded, kept,
                              str(prep_report.get("excluded_reason") or EXCLUDED_BY_RULE))
-        store.put_results(rows)
+        store.runs.put_results(rows)
         _book_stats(invocation, runner, t_start)
         invocation.finished = True
-        ledger = store.ledger(run_id)
+        ledger = store.runs.ledger(run_id)
         invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
-        store.put_invocation(run_id, invocation)
+        store.runs.put_invocation(run_id, invocation)
         ledger.invocations[-1] = invocation
         scores = benchmark.aggregate(results, prep_report)
         limits["no_template_sent_as_chat"] = sorted(as_chat)
-        entries = store.sample_entries(run_id)
+        entries = store.runs.sample_entries(run_id)
         summary = run_summary(cfg, run_id, spec, account(ledger), [e for e in entries if e.status not in SETTLED],
                               engine.latencies, runner, scores, prep_report, truncated, limits, prices, client,
                               unpriced, [e for e in entries if e.status == "excluded"])
         summary = dict(redact_json(summary))
-        store.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)
+        store.runs.finish_run(run_id, "complete" if summary["complete"] else "partial", summary)
     write_out(out, summary)
     return summary
 
@@ -396,18 +397,15 @@ def _statuses(results: list[SampleResult], sources: list[str]) -> list[str]:
 
 
 def _unsent_rows(run_id: str, invocation: int, loaded: list[Sample], kept: list[Sample],
-                 rule: str) -> list[dict[str, Any]]:
+                 rule: str) -> list[ResultRow]:
     """Ledger rows of samples that never became requests, "excluded" with their reason:
     left out by the benchmark's own rule (prepare's "excluded_reason", else a generic
     one), or malformed data rows (file, line, parse error), which no re-run can fix."""
     kept_ids = {s.id for s in kept}
-    rows = [{"run_id": run_id, "sample_id": s.id, "task": s.task, "purpose": "eval", "status": "excluded",
-             "error": rule, "invocation": invocation, "meta_json": "{}"}
-            for s in loaded if s.id not in kept_ids]
+    rows = [ResultRow.excluded(run_id, s.id, s.task, rule, invocation) for s in loaded if s.id not in kept_ids]
     for bad in notes_of(loaded).get("skipped_rows", []):
-        rows.append({"run_id": run_id, "sample_id": bad.sample_id, "task": bad.task, "purpose": "eval",
-                     "status": "excluded", "error": f"malformed data row: {bad.describe()}", "invocation": invocation,
-                     "meta_json": "{}"})
+        rows.append(ResultRow.excluded(run_id, bad.sample_id, bad.task, f"malformed data row: {bad.describe()}",
+                                       invocation))
     return rows
 
 
@@ -461,10 +459,5 @@ async def _score(benchmark: Benchmark, samples: list[Sample], generated: Generat
     return results
 
 
-def _result_row(run_id: str, r: SampleResult, entry: SampleEntry) -> dict[str, Any]:
-    row = dict(vars(r))  # shallow: dataclasses.asdict deep-copies and costs ~0.1 ms a row
-    meta = row.pop("meta")
-    row.update(run_id=run_id, purpose="eval", meta_json=json.dumps(meta, default=str, ensure_ascii=False),
-               status=entry.status, invocation=entry.invocation,
-               references_json=json.dumps(row.pop("references"), ensure_ascii=False))
-    return row
+def _result_row(run_id: str, r: SampleResult, entry: SampleEntry) -> ResultRow:
+    return ResultRow.scored(run_id, r, entry.status, entry.invocation)

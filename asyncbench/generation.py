@@ -27,8 +27,8 @@ from .runners import Runner
 from .scheduler import Budget, Job, Outcome
 from .secrets import redact, secret_values, strip_userinfo
 from .store import Store
-from .store.duckdb_store import CachedResponse, FailureRow, ResponseRow
 from .store.journal import Journal
+from .store.rows import CachedResponse, FailureRow, ResponseRow
 from .types import Request, Response, Sample, Usage
 
 # Requests hashed and looked up per step after the first chunk: small enough that reading
@@ -110,10 +110,10 @@ class Engine:
         """One batch in one opening of the file (other processes get it between batches),
         in one transaction: an answer and the ledger row that paid for it land together."""
         with self.store.transaction():
-            self.store.put_responses(responses)
-            self.store.put_failures(failures)
-            self.store.put_ledger_requests(self.run_id, ledger)
-            self.store.put_prompts(prompts)
+            self.store.cache.put_responses(responses)
+            self.store.cache.put_failures(failures)
+            self.store.runs.put_ledger_requests(self.run_id, ledger)
+            self.store.runs.put_prompts(prompts)
 
     def wake_writer(self) -> None:
         self._flush_event.set()
@@ -124,7 +124,7 @@ class Engine:
         prompts releases the GIL, so this overlaps requests already in flight)."""
         def work() -> tuple[list[str], dict[str, CachedResponse]]:
             keys = [r.key() for r in requests]
-            return keys, self.store.lookup(keys)
+            return keys, self.store.cache.lookup(keys)
 
         async with self._db_lock:
             return await anyio.to_thread.run_sync(work)

@@ -20,7 +20,7 @@ from .pricing import PriceTable
 from .providers.base import ModelSpec
 from .runners.base import Runner
 from .secrets import redact_json
-from .store.duckdb_store import StoredPlan
+from .store.stored_plan import StoredPlan
 from .types import Request, Sample
 
 

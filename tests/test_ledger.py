@@ -356,8 +356,8 @@ def test_a_v1_cache_is_migrated_with_its_runs_history(tmp_path: Path) -> None:
                     "'{}')", [sid, "k" + sid, status, cached, cost])
     con.close()
     with Store(path) as store:
-        assert [s.status for s in store.sample_entries("r1")] == ["answered", "from_cache", "failed"]
-        led = store.ledger("r1")
+        assert [s.status for s in store.runs.sample_entries("r1")] == ["answered", "from_cache", "failed"]
+        led = store.runs.ledger("r1")
         assert sorted((g.source, g.n) for g in led.requests) == [("failed", 1), ("from_cache", 1), ("sent", 1)]
         assert len(led.invocations) == 1 and led.invocations[0].requests == 3 and not led.invocations[0].complete
     (run,) = load_runs(path, ["r1"])
@@ -365,7 +365,7 @@ def test_a_v1_cache_is_migrated_with_its_runs_history(tmp_path: Path) -> None:
     assert run.ledger["invocations"][0]["saved_by_cache_usd"] == 0.25
     # and on to v3: its samples are viewable, without the prompts and references v1 never kept
     from asyncbench.report.samples import load_samples
-    from asyncbench.store.duckdb_store import SCHEMA_VERSION
+    from asyncbench.store.schema import SCHEMA_VERSION
 
     records = load_samples(Store(path), "r1")
     assert [(r.sample_id, r.status, r.prompt, r.references) for r in records] == [

@@ -105,7 +105,7 @@ class BatchRunner:
         subs = unresolved(store.path)
         mine = [s for s in subs if not s.done and s.provider == client.spec.provider
                 and s.endpoint == client.spec.endpoint_id]
-        known = {str(b["batch_id"]) for b in await anyio.to_thread.run_sync(store.batches)} if mine else set()
+        known = {b.batch_id for b in await anyio.to_thread.run_sync(store.batches.rows)} if mine else set()
         for sub in mine:
             url = next((u for u in client.spec.base_urls if strip_userinfo(u) == sub.base_url),
                        client.spec.base_urls[0])
@@ -125,7 +125,7 @@ class BatchRunner:
                 self._say(f"batch {batch_id}: found at the provider (an interrupted submission of "
                           f"{len(sub.keys)} request(s)); not submitted again")
             if batch_id not in known:
-                await anyio.to_thread.run_sync(store.put_batch, batch_id, sub.run_id, sub.provider, sub.model,
+                await anyio.to_thread.run_sync(store.batches.put, batch_id, sub.run_id, sub.provider, sub.model,
                                                sub.endpoint, sub.base_url, sub.keys, sub.at)
                 known.add(batch_id)
             sub.done = True
@@ -158,7 +158,7 @@ class BatchRunner:
         tracked: list[_Batch] = []
         held: set[str] = set()
         for batch_id, base_url, submitted_at, keys in await anyio.to_thread.run_sync(
-                store.open_batches, client.spec.provider, endpoint, list(by_key)):
+                store.batches.open_holding, client.spec.provider, endpoint, list(by_key)):
             keys = [k for k in keys if k not in held]
             held.update(keys)
             url = next((u for u in client.spec.base_urls if strip_userinfo(u) == base_url), client.spec.base_urls[0])
@@ -257,7 +257,7 @@ class BatchRunner:
                 continue
             journal.write("created", intent, batch_id=batch_id)
             now = time.time()
-            await anyio.to_thread.run_sync(store.put_batch, batch_id, self.run_id, client.spec.provider,
+            await anyio.to_thread.run_sync(store.batches.put, batch_id, self.run_id, client.spec.provider,
                                            client.spec.model, client.spec.endpoint_id, strip_userinfo(base_url),
                                            chunk, now)
             journal.write("recorded", intent)
@@ -288,13 +288,13 @@ class BatchRunner:
                     if exc.kind == "fatal":  # the batch is gone (404): its requests go again
                         b.ended = True
                         retry += [(k, exc) for k in b.keys if k in by_key]
-                        await anyio.to_thread.run_sync(store.update_batch, b.batch_id, "lost", {}, True)
+                        await anyio.to_thread.run_sync(store.batches.update, b.batch_id, "lost", {}, True)
                     continue
                 if (status.state, status.counts) != (b.state, b.counts):
                     b.state, b.counts = status.state, status.counts
                     counts = ", ".join(f"{k} {v}" for k, v in status.counts.items())
                     self._say(f"batch {b.batch_id}: {status.state} ({counts})")
-                    await anyio.to_thread.run_sync(store.update_batch, b.batch_id, status.state, status.counts)
+                    await anyio.to_thread.run_sync(store.batches.update, b.batch_id, status.state, status.counts)
                 if not status.ended:
                     continue
                 results = {} if status.error else await provider.batch_results(b.base_url, b.batch_id)
@@ -322,7 +322,7 @@ class BatchRunner:
                 b.ended = True
                 # after the answers went to the engine (journal first): a crash before this
                 # line re-attaches and finds them in the cache
-                await anyio.to_thread.run_sync(store.update_batch, b.batch_id, status.state, status.counts, True)
+                await anyio.to_thread.run_sync(store.batches.update, b.batch_id, status.state, status.counts, True)
             if not self.wait or all(b.ended for b in tracked):
                 return retry
             await anyio.sleep(delay)
