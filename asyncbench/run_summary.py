@@ -14,7 +14,7 @@ from .benchmarks.base import Scores
 from .client import ModelClient
 from .config import RunConfig
 from .errors import UserError
-from .ledger import SampleEntry, hint_for, next_step, partial_label
+from .ledger import Account, SampleEntry, hint_for, next_step, partial_label
 from .percentiles import percentiles
 from .pricing import PriceTable
 from .providers.base import ModelSpec
@@ -135,7 +135,7 @@ def _grouped(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(groups.values())
 
 
-def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: dict[str, Any], unsettled: list[SampleEntry],
+def run_summary(cfg: RunConfig, run_id: str, spec: ModelSpec, ledger: Account, unsettled: list[SampleEntry],
                 latencies: Latencies, runner: Runner, scores: Scores, prep_report: dict[str, Any],
                 truncated: dict[str, int], limits: dict[str, Any], prices: PriceTable,
                 client: ModelClient, unpriced: list[str], excluded: list[SampleEntry] | None = None) -> dict[str, Any]:

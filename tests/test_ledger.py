@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -317,6 +318,12 @@ def test_account_is_a_function_of_the_rows() -> None:
     assert [i["cost_usd"] for i in led["invocations"]] == [0.75, 0.0]
     assert led["invocations"][1]["saved_by_cache_usd"] == 0.5
     assert led["tokens"]["total"]["prompt_tokens"] == 150
+    # run.json's fields, in run.json's order: a task block's statuses, an invocation's entry first
+    assert list(led["by_task"]["t2"]) == ["n", *SAMPLE_STATUSES, "settled", "complete", "cost_usd", "tokens"]
+    t2 = led["by_task"]["t2"]
+    assert (t2["failed"], t2["excluded"], t2["settled"], t2["n"]) == (1, 1, 1, 2)
+    assert list(led["invocations"][1])[:11] == [f.name for f in fields(InvocationEntry)]
+    assert led["invocations"][1]["retries"] == 2 and led["invocations"][1]["host"] == ""
     # an answer re-read from the cache keeps the invocation that produced it
     kept = merge_sample(samples[0], SampleEntry("a", "t1", "from_cache", 2))
     assert kept == samples[0]

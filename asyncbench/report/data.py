@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..ledger import SAMPLE_STATUSES, SETTLED, account, partial_label
+from ..ledger import SAMPLE_STATUSES, SETTLED, Account, TaskFigures, account, partial_label
 from ..percentiles import percentiles
 from ..store import Store
 from ..store.rows import ResultRow, RunRow
@@ -70,7 +70,7 @@ class RunReport:
     started_at: float | None
     finished_at: float | None
     summary: dict[str, Any]
-    ledger: dict[str, Any]  # ledger.account of the run's rows
+    ledger: Account  # ledger.account of the run's rows
     tasks: list[TaskStats]
     endpoints: list[EndpointStats]
     samples: list[ResultRow] = field(repr=False, default_factory=list)
@@ -100,11 +100,11 @@ def latency_of(rows: list[ResultRow]) -> tuple[Latency, list[float]]:
     return Latency(**percentiles(values), n=len(values), source=source), values
 
 
-def _task_stats(task: str, block: dict[str, Any], rows: list[ResultRow], score: float | None) -> TaskStats:
+def _task_stats(task: str, block: TaskFigures, rows: list[ResultRow], score: float | None) -> TaskStats:
     lat, values = latency_of(rows)
     total = block["cost_usd"]["total"]
     return TaskStats(
-        task=task, n=block["n"], statuses={s: block[s] for s in SAMPLE_STATUSES}, settled=block["settled"],
+        task=task, n=block["n"], statuses={s: n for s, n in block.items() if s in SAMPLE_STATUSES and isinstance(n, int)}, settled=block["settled"],
         partial=partial_label(block), score=score, prompt_tokens=block["tokens"]["prompt_tokens"],
         completion_tokens=block["tokens"]["completion_tokens"], cost_usd=block["cost_usd"],
         cost_per_sample_usd=total / block["settled"] if block["settled"] else None,
