@@ -195,10 +195,9 @@ def load_run(run_id: str, cache: str | Path | None = None) -> EvalResult:
         raise UserError(f"no cache file at {path}; run a benchmark first or pass cache=PATH")
     store = Store(path)
     with store.session():
-        found = store.find_run(run_id)
-        row = store.con.execute("SELECT benchmark, model, summary_json FROM runs WHERE run_id = ?", [found]).fetchone()
-    assert row is not None
-    benchmark, model, summary_json = row
+        found = store.runs.find_run(run_id)
+        run = store.runs.run(found)
+    benchmark, model, summary_json = run.benchmark, run.model, run.summary_json
     if not summary_json:
         raise UserError(f"run {found} has no summary yet (still running or interrupted); finish it with "
                         f"`asyncbench run --resume {found}`")

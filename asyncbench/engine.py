@@ -40,12 +40,12 @@ async def execute(p: RunPlan) -> RunSummary:
     with p.opening.result() as store:
         with store.session():
             replay(store)  # answers a crashed process had received but not stored
-            store.start_run(p.run_id, p.benchmark_name, p.client.spec.label, dict(p.stored_config))
-            store.book_killed(p.run_id, interrupted)  # an earlier invocation killed before it could
-            before = store.ledger(p.run_id)
+            store.runs.start_run(p.run_id, p.benchmark_name, p.client.spec.label, dict(p.stored_config))
+            store.runs.book_killed(p.run_id, interrupted)  # an earlier invocation killed before it could
+            before = store.runs.ledger(p.run_id)
             invocation = InvocationEntry(len(before.invocations) + 1, p.started, pid=os.getpid(),
                                          host=socket.gethostname())
-            store.put_invocation(p.run_id, invocation)
+            store.runs.put_invocation(p.run_id, invocation)
         # --max-cost is the run's budget across its invocations: what earlier ones paid counts
         budget = Budget(p.max_cost, spent=sum(g.cost_usd for g in before.requests))
         engine = Engine(store, p.run_id, invocation.invocation, p.progress, budget, runner,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from .client import ModelClient
 from .run_summary import DryRunSummary, PurposeEstimate
-from .store.duckdb_store import StoredPlan
+from .store.stored_plan import StoredPlan
 from .types import Request, Sample
 
 

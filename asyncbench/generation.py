@@ -42,8 +42,8 @@ from .scheduler import Budget, EndpointHealth, Job, Outcome, SchedulerStats
 from .secrets import redact, secret_values, strip_userinfo
 from .store import Store
 from .store.batch_journal import BatchJournal, finished_files, unresolved
-from .store.duckdb_store import CachedResponse, FailureRow, ResponseRow
 from .store.journal import Journal
+from .store.rows import CachedResponse, FailureRow, ResponseRow
 from .types import Request, Response, Sample, Usage
 
 # Requests hashed and looked up per step after the first chunk: small enough that reading
@@ -138,16 +138,16 @@ class Engine:
         are in)."""
         with self.store.session():
             with self.store.transaction():
-                self.store.put_responses(responses)
-                self.store.put_failures(failures)
-                self.store.put_ledger_requests(self.run_id, ledger)
-                self.store.put_prompts(prompts)
+                self.store.cache.put_responses(responses)
+                self.store.cache.put_failures(failures)
+                self.store.runs.put_ledger_requests(self.run_id, ledger)
+                self.store.runs.put_prompts(prompts)
             for event in batches:
                 if isinstance(event, BatchRecord):  # one transaction of its own
-                    self.store.put_batch(event.batch_id, event.run_id, event.provider, event.model, event.endpoint,
+                    self.store.batches.put(event.batch_id, event.run_id, event.provider, event.model, event.endpoint,
                                          event.base_url, event.keys, event.submitted_at)
                 elif isinstance(event, BatchState):
-                    self.store.update_batch(event.batch_id, event.state, event.counts, event.collected)
+                    self.store.batches.update(event.batch_id, event.state, event.counts, event.collected)
 
     async def _committed(self, event: BatchRecord | BatchState | JournalsResolved | BatchLookup) -> None:
         """A batch event's part after the commit: the journal's "recorded" step, the journal
@@ -164,8 +164,8 @@ class Engine:
     def _answer(self, question: BatchLookup) -> None:
         question.run_id = self.run_id
         question.unresolved = unresolved(self.store.path)
-        question.known = {str(b["batch_id"]) for b in self.store.batches()}
-        question.open = self.store.open_batches(question.provider, question.endpoint, question.keys)
+        question.known = {b.batch_id for b in self.store.batches.rows()}
+        question.open = self.store.batches.open_holding(question.provider, question.endpoint, question.keys)
 
     def _batch_journal(self) -> BatchJournal:
         if self.batch_journal is None:
@@ -207,7 +207,7 @@ class Engine:
         prompts releases the GIL, so this overlaps requests already in flight)."""
         def work() -> tuple[list[str], dict[str, CachedResponse]]:
             keys = [r.key() for r in requests]
-            return keys, self.store.lookup(keys)
+            return keys, self.store.cache.lookup(keys)
 
         async with self._db_lock:
             return await anyio.to_thread.run_sync(work)

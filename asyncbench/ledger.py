@@ -18,9 +18,9 @@ uninterrupted run would have booked them (the sample that paid "answered", its t
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TypedDict
 
 # A sample's one status. The first four are settled (its score counts); the rest leave
 # its task, and so the run, partial.
@@ -202,6 +202,58 @@ class _Money:
         return out
 
 
+class TaskFigures(TypedDict):
+    """One task's block of `account`: its samples by status, and what it cost."""
+
+    n: int
+    answered: int
+    from_cache: int
+    shared: int
+    excluded: int
+    failed: int
+    skipped_budget: int
+    settled: int
+    complete: bool
+    cost_usd: dict[str, float]  # by purpose, and "total"
+    tokens: dict[str, int]  # TOKEN_KINDS, summed over purposes
+
+
+class InvocationFigures(TypedDict):
+    """One invocation's row of `account`: its InvocationEntry, then its own money."""
+
+    invocation: int
+    started_at: float
+    wall_s: float
+    requests: int
+    retries: int
+    rate_limited: int
+    transient_errors: int
+    complete: bool
+    finished: bool
+    pid: int
+    host: str
+    cost_usd: float
+    cost_by_purpose: dict[str, float]
+    sent: int
+    prompt_tokens: int
+    completion_tokens: int
+    saved_by_cache_usd: float
+    saved_by_batch_usd: float
+    prompt_cache_read_tokens: int
+    prompt_cache_write_tokens: int
+
+
+class Account(TypedDict):
+    """Every count, token and dollar of a run (`account`): run.json's ledger fields."""
+
+    complete: bool
+    samples: dict[str, int]  # SAMPLE_STATUSES, "total" and "settled"
+    by_task: dict[str, TaskFigures]
+    cost_usd: dict[str, float]  # by purpose, and "total"
+    tokens: dict[str, dict[str, int]]  # by purpose and "total": TOKEN_KINDS
+    invocations: list[InvocationFigures]
+
+
 def status_counts(counts: Iterable[StatusCount]) -> dict[str, int]:
     out = dict.fromkeys(SAMPLE_STATUSES, 0)
     for c in counts:
@@ -211,7 +263,7 @@ def status_counts(counts: Iterable[StatusCount]) -> dict[str, int]:
     return out
 
 
-def account(ledger: Ledger) -> dict[str, Any]:
+def account(ledger: Ledger) -> Account:
     """Every count, token and dollar of a run, from its ledger.
 
     `cost_usd`/`tokens` and `by_task` are what the run cost to produce (every invocation);
@@ -228,37 +280,44 @@ def account(ledger: Ledger) -> dict[str, Any]:
     by_task_status: dict[str, list[StatusCount]] = defaultdict(list)
     for c in ledger.statuses:
         by_task_status[c.task].append(c)
-    tasks: dict[str, dict[str, Any]] = {}
+    tasks: dict[str, TaskFigures] = {}
     for task in sorted(by_task_status) + sorted(t for t in by_task_money if t not in by_task_status):
-        counts = status_counts(by_task_status.get(task, []))
-        money = by_task_money.get(task, _Money())
-        tasks[task] = {"n": counts["total"], **{s: counts[s] for s in SAMPLE_STATUSES}, "settled": counts["settled"],
-                       "complete": counts["settled"] == counts["total"], "cost_usd": money.cost(),
-                       "tokens": money.token_block()["total"]}
+        tasks[task] = _task_figures(status_counts(by_task_status.get(task, [])), by_task_money.get(task, _Money()))
     counts = status_counts(ledger.statuses)
-    inv_rows = []
-    for inv in ledger.invocations:
-        money = by_inv.get(inv.invocation, _Money())
-        cost, tokens = money.cost(), money.token_block()["total"]
-        inv_rows.append({**asdict(inv), "cost_usd": cost["total"],
-                         "cost_by_purpose": {p: v for p, v in cost.items() if p != "total"},
-                         "sent": money.sent, "prompt_tokens": tokens["prompt_tokens"],
-                         "completion_tokens": tokens["completion_tokens"],
-                         "saved_by_cache_usd": round(money.saved_usd, 6),
-                         "saved_by_batch_usd": round(money.batch_saved_usd, 6),
-                         "prompt_cache_read_tokens": tokens["cached_prompt_tokens"],
-                         "prompt_cache_write_tokens": tokens["cache_write_tokens"]})
     return {
         "complete": counts["settled"] == counts["total"],
         "samples": counts,
         "by_task": tasks,
         "cost_usd": run_money.cost(),
         "tokens": run_money.token_block(),
-        "invocations": inv_rows,
+        "invocations": [_invocation_figures(inv, by_inv.get(inv.invocation, _Money())) for inv in ledger.invocations],
     }
 
 
-def partial_label(block: dict[str, Any]) -> str:
+def _task_figures(counts: dict[str, int], money: _Money) -> TaskFigures:
+    return {"n": counts["total"], "answered": counts["answered"], "from_cache": counts["from_cache"],
+            "shared": counts["shared"], "excluded": counts["excluded"], "failed": counts["failed"],
+            "skipped_budget": counts["skipped_budget"], "settled": counts["settled"],
+            "complete": counts["settled"] == counts["total"], "cost_usd": money.cost(),
+            "tokens": money.token_block()["total"]}
+
+
+def _invocation_figures(inv: InvocationEntry, money: _Money) -> InvocationFigures:
+    cost, tokens = money.cost(), money.token_block()["total"]
+    return {"invocation": inv.invocation, "started_at": inv.started_at, "wall_s": inv.wall_s,
+            "requests": inv.requests, "retries": inv.retries, "rate_limited": inv.rate_limited,
+            "transient_errors": inv.transient_errors, "complete": inv.complete, "finished": inv.finished,
+            "pid": inv.pid, "host": inv.host, "cost_usd": cost["total"],
+            "cost_by_purpose": {p: v for p, v in cost.items() if p != "total"},
+            "sent": money.sent, "prompt_tokens": tokens["prompt_tokens"],
+            "completion_tokens": tokens["completion_tokens"],
+            "saved_by_cache_usd": round(money.saved_usd, 6),
+            "saved_by_batch_usd": round(money.batch_saved_usd, 6),
+            "prompt_cache_read_tokens": tokens["cached_prompt_tokens"],
+            "prompt_cache_write_tokens": tokens["cache_write_tokens"]}
+
+
+def partial_label(block: Mapping[str, object]) -> str:
     """"partial 25/42" for an incomplete run or task ({"settled", "n"|"total"}), else ""."""
     total = block.get("n", block.get("total", 0))
     return "" if block.get("settled", total) == total else f"partial {block['settled']}/{total}"

@@ -36,7 +36,7 @@ from .run_summary import DryRunSummary
 from .runners import LocalRunner, Runner
 from .secrets import redact_json
 from .store import Store, default_cache_path
-from .store.duckdb_store import stored_plan
+from .store.stored_plan import stored_plan
 from .tokenizers import Tokenizer
 from .types import Sample, SampleResult
 

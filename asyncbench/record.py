@@ -5,7 +5,6 @@ with the run and written to run.json — or, when it did not finish, what it did
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 
@@ -16,12 +15,12 @@ from .plan import RunPlan
 from .prompting import Tally
 from .run_summary import Closing, RunSummary, interrupted_summary, run_summary, write_out
 from .store import Store
+from .store.rows import ResultRow
 from .types import Sample, SampleResult
 
 # Why a sample the benchmark's prepare() left out is excluded (run.json "prepare" says more).
 EXCLUDED_BY_RULE = "left out by the benchmark's own rule (see run.json prepare)"
 
-ResultRow = dict[str, object]  # a row of the store's results table
 
 
 @dataclass(frozen=True)
@@ -50,15 +49,15 @@ def close_run(p: RunPlan, store: Store, engine: Engine, invocation: InvocationEn
     the run and write run.json."""
     run_id = p.run_id
     with store.session():  # the closing writes and reads in one opening of the file
-        store.put_results(_rows(run_id, store, invocation, earlier, outcome))
+        store.runs.put_results(_rows(run_id, store, invocation, earlier, outcome))
         book_stats(invocation, engine, p.started)
         invocation.finished = True
-        ledger = store.ledger(run_id)
+        ledger = store.runs.ledger(run_id)
         invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
-        store.put_invocation(run_id, invocation)
+        store.runs.put_invocation(run_id, invocation)
         ledger.invocations[-1] = invocation
         scores = p.benchmark.aggregate(outcome.results, outcome.report)
-        entries = store.sample_entries(run_id)
+        entries = store.runs.sample_entries(run_id)
         report = engine.report(p.client)
         closing = Closing(engine.latencies, [dict(e) for e in report.endpoints], dict(report.backend), report.aborted,
                           scores, outcome.report, tally.truncated, p.prompting.limits_found(tally),
@@ -66,7 +65,7 @@ def close_run(p: RunPlan, store: Store, engine: Engine, invocation: InvocationEn
         summary = run_summary(p.benchmark_name, run_id, p.client.spec, ledger,
                               [e for e in entries if e.status not in SETTLED],
                               [e for e in entries if e.status == "excluded"], closing).redacted()
-        store.finish_run(run_id, "complete" if summary.complete else "partial", summary.to_json())
+        store.runs.finish_run(run_id, "complete" if summary.complete else "partial", summary.to_json())
     assert p.out is not None
     return write_out(p.out, summary)
 
@@ -82,9 +81,9 @@ def book_interrupted(p: RunPlan, store: Store, engine: Engine,
     with store.session():
         engine._write(*pending)  # the journal holds them too: replaying them later adds nothing twice
         book_stats(invocation, engine, p.started)
-        store.put_invocation(p.run_id, invocation)
-        summary = interrupted_summary(p.benchmark_name, p.run_id, p.client.spec, store.ledger(p.run_id),
-                                      store.samples_seen(p.run_id)).redacted()
+        store.runs.put_invocation(p.run_id, invocation)
+        summary = interrupted_summary(p.benchmark_name, p.run_id, p.client.spec, store.runs.ledger(p.run_id),
+                                      store.runs.samples_seen(p.run_id)).redacted()
     engine.journal.close()
     assert p.out is not None
     return write_out(p.out, summary)
@@ -94,8 +93,8 @@ def _rows(run_id: str, store: Store, invocation: InvocationEntry, earlier: list[
           outcome: Outcome) -> list[ResultRow]:
     """The ledger rows of this invocation's samples. Earlier invocations' statuses and
     payments count: an answer this run produced stays its own."""
-    previous = {e.sample_id: e for e in store.sample_entries(run_id)} if earlier else {}
-    paid = store.paid_keys(run_id) if earlier else {}
+    previous = {e.sample_id: e for e in store.runs.sample_entries(run_id)} if earlier else {}
+    paid = store.runs.paid_keys(run_id) if earlier else {}
     rows = [_result_row(run_id, r, merge_sample(previous.get(r.sample_id),
                                                 SampleEntry(r.sample_id, r.task, status, invocation.invocation),
                                                 paid.get(r.key or "")))
@@ -121,20 +120,12 @@ def _unsent_rows(run_id: str, invocation: int, loaded: list[Sample], kept: list[
     left out by the benchmark's own rule (prepare's "excluded_reason", else a generic
     one), or malformed data rows (file, line, parse error), which no re-run can fix."""
     kept_ids = {s.id for s in kept}
-    rows: list[ResultRow] = [{"run_id": run_id, "sample_id": s.id, "task": s.task, "purpose": "eval",
-                              "status": "excluded", "error": rule, "invocation": invocation, "meta_json": "{}"}
-                             for s in loaded if s.id not in kept_ids]
+    rows = [ResultRow.excluded(run_id, s.id, s.task, rule, invocation) for s in loaded if s.id not in kept_ids]
     for bad in notes_of(loaded).get("skipped_rows", []):
-        rows.append({"run_id": run_id, "sample_id": bad.sample_id, "task": bad.task, "purpose": "eval",
-                     "status": "excluded", "error": f"malformed data row: {bad.describe()}", "invocation": invocation,
-                     "meta_json": "{}"})
+        rows.append(ResultRow.excluded(run_id, bad.sample_id, bad.task, f"malformed data row: {bad.describe()}",
+                                       invocation))
     return rows
 
 
 def _result_row(run_id: str, r: SampleResult, entry: SampleEntry) -> ResultRow:
-    row: ResultRow = dict(vars(r))  # shallow: dataclasses.asdict deep-copies and costs ~0.1 ms a row
-    meta = row.pop("meta")
-    row.update(run_id=run_id, purpose="eval", meta_json=json.dumps(meta, default=str, ensure_ascii=False),
-               status=entry.status, invocation=entry.invocation,
-               references_json=json.dumps(row.pop("references"), ensure_ascii=False))
-    return row
+    return ResultRow.scored(run_id, r, entry.status, entry.invocation)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from .benchmarks.base import Scores
-from .ledger import Ledger, SampleEntry, account, hint_for, next_step, partial_label
+from .ledger import InvocationFigures, Ledger, SampleEntry, TaskFigures, account, hint_for, next_step, partial_label
 from .percentiles import percentiles
 from .providers.base import ModelSpec
 from .secrets import redact_json
@@ -31,41 +31,6 @@ class Latencies:
 
     fresh: list[float] = field(default_factory=list)
     cached: list[float] = field(default_factory=list)
-
-
-class InvocationFigures(TypedDict, total=False):
-    """One invocation of a run as the ledger accounts it (ledger.account)."""
-
-    invocation: int
-    started_at: float
-    wall_s: float
-    requests: int
-    retries: int
-    rate_limited: int
-    transient_errors: int
-    complete: bool
-    finished: bool
-    pid: int
-    host: str
-    cost_usd: float
-    cost_by_purpose: dict[str, float]
-    sent: int
-    prompt_tokens: int
-    completion_tokens: int
-    saved_by_cache_usd: float
-    saved_by_batch_usd: float
-    prompt_cache_read_tokens: int
-    prompt_cache_write_tokens: int
-
-
-class TaskFigures(TypedDict, total=False):
-    """One task's samples by status, and what it cost (ledger.account)."""
-
-    n: int
-    settled: int
-    complete: bool
-    cost_usd: dict[str, float]
-    tokens: dict[str, int]
 
 
 class BudgetFigures(TypedDict, total=False):

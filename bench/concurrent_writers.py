@@ -47,14 +47,14 @@ def write(path: str, tag: str, rows: int, batch: int, held: bool, keep_open: boo
         with store.session():
             for start in range(0, rows, batch):
                 r, led = _batch(tag, start, batch)
-                store.put_responses(r)
-                store.put_ledger_requests("run", led)
+                store.cache.put_responses(r)
+                store.runs.put_ledger_requests("run", led)
     else:
         for start in range(0, rows, batch):
             r, led = _batch(tag, start, batch)
             with store.session():
-                store.put_responses(r)
-                store.put_ledger_requests("run", led)
+                store.cache.put_responses(r)
+                store.runs.put_ledger_requests("run", led)
     return time.perf_counter() - t0
 
 

@@ -149,10 +149,11 @@ def _cache_with_rows(path: Path, n: int = 50) -> None:
     from asyncbench.store import Store
 
     with Store(path) as store:
-        store.put_responses([{"key": f"k{i}", "provider": "p", "model": "m", "endpoint": "e", "request_json": "{}",
-                              "text": f"answer {i}", "finish_reason": "stop", "prompt_tokens": 1,
-                              "completion_tokens": 1, "cached_prompt_tokens": 0, "latency_ms": 1.0, "cost_usd": 0.0,
-                              "served_by": "x", "created_at": 0.0} for i in range(n)])
+        store.cache.put_responses([{"key": f"k{i}", "provider": "p", "model": "m", "endpoint": "e",
+                                    "request_json": "{}", "text": f"answer {i}", "finish_reason": "stop",
+                                    "prompt_tokens": 1, "completion_tokens": 1, "cached_prompt_tokens": 0,
+                                    "latency_ms": 1.0, "cost_usd": 0.0, "served_by": "x", "created_at": 0.0}
+                                   for i in range(n)])
 
 
 def test_cache_export_paths_never_become_sql(tmp_path: Path) -> None:

@@ -377,8 +377,8 @@ def test_journal_lines_reach_the_os_as_each_answer_arrives(tmp_path):
     import asyncio
 
     from asyncbench.ledger import RequestEntry
-    from asyncbench.store.duckdb_store import ResponseRow
     from asyncbench.store.journal import Journal
+    from asyncbench.store.rows import ResponseRow
 
     def row(key: str) -> ResponseRow:
         return ResponseRow(key=key, provider="p", model="m", endpoint="e", request_json="{}", text="answer",

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -317,6 +318,12 @@ def test_account_is_a_function_of_the_rows() -> None:
     assert [i["cost_usd"] for i in led["invocations"]] == [0.75, 0.0]
     assert led["invocations"][1]["saved_by_cache_usd"] == 0.5
     assert led["tokens"]["total"]["prompt_tokens"] == 150
+    # run.json's fields, in run.json's order: a task block's statuses, an invocation's entry first
+    assert list(led["by_task"]["t2"]) == ["n", *SAMPLE_STATUSES, "settled", "complete", "cost_usd", "tokens"]
+    t2 = led["by_task"]["t2"]
+    assert (t2["failed"], t2["excluded"], t2["settled"], t2["n"]) == (1, 1, 1, 2)
+    assert list(led["invocations"][1])[:11] == [f.name for f in fields(InvocationEntry)]
+    assert led["invocations"][1]["retries"] == 2 and led["invocations"][1]["host"] == ""
     # an answer re-read from the cache keeps the invocation that produced it
     kept = merge_sample(samples[0], SampleEntry("a", "t1", "from_cache", 2))
     assert kept == samples[0]
@@ -356,8 +363,8 @@ def test_a_v1_cache_is_migrated_with_its_runs_history(tmp_path: Path) -> None:
                     "'{}')", [sid, "k" + sid, status, cached, cost])
     con.close()
     with Store(path) as store:
-        assert [s.status for s in store.sample_entries("r1")] == ["answered", "from_cache", "failed"]
-        led = store.ledger("r1")
+        assert [s.status for s in store.runs.sample_entries("r1")] == ["answered", "from_cache", "failed"]
+        led = store.runs.ledger("r1")
         assert sorted((g.source, g.n) for g in led.requests) == [("failed", 1), ("from_cache", 1), ("sent", 1)]
         assert len(led.invocations) == 1 and led.invocations[0].requests == 3 and not led.invocations[0].complete
     (run,) = load_runs(path, ["r1"])
@@ -365,7 +372,7 @@ def test_a_v1_cache_is_migrated_with_its_runs_history(tmp_path: Path) -> None:
     assert run.ledger["invocations"][0]["saved_by_cache_usd"] == 0.25
     # and on to v3: its samples are viewable, without the prompts and references v1 never kept
     from asyncbench.report.samples import load_samples
-    from asyncbench.store.duckdb_store import SCHEMA_VERSION
+    from asyncbench.store.schema import SCHEMA_VERSION
 
     records = load_samples(Store(path), "r1")
     assert [(r.sample_id, r.status, r.prompt, r.references) for r in records] == [

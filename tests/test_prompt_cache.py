@@ -222,7 +222,7 @@ def test_a_v3_cache_gains_the_cache_write_columns(tmp_path: Path) -> None:
     import duckdb
 
     from asyncbench.store import Store
-    from asyncbench.store.duckdb_store import SCHEMA_VERSION
+    from asyncbench.store.schema import SCHEMA_VERSION
 
     path = tmp_path / "v3.duckdb"
     Store(path).close()
@@ -234,7 +234,7 @@ def test_a_v3_cache_gains_the_cache_write_columns(tmp_path: Path) -> None:
                 "'u', 1.0)")
     con.close()
     with Store(path) as store:
-        hit = store.lookup(["k"])["k"]
+        hit = store.cache.lookup(["k"])["k"]
         assert (hit.text, hit.cached_prompt_tokens, hit.cache_write_tokens) == ("answer", 4, 0)
     con = duckdb.connect(str(path), read_only=True)
     assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)

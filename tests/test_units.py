@@ -4,6 +4,7 @@ Provider protocol (the protocol, not a stand-in for our code); stores are real D
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -162,15 +163,15 @@ def test_store_keeps_answers_across_opens_and_never_serves_failures(tmp_path: Pa
            "finish_reason": "stop", "prompt_tokens": 3, "completion_tokens": 1, "cached_prompt_tokens": 0,
            "latency_ms": 2.0, "cost_usd": 0.5, "served_by": "http://a", "created_at": 1.0}
     with Store(path) as store:
-        store.put_responses([row])
-        store.put_responses([{**row, "text": "second write of the same key is ignored"}])
-        store.put_failures([{"key": "k2", "run_id": "r", "sample_id": "s", "kind": "transient", "status": 500,
+        store.cache.put_responses([row])
+        store.cache.put_responses([{**row, "text": "second write of the same key is ignored"}])
+        store.cache.put_failures([{"key": "k2", "run_id": "r", "sample_id": "s", "kind": "transient", "status": 500,
                              "message": "boom", "attempts": 3}])
     with Store(path) as store:
-        found = store.lookup(["k1", "k2", "k3"])
+        found = store.cache.lookup(["k1", "k2", "k3"])
         assert set(found) == {"k1"} and found["k1"].text == "hello" and found["k1"].prompt_tokens == 3
-        stats = store.stats()
+        stats = store.cache.stats()
         assert stats["responses"] == 1 and stats["failures"] == 1 and stats["cost_usd"] == pytest.approx(0.5)
-        store.start_run("r", "jsonl:x", "p:m", {"a": 1})
-        store.finish_run("r", "partial", {"n": 1})
-        assert store.run_config("r") == {"a": 1} and store.runs()[0]["status"] == "partial"
+        store.runs.start_run("r", "jsonl:x", "p:m", {"a": 1})
+        store.runs.finish_run("r", "partial", {"n": 1})
+        assert json.loads(store.runs.config_json("r") or "") == {"a": 1} and store.runs.runs()[0].status == "partial"

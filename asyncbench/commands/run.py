@@ -153,7 +153,8 @@ def main(args: argparse.Namespace) -> int:
         from ..store import Store, default_cache_path
 
         with Store(args.cache or default_cache_path()) as store:
-            stored = store.run_config(store.find_run(args.resume))
+            stored_json = store.runs.config_json(store.runs.find_run(args.resume))
+        stored = json.loads(stored_json) if stored_json else None
         if stored is None:
             raise UserError(f"run {args.resume!r} has no stored settings; run its command again instead")
         # the stored endpoint_id is the resolved identity (the --endpoint-id given, else the

@@ -62,10 +62,10 @@ def _scored(run: RunReport) -> dict[tuple[str, str], SampleResult]:
     """The run's scored samples by (task, sample id), as its aggregate saw them."""
     out = {}
     for r in run.samples:
-        if r["status"] in SETTLED and r["score"] is not None:
-            out[(r["task"], r["sample_id"])] = SampleResult(
-                sample_id=r["sample_id"], task=r["task"], status="ok", prediction=r["prediction"],
-                score=float(r["score"]), meta=json.loads(r["meta_json"] or "{}"))
+        if r.status in SETTLED and r.score is not None:
+            out[(r.task, r.sample_id)] = SampleResult(
+                sample_id=r.sample_id, task=r.task, status="ok", prediction=r.prediction,
+                score=float(r.score), meta=json.loads(r.meta_json or "{}"))
     return out
 
 

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..ledger import SAMPLE_STATUSES, SETTLED, account, partial_label
+from ..ledger import SAMPLE_STATUSES, SETTLED, Account, TaskFigures, account, partial_label
 from ..percentiles import percentiles
 from ..store import Store
+from ..store.rows import ResultRow, RunRow
 
 
 @dataclass
@@ -69,10 +70,10 @@ class RunReport:
     started_at: float | None
     finished_at: float | None
     summary: dict[str, Any]
-    ledger: dict[str, Any]  # ledger.account of the run's rows
+    ledger: Account  # ledger.account of the run's rows
     tasks: list[TaskStats]
     endpoints: list[EndpointStats]
-    samples: list[dict[str, Any]] = field(repr=False, default_factory=list)
+    samples: list[ResultRow] = field(repr=False, default_factory=list)
     cache: Path | None = field(default=None, repr=False)  # the file the run is stored in
 
     @property
@@ -92,18 +93,18 @@ class RunReport:
         return partial_label(self.ledger["samples"])
 
 
-def latency_of(rows: list[dict[str, Any]]) -> tuple[Latency, list[float]]:
-    fresh = [r["latency_ms"] for r in rows if r["latency_ms"] is not None and r["status"] == "answered"]
-    cached = [r["latency_ms"] for r in rows if r["latency_ms"] is not None and r["status"] != "answered"]
+def latency_of(rows: list[ResultRow]) -> tuple[Latency, list[float]]:
+    fresh = [r.latency_ms for r in rows if r.latency_ms is not None and r.status == "answered"]
+    cached = [r.latency_ms for r in rows if r.latency_ms is not None and r.status != "answered"]
     values, source = (fresh, "requests") if fresh else (cached, "cache" if cached else "none")
     return Latency(**percentiles(values), n=len(values), source=source), values
 
 
-def _task_stats(task: str, block: dict[str, Any], rows: list[dict[str, Any]], score: float | None) -> TaskStats:
+def _task_stats(task: str, block: TaskFigures, rows: list[ResultRow], score: float | None) -> TaskStats:
     lat, values = latency_of(rows)
     total = block["cost_usd"]["total"]
     return TaskStats(
-        task=task, n=block["n"], statuses={s: block[s] for s in SAMPLE_STATUSES}, settled=block["settled"],
+        task=task, n=block["n"], statuses={s: n for s, n in block.items() if s in SAMPLE_STATUSES and isinstance(n, int)}, settled=block["settled"],
         partial=partial_label(block), score=score, prompt_tokens=block["tokens"]["prompt_tokens"],
         completion_tokens=block["tokens"]["completion_tokens"], cost_usd=block["cost_usd"],
         cost_per_sample_usd=total / block["settled"] if block["settled"] else None,
@@ -111,25 +112,17 @@ def _task_stats(task: str, block: dict[str, Any], rows: list[dict[str, Any]], sc
     )
 
 
-def _served_by(store: Store, keys: list[str]) -> dict[str, str]:
-    if not keys:
-        return {}
-    rows = store.con.execute("SELECT key, served_by FROM responses WHERE key IN (SELECT unnest($1))",
-                             [keys]).fetchall()
-    return {k: s for k, s in rows if s}
-
-
-def _endpoint_stats(store: Store, summary: dict[str, Any], rows: list[dict[str, Any]]) -> list[EndpointStats]:
+def _endpoint_stats(store: Store, summary: dict[str, Any], rows: list[ResultRow]) -> list[EndpointStats]:
     """Per-endpoint counts from the summary; latency per endpoint from the responses that
     served each sample. Rows without a request key can only be attributed when the run
     had a single endpoint, so with several the latency is left empty rather than guessed."""
     declared = summary.get("endpoints") or []
-    by_url: dict[str, list[dict[str, Any]]] = {}
-    rows = [r for r in rows if r["status"] == "answered"]  # the samples this run sent
-    served = _served_by(store, [r["key"] for r in rows if r.get("key")])
-    unattributed = [r for r in rows if served.get(r.get("key") or "") is None]
+    by_url: dict[str, list[ResultRow]] = {}
+    rows = [r for r in rows if r.status == "answered"]  # the samples this run sent
+    served = store.cache.served_by([r.key for r in rows if r.key])
+    unattributed = [r for r in rows if served.get(r.key or "") is None]
     for r in rows:
-        url = served.get(r.get("key") or "")
+        url = served.get(r.key or "")
         if url:
             by_url.setdefault(url, []).append(r)
     if unattributed and len(declared) == 1:
@@ -141,53 +134,54 @@ def _endpoint_stats(store: Store, summary: dict[str, Any], rows: list[dict[str, 
     return out
 
 
-def _load_one(store: Store, run: dict[str, Any]) -> RunReport:
-    summary = json.loads(run["summary_json"]) if run["summary_json"] else {}
-    rows = [r for r in store.results(run["run_id"]) if r["purpose"] == "eval"]
-    ledger = account(store.ledger(run["run_id"]))
+def _load_one(store: Store, run: RunRow) -> RunReport:
+    summary = json.loads(run.summary_json) if run.summary_json else {}
+    rows = [r for r in store.runs.results(run.run_id) if r.purpose == "eval"]
+    ledger = account(store.runs.ledger(run.run_id))
     by_task_score = (summary.get("scores") or {}).get("by_task") or {}
-    grouped: dict[str, list[dict[str, Any]]] = {}
+    grouped: dict[str, list[ResultRow]] = {}
     for r in rows:
-        if r["status"] in SETTLED:
-            grouped.setdefault(r["task"], []).append(r)
+        if r.status in SETTLED:
+            grouped.setdefault(r.task, []).append(r)
     blocks = ledger["by_task"]
     order = list(by_task_score) + sorted(t for t in blocks if t not in by_task_score)
     tasks = [_task_stats(t, blocks[t], grouped.get(t, []), by_task_score.get(t)) for t in order if t in blocks]
     return RunReport(
-        run_id=run["run_id"], benchmark=run["benchmark"], model=run["model"], status=run["status"],
-        started_at=run["started_at"], finished_at=run["finished_at"], summary=summary, ledger=ledger, tasks=tasks,
+        run_id=run.run_id, benchmark=run.benchmark, model=run.model, status=run.status,
+        started_at=run.started_at, finished_at=run.finished_at, summary=summary, ledger=ledger, tasks=tasks,
         endpoints=_endpoint_stats(store, summary, rows), samples=rows,
     )
 
 
-def select_runs(stored: list[dict[str, Any]], wanted: list[str], where: str) -> list[dict[str, Any]]:
+def select_runs(stored: list[tuple[RunRow, Path]], wanted: list[str], where: str) -> list[tuple[RunRow, Path]]:
     """Runs named by id or unique id prefix, in the order given; with none named, every
     finished run. A run id is a hash of the settings that change results and re-running
     the same command continues the same run, so "every run" is already "the latest of
     each model and setting". `stored` may come from several cache files (a run found in
-    two, e.g. a copy, counts once: the first file's)."""
-    unique: dict[str, dict[str, Any]] = {}
+    two, e.g. a copy, counts once: the first file's), each with its file."""
+    unique: dict[str, tuple[RunRow, Path]] = {}
     for r in stored:
-        unique.setdefault(r["run_id"], r)
+        unique.setdefault(r[0].run_id, r)
     stored = list(unique.values())
     if not wanted:
-        done = [r for r in stored if r["summary_json"]]
+        done = [r for r in stored if r[0].summary_json]
         if not done:
             raise UserError(f"no finished runs in {where}; run `asyncbench run BENCHMARK --model SPEC` first "
                             f"or pass --cache FILE")
         return done
-    picked: list[dict[str, Any]] = []
+    picked: list[tuple[RunRow, Path]] = []
     for want in wanted:
-        matches = [r for r in stored if r["run_id"].startswith(want)]
+        matches = [r for r in stored if r[0].run_id.startswith(want)]
         if not matches:
-            known = ", ".join(r["run_id"] for r in stored[-5:]) or "none"
+            known = ", ".join(r.run_id for r, _ in stored[-5:]) or "none"
             raise UserError(f"no run {want!r} in {where} (latest: {known}); `asyncbench report` with no "
                             f"RUN_ID shows the latest run of each model")
         if len(matches) > 1:
             raise UserError(f"run id prefix {want!r} matches {len(matches)} runs in {where}; give more characters")
-        if not matches[0]["summary_json"]:
-            raise UserError(f"run {matches[0]['run_id']} has no summary yet (still running or interrupted); "
-                            f"finish it with `asyncbench run --resume {matches[0]['run_id']}`")
+        run = matches[0][0]
+        if not run.summary_json:
+            raise UserError(f"run {run.run_id} has no summary yet (still running or interrupted); "
+                            f"finish it with `asyncbench run --resume {run.run_id}`")
         picked.append(matches[0])
     return picked
 
@@ -199,16 +193,17 @@ def load_runs(cache: str | Path | Sequence[str | Path], run_ids: list[str]) -> l
     for path in paths:
         if not path.is_file():
             raise UserError(f"no cache file at {path}; run a benchmark first or pass --cache FILE")
-    stored: list[dict[str, Any]] = []
+    stored: list[tuple[RunRow, Path]] = []
     for path in paths:
-        stored += [dict(r, cache=path) for r in Store(path).runs()]
+        stored += [(r, path) for r in Store(path).runs.runs()]
     where = str(paths[0]) if len(paths) == 1 else f"{len(paths)} cache files ({', '.join(map(str, paths))})"
     chosen = select_runs(stored, run_ids, where)
     loaded: list[RunReport] = []
     for path in paths:
-        mine = [r for r in chosen if r["cache"] == path]
+        mine = [r for r, cache in chosen if cache == path]
         if mine:
-            with Store(path).session() as store:  # one consistent read; writers wait meanwhile
+            store = Store(path)
+            with store.session():  # one consistent read; writers wait meanwhile
                 loaded += [dataclasses.replace(_load_one(store, run), cache=path) for run in mine]
-    order = {r["run_id"]: i for i, r in enumerate(chosen)}
+    order = {r.run_id: i for i, (r, _) in enumerate(chosen)}
     return sorted(loaded, key=lambda r: order[r.run_id])

@@ -83,10 +83,10 @@ def _token_bins(run: RunReport) -> dict[str, float]:
     """Mean per-sample score x100 by prompt tokens: a length view for any benchmark."""
     sums: dict[str, list[float]] = {}
     for s in run.samples:
-        if s["status"] not in SETTLED or s["score"] is None:
+        if s.status not in SETTLED or s.score is None:
             continue
-        label = next(lbl for lbl, upper in TOKEN_BINS if (s["prompt_tokens"] or 0) < upper)
-        sums.setdefault(label, []).append(float(s["score"]))
+        label = next(lbl for lbl, upper in TOKEN_BINS if (s.prompt_tokens or 0) < upper)
+        sums.setdefault(label, []).append(float(s.score))
     return {lbl: 100 * sum(sums[lbl]) / len(sums[lbl]) for lbl, _ in TOKEN_BINS if lbl in sums}
 
 

@@ -2,8 +2,8 @@
 after truncation), what was expected, what came back, how it was read and scored, and
 what it took (tokens, USD, latency, attempts).
 
-One query joins the sample ledger (`results`), the prompts (stored once per request key)
-and the run's request rows. `usd` and the token columns are what this run paid for the
+One query of the run record (`store.runs.samples`) joins the sample ledger, the prompts
+(stored once per request key) and the run's request rows. `usd` and the token columns are what this run paid for the
 sample's eval request (its ledger rows), so each column adds up to the run's eval figure;
 an answer served from the cache shows 0 here and its original price in `cached_usd`, and
 a sample that asked the same request as another (`shared`) shows 0 and names that
@@ -25,6 +25,8 @@ from typing import Any
 from ..errors import UserError
 from ..ledger import SETTLED
 from ..store import Store
+from ..store.parquet import write_parquet
+from ..store.rows import SampleRow
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
 
@@ -63,24 +65,6 @@ class SampleRecord:
 
 COLUMNS = tuple(f.name for f in fields(SampleRecord))
 
-_QUERY = """
-SELECT r.run_id, r.sample_id, r.task, r.status, r.score, r.prediction, r.meta_json, r.references_json, {prompt},
-       coalesce(a.prompt_tokens, 0), coalesce(a.completion_tokens, 0), coalesce(a.usd, 0), coalesce(a.saved, 0),
-       r.latency_ms, coalesce(a.attempts, 0), coalesce(r.truncated_tokens, 0), r.error, r.key, t.twin
-FROM results r{join}
-LEFT JOIN (SELECT sample_id, sum(cost_usd) AS usd, sum(saved_usd) AS saved,
-                  sum(prompt_tokens) FILTER (WHERE source = 'sent') AS prompt_tokens,
-                  sum(completion_tokens) FILTER (WHERE source = 'sent') AS completion_tokens,
-                  sum(attempts) FILTER (WHERE source IN ('sent', 'failed')) AS attempts
-           FROM ledger_requests WHERE run_id = $run AND purpose = 'eval' GROUP BY sample_id) a
-       ON a.sample_id = r.sample_id
-LEFT JOIN (SELECT key, min(sample_id) AS twin FROM results
-           WHERE run_id = $run AND purpose = 'eval' AND status IN ('answered', 'from_cache') GROUP BY key) t
-       ON r.status = 'shared' AND t.key = r.key
-WHERE r.run_id = $run AND r.purpose = 'eval'{where}
-ORDER BY r.task, r.sample_id
-"""
-
 
 def load_samples(store: Store, run_id: str, task: str | None = None, failed: bool = False,
                  prompts: bool = True) -> list[SampleRecord]:
@@ -89,19 +73,10 @@ def load_samples(store: Store, run_id: str, task: str | None = None, failed: boo
     settle (failed, skipped); `prompts=False` leaves the prompts out (None), for a view that
     does not show them."""
     with store.session():
-        run = store.find_run(run_id)
-        where, params = "", {"run": run}
-        if task is not None:
-            where += " AND r.task = $task"
-            params["task"] = task
-        if failed:
-            where += f" AND r.status NOT IN ({', '.join(repr(s) for s in sorted(SETTLED))})"
-        query = _QUERY.format(where=where, prompt="p.prompt" if prompts else "NULL",
-                              join="\nLEFT JOIN prompts p ON p.key = r.key" if prompts else "")
-        rows = store.con.execute(query, params).fetchall()
+        run = store.runs.find_run(run_id)
+        rows = store.runs.samples(run, task=task, failed=failed, prompts=prompts)
         if task is not None and not rows:
-            known = [t for (t,) in store.con.execute(
-                "SELECT DISTINCT task FROM results WHERE run_id = ? AND purpose = 'eval' ORDER BY 1", [run]).fetchall()]
+            known = store.runs.tasks(run)
             if task not in known:
                 raise UserError(f"run {run} has no task {task!r}; its tasks: {', '.join(known)}")
     return sorted((_record(row) for row in rows), key=lambda r: (r.task, natural_key(r.sample_id)))
@@ -114,7 +89,7 @@ def natural_key(sample_id: str) -> tuple[Any, ...]:
                  for part in re.split(r"(\d+)", sample_id) if part)
 
 
-def _record(row: tuple[Any, ...]) -> SampleRecord:
+def _record(row: SampleRow) -> SampleRecord:
     (run_id, sample_id, task, status, score, prediction, meta_json, refs_json, prompt, p_tok, c_tok, usd, saved,
      latency, attempts, truncated, error, key, twin) = row
     meta = json.loads(meta_json) if meta_json else {}
@@ -141,7 +116,7 @@ def write_samples(records: Sequence[SampleRecord], fmt: str, out: Path | None) -
     if fmt == "parquet":
         if out is None:
             raise UserError("parquet needs --out FILE.parquet")
-        _write_parquet([_flat(r) for r in records], out)
+        write_parquet([_flat(r) for r in records], [(c, _TYPES.get(c, "VARCHAR")) for c in COLUMNS], out)
         return
     with (out.open("w", encoding="utf-8", newline="") if out is not None else contextlib.nullcontext(sys.stdout)) as fh:
         if fmt == "jsonl":
@@ -154,21 +129,3 @@ def write_samples(records: Sequence[SampleRecord], fmt: str, out: Path | None) -
 
 _TYPES = {"score": "DOUBLE", "usd": "DOUBLE", "cached_usd": "DOUBLE", "latency_ms": "DOUBLE", "prompt_tokens": "BIGINT",
           "completion_tokens": "BIGINT", "attempts": "BIGINT", "truncated_tokens": "BIGINT"}
-
-
-def _write_parquet(rows: list[dict[str, Any]], out: Path) -> None:
-    """Through an in-memory DuckDB table (no pyarrow needed); the path is passed to the
-    relation API, never into SQL text."""
-    import duckdb
-
-    con = duckdb.connect()
-    try:
-        con.execute("CREATE TABLE samples (" + ", ".join(f'"{c}" {_TYPES.get(c, "VARCHAR")}' for c in COLUMNS) + ")")
-        if rows:
-            cols = [[r[c] for r in rows] for c in COLUMNS]
-            con.execute("INSERT INTO samples SELECT " + ", ".join(f"unnest(${i + 1})" for i in range(len(cols))), cols)
-        con.table("samples").write_parquet(str(out))
-    except duckdb.Error as exc:
-        raise UserError(f"cannot write {out}: {str(exc).splitlines()[0]}") from None
-    finally:
-        con.close()

@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping
 from rich.console import Console
 from rich.table import Table
 
-from ..ledger import SAMPLE_STATUSES
+from ..ledger import SAMPLE_STATUSES, TaskFigures
 from ..pricing import NOTIONAL, is_simulator
-from ..run_summary import FailureGroup, RunSummary, TaskFigures
+from ..run_summary import FailureGroup, RunSummary
 from .score_lines import _fmt, plus_minus, readable, score_lines, score_notes, score_rows, score_title
 
 __all__ = ["plus_minus", "print_summary", "readable"]
@@ -66,11 +66,11 @@ def _score_table(summary: RunSummary) -> Table:
     table.add_column("USD", justify="right")
     scored = scores.get("by_task") or {}
     for task, value in scored.items():
-        t = by_task.get(task) or TaskFigures()
+        t = by_task.get(task)
         mark = _partial(t) if t else ""
         table.add_row(task, _fmt(value) + plus_minus((ci.get("by_task") or {}).get(task))
-                      + (f" ({mark})" if mark else ""), str(t.get("n", "")),
-                      f"{(t.get('cost_usd') or {}).get('total', 0.0):.4f}")
+                      + (f" ({mark})" if mark else ""), str(t["n"]) if t else "",
+                      f"{t['cost_usd'].get('total', 0.0) if t else 0.0:.4f}")
     for task, t in by_task.items():  # tasks with no score (every sample failed, or excluded)
         if task not in scored:
             table.add_row(task, "-" + (f" ({_partial(t)})" if _partial(t) else ""), str(t["n"]),

@@ -1,5 +1,5 @@
-"""DuckDB-backed response cache and run store."""
+"""The DuckDB file that holds the response cache and the run record (see file.py)."""
 
-from .duckdb_store import Store, default_cache_path
+from .file import Store, default_cache_path
 
 __all__ = ["Store", "default_cache_path"]

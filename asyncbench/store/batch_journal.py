@@ -25,7 +25,6 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .journal import _alive, journal_dir
 
@@ -56,7 +55,7 @@ class BatchJournal:
         self.path = self.dir / f"{socket.gethostname()}-{os.getpid()}.batches"
         self.open_intents: set[str] = set()
 
-    def write(self, event: str, intent: str, **fields: Any) -> None:
+    def write(self, event: str, intent: str, **fields: object) -> None:
         """One step, on disk before this returns (fsync: a batch is money)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as fh:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..ledger import RequestEntry
-from .duckdb_store import LEDGER_COLUMNS, RESPONSE_COLUMNS, ResponseRow, Store
+from .file import Store
+from .rows import RESPONSE_COLUMNS, ResponseRow
 
 
 def journal_dir(cache: Path) -> Path:
@@ -98,30 +99,24 @@ def replay(store: Store) -> int:
     files = [p for p in sorted(folder.glob("*.jsonl")) if not _alive(p.stem)]
     replayed = 0
     for path in files:
-        lines: list[dict[str, Any]] = []
+        lines: list[tuple[str, ResponseRow, RequestEntry]] = []
         with path.open(encoding="utf-8") as fh:
             for line in fh:
                 try:
-                    lines.append(json.loads(line))
+                    lines.append(_parse(line))
                 except ValueError:
                     break  # the last line, cut by the crash
         if lines:
-            _write(store, lines)
+            with store.transaction():
+                store.cache.put_responses([response for _, response, _ in lines])
+                store.runs.put_ledger_requests_once([(run_id, entry) for run_id, _, entry in lines])
             replayed += len(lines)
         path.unlink(missing_ok=True)
     return replayed
 
 
-def _write(store: Store, lines: list[dict[str, Any]]) -> None:
-    with store.transaction():
-        store.put_responses([{c: line["response"].get(c) for c in RESPONSE_COLUMNS} for line in lines])
-        con = store.con
-        for line in lines:
-            entry = line["ledger"]
-            values = [line["run_id"], *(entry[c] for c in LEDGER_COLUMNS)]
-            con.execute(
-                f"INSERT INTO ledger_requests SELECT {', '.join('?' * len(values))} WHERE NOT EXISTS ("
-                "SELECT 1 FROM ledger_requests WHERE run_id = ? AND invocation = ? AND key = ? AND purpose = ? "
-                "AND source = ? AND sample_id IS NOT DISTINCT FROM ?)",
-                [*values, line["run_id"], entry["invocation"], entry["key"], entry["purpose"], entry["source"],
-                 entry["sample_id"]])
+def _parse(line: str) -> tuple[str, ResponseRow, RequestEntry]:
+    """One journal line: its run, its cache row and its ledger row (ValueError: cut)."""
+    record = json.loads(line)
+    row: Any = {c: record["response"].get(c) for c in RESPONSE_COLUMNS}  # JSON: as the journal wrote it
+    return str(record["run_id"]), row, RequestEntry(**record["ledger"])

@@ -1,0 +1,235 @@
+"""The run record: runs (`runs`), their samples (`results`), the ledger's request and
+invocation rows (`ledger_requests`, `invocations`) and the prompts as sent (`prompts`).
+
+Request and invocation rows are appended and never rewritten: every count, token and
+dollar a run reports is summed from them (ledger.account). A sample row is the run's
+status of that sample, replaced when a later invocation settles it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from ..errors import UserError
+from ..ledger import (
+    LEGACY_STATUSES,
+    SETTLED,
+    InvocationEntry,
+    Ledger,
+    RequestEntry,
+    RequestGroup,
+    SampleEntry,
+    StatusCount,
+)
+from .connection import Part, in_session, unnest
+from .rows import INVOCATION_COLUMNS, LEDGER_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS, ResultRow, RunRow, SampleRow
+
+# One row per sample: the prompt (once per request key), what this run paid for the
+# sample's eval request (its ledger rows), and for a shared sample the one it shares with.
+_SAMPLES = """
+SELECT r.run_id, r.sample_id, r.task, r.status, r.score, r.prediction, r.meta_json, r.references_json, {prompt},
+       coalesce(a.prompt_tokens, 0), coalesce(a.completion_tokens, 0), coalesce(a.usd, 0), coalesce(a.saved, 0),
+       r.latency_ms, coalesce(a.attempts, 0), coalesce(r.truncated_tokens, 0), r.error, r.key, t.twin
+FROM results r{join}
+LEFT JOIN (SELECT sample_id, sum(cost_usd) AS usd, sum(saved_usd) AS saved,
+                  sum(prompt_tokens) FILTER (WHERE source = 'sent') AS prompt_tokens,
+                  sum(completion_tokens) FILTER (WHERE source = 'sent') AS completion_tokens,
+                  sum(attempts) FILTER (WHERE source IN ('sent', 'failed')) AS attempts
+           FROM ledger_requests WHERE run_id = $run AND purpose = 'eval' GROUP BY sample_id) a
+       ON a.sample_id = r.sample_id
+LEFT JOIN (SELECT key, min(sample_id) AS twin FROM results
+           WHERE run_id = $run AND purpose = 'eval' AND status IN ('answered', 'from_cache') GROUP BY key) t
+       ON r.status = 'shared' AND t.key = r.key
+WHERE r.run_id = $run AND r.purpose = 'eval'{where}
+ORDER BY r.task, r.sample_id
+"""
+
+
+class RunRecord(Part):
+    """Runs, their samples, ledger rows and prompts."""
+
+    # -- runs ---------------------------------------------------------------------------
+    @in_session
+    def start_run(self, run_id: str, benchmark: str, model: str, config: Mapping[str, object]) -> None:
+        self.con.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, NULL, 'running', NULL) ON CONFLICT (run_id) DO UPDATE "
+            "SET status = 'running', config_json = excluded.config_json",
+            [run_id, benchmark, model, json.dumps(config, sort_keys=True), time.time()],
+        )
+
+    @in_session
+    def config_json(self, run_id: str) -> str | None:
+        """The settings a run was started with, as JSON text (None: no such run)."""
+        row = self.con.execute("SELECT config_json FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        return str(row[0]) if row else None
+
+    @in_session
+    def finish_run(self, run_id: str, status: str, summary: Mapping[str, object]) -> None:
+        self.con.execute("UPDATE runs SET finished_at = ?, status = ?, summary_json = ? WHERE run_id = ?",
+                         [time.time(), status, json.dumps(summary, sort_keys=True), run_id])
+
+    @in_session
+    def find_run(self, wanted: str) -> str:
+        """The run id that `wanted` is, or is the unique prefix of."""
+        ids = [r[0] for r in self.con.execute("SELECT run_id FROM runs WHERE starts_with(run_id, ?) ORDER BY started_at",
+                                                [wanted]).fetchall()]
+        if not ids:
+            raise UserError(f"no run {wanted!r} in {self.db.path}; `asyncbench cache runs` lists the stored runs")
+        if len(ids) > 1:
+            raise UserError(f"run id prefix {wanted!r} matches {len(ids)} runs in {self.db.path}; give more characters")
+        return str(ids[0])
+
+    @in_session
+    def runs(self) -> list[RunRow]:
+        """Every run, oldest first."""
+        cur = self.con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs ORDER BY started_at")
+        return [RunRow(*r) for r in cur.fetchall()]
+
+    @in_session
+    def run(self, run_id: str) -> RunRow:
+        """One run by its exact id (find_run resolves a prefix)."""
+        row = self.con.execute(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        if row is None:
+            raise UserError(f"no run {run_id!r} in {self.db.path}; `asyncbench cache runs` lists the stored runs")
+        return RunRow(*row)
+
+    @in_session
+    def clear(self) -> None:
+        """Delete every run's history (runs, samples, ledger, invocations)."""
+        for table in ("results", "runs", "ledger_requests", "invocations"):
+            self.con.execute(f"DELETE FROM {table}")
+
+    # -- the ledger -----------------------------------------------------------------------
+    @in_session
+    def put_ledger_requests(self, run_id: str, rows: Sequence[RequestEntry]) -> None:
+        """Append request rows (one transaction)."""
+        if not rows:
+            return
+        columns: list[list[object]] = [[run_id] * len(rows)]
+        columns += [[getattr(r, c) for r in rows] for c in LEDGER_COLUMNS]
+        self.con.execute(f"INSERT INTO ledger_requests SELECT {unnest(len(columns))}", columns)
+
+    @in_session
+    def put_ledger_requests_once(self, rows: Sequence[tuple[str, RequestEntry]]) -> None:
+        """Append (run id, request row)s that are not stored yet: a journal replayed after
+        its batch was committed adds nothing twice."""
+        for run_id, entry in rows:
+            values = [run_id, *(getattr(entry, c) for c in LEDGER_COLUMNS)]
+            self.con.execute(
+                f"INSERT INTO ledger_requests SELECT {', '.join('?' * len(values))} WHERE NOT EXISTS ("
+                "SELECT 1 FROM ledger_requests WHERE run_id = ? AND invocation = ? AND key = ? AND purpose = ? "
+                "AND source = ? AND sample_id IS NOT DISTINCT FROM ?)",
+                [*values, run_id, entry.invocation, entry.key, entry.purpose, entry.source, entry.sample_id])
+
+    @in_session
+    def put_invocation(self, run_id: str, inv: InvocationEntry) -> None:
+        """Record an invocation when it starts, and again (the same row) when it ends."""
+        self.con.execute(f"INSERT OR REPLACE INTO invocations VALUES ({', '.join('?' * (len(INVOCATION_COLUMNS) + 1))})",
+                         [run_id, *(getattr(inv, c) for c in INVOCATION_COLUMNS)])
+
+    @in_session
+    def ledger(self, run_id: str) -> Ledger:
+        """A run's ledger as `ledger.account` reads it: sample statuses counted per task and
+        request rows summed per (invocation, task, purpose, source) — GROUP BY queries over
+        its rows — and its invocations, oldest first."""
+        statuses = [StatusCount(*r) for r in self.con.execute(
+            "SELECT task, status, count(*) FROM results WHERE run_id = ? AND purpose = 'eval' GROUP BY ALL",
+            [run_id]).fetchall()]
+        requests = [RequestGroup(*r) for r in self.con.execute(
+            "SELECT invocation, task, purpose, source, count(*), sum(prompt_tokens), sum(completion_tokens), "
+            "sum(cached_prompt_tokens), sum(cost_usd), sum(saved_usd), coalesce(sum(cache_write_tokens), 0) "
+            "FROM ledger_requests WHERE run_id = ? "
+            "GROUP BY ALL ORDER BY ALL", [run_id]).fetchall()]
+        invocations = [InvocationEntry(*r) for r in self.con.execute(
+            f"SELECT {', '.join(INVOCATION_COLUMNS)} FROM invocations WHERE run_id = ? ORDER BY invocation",
+            [run_id]).fetchall()]
+        return Ledger(statuses, requests, invocations)
+
+    @in_session
+    def sample_entries(self, run_id: str) -> list[SampleEntry]:
+        """A run's sample rows (eval), by sample id."""
+        return [SampleEntry(sid, task, LEGACY_STATUSES.get(status, status), inv, error)
+                for sid, task, status, inv, error in self.con.execute(
+                    "SELECT sample_id, task, status, coalesce(invocation, 1), error FROM results "
+                    "WHERE run_id = ? AND purpose = 'eval' ORDER BY sample_id", [run_id]).fetchall()]
+
+    @in_session
+    def book_killed(self, run_id: str, gone: Callable[[InvocationEntry], bool]) -> None:
+        """Book invocations whose process died without booking themselves (SIGKILL, a
+        crash; Ctrl-C books itself): requests from their request rows' attempts, wall time
+        to their last stored answer. `gone`: whether an unfinished invocation's process
+        is gone (ledger.interrupted)."""
+        for inv in self.ledger(run_id).invocations:
+            if inv.finished or inv.requests or not gone(inv):
+                continue
+            requests, last = self.db.one(
+                "SELECT coalesce(sum(l.attempts) FILTER (WHERE l.source IN ('sent', 'failed')), 0), max(r.created_at) "
+                "FROM ledger_requests l LEFT JOIN responses r ON r.key = l.key AND l.source = 'sent' "
+                "WHERE l.run_id = ? AND l.invocation = ?", [run_id, inv.invocation])
+            inv.requests = int(requests)
+            inv.wall_s = round(max(0.0, float(last) - inv.started_at), 3) if last is not None else inv.wall_s
+            self.put_invocation(run_id, inv)
+
+    @in_session
+    def samples_seen(self, run_id: str) -> int:
+        """The samples a run has booked so far: its sample rows, and those a running (or
+        interrupted) invocation has requests for but has not recorded yet."""
+        row = self.con.execute(
+            "SELECT count(DISTINCT sample_id) FROM (SELECT sample_id FROM results WHERE run_id = $1 AND purpose = 'eval' "
+            "UNION ALL SELECT sample_id FROM ledger_requests WHERE run_id = $1 AND purpose = 'eval' "
+            "AND sample_id IS NOT NULL)", [run_id]).fetchone()
+        return int(row[0]) if row else 0
+
+    @in_session
+    def paid_keys(self, run_id: str) -> dict[str, tuple[int, str | None]]:
+        """Request keys a run paid for: the (first) invocation that paid, and the sample
+        the request was sent for (None for a judge or prior request)."""
+        rows = self.con.execute("SELECT key, min(invocation), arg_min(sample_id, invocation) FROM ledger_requests "
+                                "WHERE run_id = ? AND source = 'sent' GROUP BY key", [run_id]).fetchall()
+        return {k: (int(i), s) for k, i, s in rows}
+
+    # -- samples and prompts --------------------------------------------------------------
+    @in_session
+    def put_prompts(self, rows: Sequence[tuple[str, str]]) -> None:
+        """Store (request key, prompt as sent) pairs; a key already stored is kept."""
+        if rows:
+            self.con.execute(f"INSERT OR IGNORE INTO prompts SELECT {unnest(2)}",
+                             [[k for k, _ in rows], [p for _, p in rows]])
+
+    @in_session
+    def put_results(self, rows: Sequence[ResultRow]) -> None:
+        """Upsert per-sample results of a run (one transaction)."""
+        if not rows:
+            return
+        columns = [[getattr(r, c) for r in rows] for c in RESULT_COLUMNS]
+        self.con.execute(f"INSERT OR REPLACE INTO results SELECT {unnest(len(columns))}", columns)
+
+    @in_session
+    def results(self, run_id: str) -> list[ResultRow]:
+        """A run's sample rows (every purpose), by sample id."""
+        cur = self.con.execute(f"SELECT {', '.join(RESULT_COLUMNS)} FROM results WHERE run_id = ? ORDER BY sample_id",
+                               [run_id])
+        return [ResultRow(*r) for r in cur.fetchall()]
+
+    @in_session
+    def samples(self, run_id: str, task: str | None = None, failed: bool = False,
+                prompts: bool = True) -> list[SampleRow]:
+        """A run's eval samples with prompt, cost and twin, by task and sample id (as
+        text); `task`: that task only; `failed`: only those not settled; `prompts=False`:
+        the prompt column NULL (not read)."""
+        where, params = "", {"run": run_id}
+        if task is not None:
+            where += " AND r.task = $task"
+            params["task"] = task
+        if failed:
+            where += f" AND r.status NOT IN ({', '.join(repr(s) for s in sorted(SETTLED))})"
+        query = _SAMPLES.format(where=where, prompt="p.prompt" if prompts else "NULL",
+                                join="\nLEFT JOIN prompts p ON p.key = r.key" if prompts else "")
+        return [SampleRow(*r) for r in self.con.execute(query, params).fetchall()]
+
+    @in_session
+    def tasks(self, run_id: str) -> list[str]:
+        """The tasks a run has samples of, by name."""
+        return [str(t) for (t,) in self.con.execute(
+            "SELECT DISTINCT task FROM results WHERE run_id = ? AND purpose = 'eval' ORDER BY 1", [run_id]).fetchall()]

@@ -1,0 +1,122 @@
+"""The file's tables and their versions: created on open, an older file migrated in place.
+
+- `responses`: successful answers keyed by sha256 of the canonical request. Only
+  successes are served from cache; failures go to `failures` and are never answers.
+- `runs` / `results`: one row per run and per (run, sample) — the sample ledger, with
+  the status of each sample (see ledger.py) — so a re-run continues and `report` can
+  show a run later.
+- `ledger_requests` / `invocations`: one row per request a run needed and per
+  invocation of it, appended and never rewritten: every count, token and dollar a run
+  reports is summed from them (ledger.account).
+- `prompts`: the prompt of each request as sent (after truncation), once per request
+  key however many runs send it: what the per-sample view shows beside the answer.
+- `batches` / `batch_requests`: provider batches and the request keys in each.
+- `meta`: the schema version, checked on open; an older file is migrated in place.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import UserError
+from .connection import Connection
+
+SCHEMA_VERSION = 4
+
+_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
+    """CREATE TABLE IF NOT EXISTS responses (
+        key VARCHAR PRIMARY KEY, provider VARCHAR, model VARCHAR, endpoint VARCHAR,
+        request_json VARCHAR, text VARCHAR, finish_reason VARCHAR,
+        prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
+        latency_ms DOUBLE, cost_usd DOUBLE, served_by VARCHAR, created_at DOUBLE, cache_write_tokens BIGINT DEFAULT 0)""",
+    """CREATE TABLE IF NOT EXISTS failures (
+        key VARCHAR, run_id VARCHAR, sample_id VARCHAR, kind VARCHAR, status INTEGER,
+        message VARCHAR, attempts INTEGER, created_at DOUBLE)""",
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id VARCHAR PRIMARY KEY, benchmark VARCHAR, model VARCHAR, config_json VARCHAR,
+        started_at DOUBLE, finished_at DOUBLE, status VARCHAR, summary_json VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS results (
+        run_id VARCHAR, sample_id VARCHAR, task VARCHAR, purpose VARCHAR, key VARCHAR,
+        status VARCHAR, score DOUBLE, prediction VARCHAR, cached BOOLEAN, error VARCHAR,
+        prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
+        cost_usd DOUBLE, latency_ms DOUBLE, truncated_tokens BIGINT, meta_json VARCHAR,
+        invocation INTEGER, references_json VARCHAR, PRIMARY KEY (run_id, sample_id, purpose))""",
+    """CREATE TABLE IF NOT EXISTS ledger_requests (
+        run_id VARCHAR, invocation INTEGER, purpose VARCHAR, task VARCHAR, source VARCHAR, key VARCHAR,
+        sample_id VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
+        cost_usd DOUBLE, saved_usd DOUBLE, latency_ms DOUBLE, attempts INTEGER, cache_write_tokens BIGINT DEFAULT 0)""",
+    """CREATE TABLE IF NOT EXISTS invocations (
+        run_id VARCHAR, invocation INTEGER, started_at DOUBLE, wall_s DOUBLE, requests BIGINT, retries BIGINT,
+        rate_limited BIGINT, transient_errors BIGINT, complete BOOLEAN, finished BOOLEAN, pid INTEGER,
+        host VARCHAR, PRIMARY KEY (run_id, invocation))""",
+    "CREATE TABLE IF NOT EXISTS prompts (key VARCHAR PRIMARY KEY, prompt VARCHAR)",
+    # provider batches (runners/batch.py), recorded the moment they are created so that a
+    # crashed or interrupted run re-attaches to them instead of submitting twice
+    """CREATE TABLE IF NOT EXISTS batches (
+        batch_id VARCHAR PRIMARY KEY, run_id VARCHAR, provider VARCHAR, model VARCHAR, endpoint VARCHAR,
+        base_url VARCHAR, n_requests BIGINT, state VARCHAR, counts_json VARCHAR, submitted_at DOUBLE,
+        updated_at DOUBLE, collected BOOLEAN)""",
+    "CREATE TABLE IF NOT EXISTS batch_requests (batch_id VARCHAR, key VARCHAR, custom_id VARCHAR)",
+]
+# every table `recover` copies
+TABLES = ("responses", "failures", "results", "runs", "ledger_requests", "invocations", "prompts")
+
+
+def migrate(db: Connection) -> None:
+    """Create the tables a new file lacks; bring an older file to SCHEMA_VERSION."""
+    con = db.con
+    for stmt in _SCHEMA:
+        con.execute(stmt)
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+    elif int(row[0]) > SCHEMA_VERSION:
+        raise UserError(f"cache file {db.path} has schema v{row[0]}, newer than this asyncbench "
+                        f"(v{SCHEMA_VERSION}); upgrade asyncbench or use another --cache")
+    elif int(row[0]) < SCHEMA_VERSION:
+        if int(row[0]) == 1:
+            _from_v1(db)
+        if int(row[0]) <= 2:
+            _from_v2(db)
+        _from_v3(db)
+
+
+def _from_v2(db: Connection) -> None:
+    """v3 adds each sample's references to `results` (`prompts` is created above)."""
+    db.con.execute("ALTER TABLE results ADD COLUMN IF NOT EXISTS references_json VARCHAR")
+    db.con.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+
+
+def _from_v3(db: Connection) -> None:
+    """v4 adds the tokens written to the provider's prompt cache (Anthropic bills them
+    at 1.25x input) to `responses` and `ledger_requests`: 0 for older rows."""
+    for table in ("responses", "ledger_requests"):
+        db.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS cache_write_tokens BIGINT DEFAULT 0")
+    db.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+
+
+def _from_v1(db: Connection) -> None:
+    """v1 kept per-sample results and a summary per run, no ledger: each old run gets
+    its sample statuses, one invocation (its last, as the summary recorded it) and the
+    request rows its results imply (eval only: v1 did not keep judge requests apart)."""
+    with db.transaction():
+        con = db.con
+        con.execute("ALTER TABLE results ADD COLUMN IF NOT EXISTS invocation INTEGER DEFAULT 1")
+        con.execute("UPDATE results SET status = CASE WHEN status = 'ok' AND cached THEN 'from_cache' "
+                    "WHEN status = 'ok' THEN 'answered' WHEN status = 'skipped' THEN 'skipped_budget' "
+                    "ELSE status END")
+        con.execute("INSERT INTO ledger_requests (run_id, invocation, purpose, task, source, key, sample_id, "
+                    "prompt_tokens, completion_tokens, cached_prompt_tokens, cost_usd, saved_usd, latency_ms, "
+                    "attempts) SELECT run_id, 1, purpose, task, CASE WHEN status = 'answered' "
+                    "THEN 'sent' WHEN status = 'from_cache' THEN 'from_cache' WHEN status = 'failed' THEN 'failed' "
+                    "ELSE 'skipped_budget' END, key, sample_id, prompt_tokens, completion_tokens, cached_prompt_tokens, "
+                    "CASE WHEN status = 'answered' THEN cost_usd ELSE 0 END, "
+                    "CASE WHEN status = 'from_cache' THEN cost_usd ELSE 0 END, latency_ms, 1 FROM results")
+        for run_id, started, summary_json in con.execute("SELECT run_id, started_at, summary_json FROM runs").fetchall():
+            old = json.loads(summary_json) if summary_json else {}
+            con.execute("INSERT OR IGNORE INTO invocations VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?, ?, 0, '')",
+                        [run_id, started, old.get("wall_s", 0.0), old.get("requests_sent", 0), old.get("retries", 0),
+                         old.get("rate_limited", 0), old.get("transient_errors", 0),
+                         bool(old) and not old.get("n_failed") and not old.get("n_skipped_budget"), bool(old)])
+        con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
