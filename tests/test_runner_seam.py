@@ -122,4 +122,4 @@ def test_the_engine_writes_batch_records_and_answers_from_them(tmp_path: Path) -
         assert first.run_id == "run-1" and "batch-1" in first.known
         assert first.open == [("batch-1", "http://h", 1.0, ["a"])]
         assert second.open == []  # collected
-        assert [(b["batch_id"], b["state"], b["collected"]) for b in store.batches()] == [("batch-1", "ended", True)]
+        assert [(b.batch_id, b.state, b.collected) for b in store.batches.rows()] == [("batch-1", "ended", True)]
