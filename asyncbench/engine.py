@@ -61,7 +61,7 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
         opts = LoadOptions(data_dir=data_dir, tasks=tasks, limit=cfg.limit, extra=cfg.extra)
         # Streamed where the benchmark allows it: requests start while the file is read.
         samples: list[Sample] | Iterator[Sample] = (
-            benchmark.iter_load(opts) if hasattr(benchmark, "iter_load") and not cfg.dry_run
+            benchmark.iter_load(opts) if benchmark.STREAMS and not cfg.dry_run
             else benchmark.load(opts))
         prices = PriceTable(cfg.prices)
         spec = resolve_model(cfg.model, cfg.base_urls, cfg, stack)
@@ -125,21 +125,21 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
     if isinstance(samples, list):
         data_id = samples_digest(samples)
     else:  # streamed: the benchmark hashes its file's bytes (content, not path)
-        data_id = benchmark.fingerprint() if hasattr(benchmark, "fingerprint") else ""
+        data_id = benchmark.fingerprint()
     run_id = cfg.run_id(spec.endpoint_id, data_id, spec.label, judge.spec.label if judge is not None else None)
-    official = getattr(benchmark, "MODEL2MAXLEN", None)  # the benchmark's model2maxlen.json, if it has one
+    official = benchmark.MODEL2MAXLEN  # the benchmark's model2maxlen.json, if it has one
     maxlen_path = model2maxlen_path(data_dir, official) if official else None
     open_model, official_info = None, None
     if official == "longbench":  # prompted as LongBench's pred.py prompts open models (official_models.py)
         open_model, official_info = await official_model(cfg, spec, client.provider, maxlen_path)
     elif cfg.official_model:
         raise UserError(f"--official-model is LongBench pred.py's model name; {cfg.benchmark} does not use it")
-    release = getattr(benchmark, "release_request", None)  # the benchmark's own request shape (100-LongBench)
+    release = benchmark.release_request if benchmark.RELEASE_REQUESTS else None  # the benchmark's own request shape (100-LongBench)
     open_server = client.provider.serves_open_models
     prompt_limit = (PromptBudget(None, None, "none: the release sends prompts uncut") if release is not None
                     else await prompt_budget(cfg, spec, client.provider, maxlen_path, open_model))
     if release is None and prompt_limit.input is None and prompt_limit.total is None \
-            and getattr(benchmark, "LONG_CONTEXT", False):
+            and benchmark.LONG_CONTEXT:
         raise UserError(getattr(client.provider, "unreachable", None) or  # a down server, said first
                         f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
                         "the model-context table, and the server does not report it); pass --max-input-tokens N "
@@ -154,7 +154,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
     if official_info is not None:
         limits["official"] = official_info
     if release is not None:
-        limits["release_requests"] = benchmark.describe_requests(spec.provider, open_server)  # type: ignore[attr-defined]
+        limits["release_requests"] = benchmark.describe_requests(spec.provider, open_server)
     newline_stop = await samsum_stop(client.provider, spec.base_urls, tokenizer) if open_model else None
     as_chat: set[str] = set()  # tasks pred.py sends without a template, sent as chat here (chat-only APIs)
 
@@ -215,7 +215,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         requests = [build(s) for s in samples]
         limits["no_template_sent_as_chat"] = sorted(as_chat)
         cache = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
-        planned = benchmark.planned_calls(samples, client.count) if hasattr(benchmark, "planned_calls") else {}
+        planned = benchmark.planned_calls(samples, client.count)
         return dry_run_summary(cfg, samples, requests, client, judge, run_id, truncated, limits,
                                stored_plan(cache, run_id, [r.key() for r in requests]), planned)
 
@@ -315,7 +315,7 @@ async def _generate_and_close(cfg: RunConfig, benchmark: Benchmark, samples: lis
     async with anyio.create_task_group() as tg:
         tg.start_soon(engine.writer)
         try:
-            administer = getattr(benchmark, "administer", None)
+            administer = benchmark.administer if benchmark.ADAPTIVE else None
             if isinstance(samples, list):
                 kept, prep_report = await benchmark.prepare(samples, ctx)
                 kept_requests: Iterable[Request] = [build(s) for s in kept] if administer is None else []

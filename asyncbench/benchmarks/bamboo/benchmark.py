@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import UserError
 from ...types import Sample, SampleResult
-from ..base import BadRow, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
+from ..base import BadRow, Benchmark, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
 from . import metrics as M
 from .sandbox import Program
 
@@ -250,7 +250,7 @@ def select(tasks: list[str] | None, length: str) -> list[tuple[str, str, bool]]:
 
 
 @dataclass
-class BambooBenchmark:
+class BambooBenchmark(Benchmark):
     SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "diff_16k_minus_4k", "by_task")
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--length", "BAMBOO: 4k | 16k | both", choices=("4k", "16k", "both")),
@@ -271,6 +271,10 @@ class BambooBenchmark:
     # where the release's files are (None: the public release, downloaded once); set from
     # the run's data directory. The benchmark keeps no other state between calls.
     data_dir: Path | None = None
+
+    @classmethod
+    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
+        return cls(data_dir=data_dir)
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         root = bamboo_dir(opts.data_dir)

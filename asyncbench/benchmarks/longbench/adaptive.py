@@ -25,16 +25,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import UserError
 from ...types import Sample, SampleResult
-from ..base import Scores
+from ..base import Ask, Round, Scores
 from .benchmark import LongBench, aggregate_results
 from .table import FIRST_LINE_DATASETS
 
 if TYPE_CHECKING:
     from ...estimators.adaptive import AdaptiveTest
-
-# One round: the samples asked, what the engine made of their requests, their results.
-Round = tuple[list[Sample], Any, list[SampleResult]]
-Ask = Callable[[list[Sample]], Awaitable[tuple[Any, list[SampleResult]]]]
 
 DEFAULT_BATCH = 16
 DEFAULT_START = 1
@@ -82,6 +78,7 @@ class AdaptiveLongBench(LongBench):
     start_per_dataset: int = DEFAULT_START
     max_samples: int | None = None
     SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_category", "by_task")
+    ADAPTIVE: ClassVar[bool] = True
 
     @classmethod
     def from_options(cls, extra: dict[str, Any], data_dir: Path | None) -> AdaptiveLongBench:

@@ -28,7 +28,7 @@ import ast
 import functools
 import shutil
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ...errors import UserError, did_you_mean
 from ...jsonl_io import iter_json_objects, read_json_object
 from ...types import Sample, SampleResult
-from ..base import CliOption, LoadOptions, RunContext, Scores
+from ..base import Benchmark, CliOption, LoadOptions, RunContext, Scores
 from .prompts import LongBenchConfig, fill_prompt, load_config
 from .table import (
     CODE_DATASETS,
@@ -359,23 +359,16 @@ def aggregate_results(results: list[SampleResult], *, by_length: bool) -> Scores
 
 
 @dataclass
-class _LongBenchFamily:
-    """Shared prepare/score for the three benchmarks; subclasses say how to load and
+class _LongBenchFamily(Benchmark):
+    """Shared score/aggregate for the three benchmarks; subclasses say how to load and
     whether results are binned by length."""
 
     name: str = ""
     by_length: bool = False
-    OPTIONS: ClassVar[tuple[CliOption, ...]] = ()
     SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "overall_en", "overall_zh", "by_category", "by_task")
     # where the official model2maxlen.json (prompt budgets per model) is: budget.py
-    MODEL2MAXLEN: ClassVar[str] = "longbench"
+    MODEL2MAXLEN: ClassVar[str | None] = "longbench"
     LONG_CONTEXT: ClassVar[bool] = True  # a run needs the model's context (budget.py)
-
-    def load(self, opts: LoadOptions) -> list[Sample]:
-        raise NotImplementedError
-
-    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
-        return samples, {}
 
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
         return await score_longbench(samples, predictions, getattr(ctx, "map_chunks", None))
@@ -385,6 +378,10 @@ class _LongBenchFamily:
 
     def resampling_plan(self, results: list[SampleResult]) -> Plan:
         return resampling_plan(results)
+
+
+# options that only mean something with --adaptive
+ADAPTIVE_ONLY = ("target_se", "adaptive_batch", "adaptive_start", "adaptive_max_samples")
 
 
 @dataclass
@@ -400,6 +397,17 @@ class LongBench(_LongBenchFamily):
         CliOption("--adaptive-start", "LongBench --adaptive: start samples per dataset (default 1)", kind="int"),
         CliOption("--adaptive-max-samples", "LongBench --adaptive: stop after this many samples", kind="int"),
     )
+
+    @classmethod
+    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
+        """LongBench, or with --adaptive the adaptive test of it (adaptive.py)."""
+        if extra.get("adaptive"):
+            from .adaptive import AdaptiveLongBench
+
+            return AdaptiveLongBench.from_options(dict(extra), data_dir)
+        if any(extra.get(k) is not None for k in ADAPTIVE_ONLY):
+            raise UserError("--target-se and the other --adaptive-* options need --adaptive")
+        return cls()
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         return load_longbench_rows(opts, select_tasks(LONGBENCH_DATASETS, opts.tasks, self.name), file_suffix="")
@@ -434,6 +442,11 @@ class MiniLongBench(_LongBenchFamily):
     data_dir: Path | None = None
     method: str = "blend"
     params: str = "shipped"  # the shipped parameters use the release's 237 anchors, whose prompts runs have
+
+    @classmethod
+    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
+        return cls(data_dir=data_dir, method=str(extra.get("estimate_method", "blend")),
+                   params=str(extra.get("estimate_params", "shipped")))
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         return load_minilongbench(opts)

@@ -29,7 +29,7 @@ from ...estimators.longscore import BASE_LABEL, DEFAULT_BASE, longscore, parse_l
 from ...metrics import judge
 from ...metrics import registry as metrics
 from ...types import Response, Sample, SampleResult
-from ..base import CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
+from ..base import Benchmark, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
 from ..longbench.table import first_line
 from .generator import Generator, Unbuildable
 from .release import PRIOR_PROMPT, load_release
@@ -112,12 +112,12 @@ def _length_tokenizer(spec: Any) -> tuple[Any, str]:
         return get_tokenizer("cl100k_base"), "cl100k_base"
 
 
-class LongBench100:
+class LongBench100(Benchmark):
     """The 100-LongBench benchmark (seed 002)."""
 
     name = "100-longbench"
     SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "longscore", "by_task")
-    MODEL2MAXLEN: ClassVar[str] = "longbench100"  # the release's per-model prompt budgets (budget.py)
+    MODEL2MAXLEN: ClassVar[str | None] = "longbench100"  # the release's per-model prompt budgets (budget.py)
     # every model request as the release sends it (requests.py): no truncation, the
     # release's system message and sampling for API models, the raw prompt for open ones
     RELEASE_REQUESTS: ClassVar[bool] = True
@@ -149,6 +149,18 @@ class LongBench100:
             self.lengths = lengths
             self.base_lengths = _labels(extra.get("base_lengths"), DEFAULT_BASE)
         self.prior_threshold = float(extra.get("prior_threshold", PRIOR_THRESHOLD))
+
+    @classmethod
+    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
+        return cls(extra, data_dir=data_dir)
+
+    @classmethod
+    def finish_options(cls, extra: dict[str, Any], model: str, tokenizer: str | None) -> dict[str, Any]:
+        """Generation measures lengths with the target model's tokenizer when known."""
+        from ...tokenizers import tiktoken_encoding_for
+
+        tok = tokenizer or tiktoken_encoding_for(model.partition(":")[2])
+        return {**extra, "tokenizer": tok} if tok else extra
 
     @staticmethod
     def release_request(prompt: str, provider: str, open_model: bool) -> dict[str, Any]:
