@@ -18,7 +18,6 @@ MiniLongBench release's data); without them the IRT curve is used alone.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
