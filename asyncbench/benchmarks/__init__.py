@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError, did_you_mean
+from .bamboo import metrics as _bamboo_metrics  # noqa: F401  registers bamboo_<dataset> in the metric registry
 from .base import Benchmark, CliOption
+from .longbench import metrics as _longbench_metrics  # noqa: F401  registers LongBench's metrics (jsonl: uses them)
 
 
 def benchmark_classes() -> dict[str, type[Benchmark]]:

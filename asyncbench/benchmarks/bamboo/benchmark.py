@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import UserError
+from ...metrics import registry as metrics
 from ...types import Sample, SampleResult
 from ..base import BadRow, Benchmark, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
 from . import metrics as M
@@ -348,7 +349,7 @@ class BambooBenchmark(Benchmark):
         for i, (s, pred) in enumerate(zip(samples, predictions)):
             name = s.meta["dataset"]
             if name != "private_eval":
-                judged = M.judge(name, pred, s.meta["answer"])  # the metric bamboo_<name> is its score
+                judged = metrics.judge(M.metric_name(name), pred, s.meta["answer"])
                 scores[i] = judged.score
                 s.meta["parsed"] = judged.parsed
                 continue

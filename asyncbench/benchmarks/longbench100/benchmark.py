@@ -307,7 +307,7 @@ class LongBench100(Benchmark):
                 continue
             line = first_line(pred)
             s.meta["parsed"] = line
-            if s.metric in ("uuid", "number"):
+            if s.metric in metrics.METRICS:  # a rule metric (uuid, number); qa and summary are judged
                 scores[i] = metrics.score(s.metric, line, s.answers[:1])
             elif not line.strip():
                 scores[i] = 0.0  # the model gave no answer: a real zero, not a judge failure
