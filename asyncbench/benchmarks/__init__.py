@@ -14,6 +14,7 @@ from ..errors import UserError, did_you_mean
 from .bamboo import metrics as _bamboo_metrics  # noqa: F401  registers bamboo_<dataset> in the metric registry
 from .base import Benchmark, CliOption
 from .longbench import metrics as _longbench_metrics  # noqa: F401  registers LongBench's metrics (jsonl: uses them)
+from .scores import ScoreSet
 
 
 def benchmark_classes() -> dict[str, type[Benchmark]]:
@@ -28,9 +29,23 @@ def benchmark_classes() -> dict[str, type[Benchmark]]:
             "bamboo": BambooBenchmark, "100-longbench": LongBench100, "jsonl": JsonlBenchmark}
 
 
+def variants() -> dict[str, dict[str, type[Benchmark]]]:
+    """A benchmark's variants by the flag option that selects one: `longbench --adaptive`
+    is the adaptive test of LongBench (same options, scores and data)."""
+    from .longbench.adaptive import AdaptiveLongBench
+
+    return {"longbench": {"adaptive": AdaptiveLongBench}}
+
+
 def names() -> tuple[str, ...]:
     """The registered benchmarks' names (`jsonl:PATH` aside)."""
     return tuple(n for n in benchmark_classes() if n != "jsonl")
+
+
+def score_type(spec: str) -> type[ScoreSet]:
+    """The score type of a run's benchmark spec or family (the generic one if unknown)."""
+    cls = benchmark_classes().get(family_of(spec))
+    return cls.SCORES if cls is not None else ScoreSet
 
 
 def family_of(spec: str) -> str:
@@ -94,4 +109,6 @@ def parse_benchmark(spec: str, extra: Mapping[str, Any] | None = None,
         known = names()
         raise UserError(f"unknown benchmark {name!r}{did_you_mean(name, known)}: use one of {', '.join(known)}, "
                         "or jsonl:PATH for your own data")
-    return cls.from_spec(rest, extra or {}, data_dir)
+    given = extra or {}
+    cls = next((v for flag, v in variants().get(name, {}).items() if given.get(flag)), cls)
+    return cls.from_spec(rest, given, data_dir)

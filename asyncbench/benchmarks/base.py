@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from ..errors import ProviderError
 from ..types import Request, Response, Sample, SampleResult
+from .scores import ScoreSet
 
 if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
     from ..estimators.intervals import Plan
@@ -76,13 +77,6 @@ class Scores(TypedDict, total=False):
     # 95% bootstrap intervals [lo, hi] of the numbers above, in their scale and tree shape
     # (overall*, by_category, by_task, by_length where the benchmark averages them)
     ci95: dict[str, Any]
-
-
-# The kinds of score a benchmark's `aggregate` may report and declare in SCORE_COLUMNS;
-# the report knows how to show each kind, and shows what the benchmark declares.
-SCORE_KINDS: tuple[str, ...] = ("overall", "overall_en", "overall_zh", "anchor_average", "anchor_average_en",
-                                "anchor_average_zh", "by_length", "diff_16k_minus_4k",
-                                "longscore", "by_category", "by_task")
 
 
 # One adaptive round: the samples asked, what the engine made of their requests, their results.
@@ -165,8 +159,8 @@ class Benchmark(ABC):
     # the benchmark's own `asyncbench run` flags (see CliOption); the CLI's flags and
     # `asyncbench.evaluate`'s keyword options are these declarations
     OPTIONS: ClassVar[tuple[CliOption, ...]] = ()
-    # which of its scores the report shows, in order (see SCORE_KINDS)
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_task")
+    # its scores' type: which the report shows and how (scores.py)
+    SCORES: ClassVar[type[ScoreSet]] = ScoreSet
     # where its official model2maxlen.json (prompt budgets per model) is (budget.py); None: none
     MODEL2MAXLEN: ClassVar[str | None] = None
     # a run needs the model's context length (prompts are cut to it)

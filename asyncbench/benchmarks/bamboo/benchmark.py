@@ -39,8 +39,10 @@ from ...errors import UserError
 from ...metrics import registry as metrics
 from ...types import Sample, SampleResult
 from ..base import BadRow, Benchmark, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
+from ..scores import ScoreSet
 from . import metrics as M
 from .sandbox import Program
+from .scores import BambooScores
 
 if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
     from ...estimators.intervals import Array, Plan, Tree
@@ -252,7 +254,7 @@ def select(tasks: list[str] | None, length: str) -> list[tuple[str, str, bool]]:
 
 @dataclass
 class BambooBenchmark(Benchmark):
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "diff_16k_minus_4k", "by_task")
+    SCORES: ClassVar[type[ScoreSet]] = BambooScores
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--length", "BAMBOO: 4k | 16k | both", choices=("4k", "16k", "both")),
         CliOption("--strict-data", "stop at an unreadable data row (default: exclude it, with its file, line and "

@@ -18,6 +18,7 @@ MiniLongBench release's data); without them the IRT curve is used alone.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -76,11 +77,10 @@ class AdaptiveLongBench(LongBench):
     batch_size: int = DEFAULT_BATCH
     start_per_dataset: int = DEFAULT_START
     max_samples: int | None = None
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_category", "by_task")
     ADAPTIVE: ClassVar[bool] = True
 
     @classmethod
-    def from_options(cls, extra: dict[str, Any], data_dir: Path | None) -> AdaptiveLongBench:
+    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> AdaptiveLongBench:
         target = extra.get("target_se")
         if target is None:
             raise UserError("--adaptive needs --target-se S (the standard error of the 0-1 Overall to stop at, "

@@ -37,7 +37,9 @@ from ...errors import UserError, did_you_mean
 from ...jsonl_io import iter_json_objects, read_json_object
 from ...types import Sample, SampleResult
 from ..base import Benchmark, CliOption, LoadOptions, RunContext, Scores
+from ..scores import ScoreSet
 from .prompts import LongBenchConfig, fill_prompt, load_config
+from .scores import LongBenchEScores, LongBenchScores, MiniLongBenchScores
 from .table import (
     CODE_DATASETS,
     FIRST_LINE_DATASETS,
@@ -365,7 +367,7 @@ class _LongBenchFamily(Benchmark):
 
     name: str = ""
     by_length: bool = False
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "overall_en", "overall_zh", "by_category", "by_task")
+    SCORES: ClassVar[type[ScoreSet]] = LongBenchScores
     # where the official model2maxlen.json (prompt budgets per model) is: budget.py
     MODEL2MAXLEN: ClassVar[str | None] = "longbench"
     LONG_CONTEXT: ClassVar[bool] = True  # a run needs the model's context (budget.py)
@@ -400,11 +402,7 @@ class LongBench(_LongBenchFamily):
 
     @classmethod
     def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
-        """LongBench, or with --adaptive the adaptive test of it (adaptive.py)."""
-        if extra.get("adaptive"):
-            from .adaptive import AdaptiveLongBench
-
-            return AdaptiveLongBench.from_options(dict(extra), data_dir)
+        """Plain LongBench (with --adaptive the registry picks AdaptiveLongBench instead)."""
         if any(extra.get(k) is not None for k in ADAPTIVE_ONLY):
             raise UserError("--target-se and the other --adaptive-* options need --adaptive")
         return cls()
@@ -417,8 +415,7 @@ class LongBench(_LongBenchFamily):
 class LongBenchE(_LongBenchFamily):
     name: str = "longbench-e"
     by_length: bool = True
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "overall_en", "overall_zh", "by_length", "by_category",
-                                                "by_task")
+    SCORES: ClassVar[type[ScoreSet]] = LongBenchEScores
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         datasets = select_tasks(LONGBENCH_E_DATASETS, opts.tasks, self.name, suffix="_e")
@@ -430,8 +427,7 @@ class MiniLongBench(_LongBenchFamily):
     """The 237 anchors; `aggregate` adds the estimate of the full LongBench score."""
 
     name: str = "minilongbench"
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("anchor_average", "anchor_average_en", "anchor_average_zh",
-                                                "by_category", "by_task")
+    SCORES: ClassVar[type[ScoreSet]] = MiniLongBenchScores
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--estimate-method", "MiniLongBench: headline estimate method", choices=("irt", "direct", "blend"),
                   default="blend"),

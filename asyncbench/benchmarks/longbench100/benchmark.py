@@ -31,8 +31,10 @@ from ...metrics import registry as metrics
 from ...types import Response, Sample, SampleResult
 from ..base import Benchmark, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
 from ..longbench.table import first_line
+from ..scores import ScoreSet
 from .generator import Generator, Unbuildable
 from .release import PRIOR_PROMPT, load_release
+from .scores import LongBench100Scores
 from .sources import NEEDED_EXTRA, load_sources
 from .tasks import TASKS
 
@@ -116,7 +118,7 @@ class LongBench100(Benchmark):
     """The 100-LongBench benchmark (seed 002)."""
 
     name = "100-longbench"
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "longscore", "by_task")
+    SCORES: ClassVar[type[ScoreSet]] = LongBench100Scores
     MODEL2MAXLEN: ClassVar[str | None] = "longbench100"  # the release's per-model prompt budgets (budget.py)
     # every model request as the release sends it (requests.py): no truncation, the
     # release's system message and sampling for API models, the raw prompt for open ones

@@ -1,0 +1,24 @@
+"""BAMBOO's scores and how the report shows them: the average per length level and the
+16k - 4k difference over the datasets present at both."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ..scores import ScoreSet
+
+
+class BambooScores(ScoreSet):
+    COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "diff_16k_minus_4k", "by_task")
+    OWN_KINDS: ClassVar[tuple[str, ...]] = ("diff_16k_minus_4k",)
+    LINE_KEYS: ClassVar[tuple[str, ...]] = ("by_length", "diff_16k_minus_4k")
+
+    def extra_cells(self, columns: tuple[str, ...]) -> dict[str, float]:
+        diff = self.data.get("diff_16k_minus_4k")
+        if "diff_16k_minus_4k" in columns and isinstance(diff, dict) and diff.get("average") is not None:
+            return {"diff_16k_minus_4k": float(diff["average"])}
+        return {}
+
+    @classmethod
+    def label(cls, key: str) -> str | None:
+        return "16k-4k" if key == "diff_16k_minus_4k" else None

@@ -1,0 +1,32 @@
+"""100-LongBench's scores and how the report shows them: score by length and LongScore
+(base ability, the average over longer lengths, the average LongScore)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ..scores import ScoreSet
+
+_LONGSCORE_LABELS = {"base_ability": "base ability", "avg_score": "avg score (longer)", "avg_lc": "avg LongScore"}
+
+
+class LongBench100Scores(ScoreSet):
+    COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "longscore", "by_task")
+    OWN_KINDS: ClassVar[tuple[str, ...]] = ("longscore",)
+    LINE_KEYS: ClassVar[tuple[str, ...]] = ("by_length", "longscore")
+
+    def extra_cells(self, columns: tuple[str, ...]) -> dict[str, float]:
+        if "longscore" not in columns:
+            return {}
+        return {f"ls:{key}": float(value) for key, value in (self.data.get("longscore") or {}).items()
+                if key in _LONGSCORE_LABELS and value is not None}
+
+    @classmethod
+    def label(cls, key: str) -> str | None:
+        kind, _, name = key.partition(":")
+        return _LONGSCORE_LABELS[name] if kind == "ls" else None
+
+    @classmethod
+    def length_legend(cls, cells: dict[str, float | None]) -> str:
+        avg = cells.get("ls:avg_lc")
+        return f" (avg LongScore {avg:.1f})" if avg is not None else ""
