@@ -76,6 +76,6 @@ def test_nothing_probes_a_benchmark_with_hasattr_or_getattr() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                     node.func.id in ("hasattr", "getattr") and node.args:
                 target = ast.unparse(node.args[0])
-                if "bench" in target.lower() or target in ("cls", "self") and "benchmarks" in path.parts:
+                if "bench" in target.lower() or (target in ("cls", "self") and "benchmarks" in path.parts):
                     found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
     assert not found, found
