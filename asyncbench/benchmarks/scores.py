@@ -53,6 +53,12 @@ class ScoreSet:
     def to_json(self) -> dict[str, Any]:
         return dict(self.data)
 
+    @classmethod
+    def published(cls, row: Mapping[str, Any]) -> dict[str, Any]:
+        """A paper's row (data/published_baselines.json) as a scores tree of this type."""
+        return {k: row[k] for k in ("overall", "overall_en", "overall_zh", "by_category", "by_task", "by_length")
+                if k in row}
+
     # -- typed access ------------------------------------------------------------------
     @property
     def overall(self) -> float | None:
