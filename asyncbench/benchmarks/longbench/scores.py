@@ -83,6 +83,12 @@ class MiniLongBenchScores(LongBenchScores):
         return key.replace("anchor_average", "anchor average").replace("_", " ") if key.startswith(
             "anchor_average") else None
 
+    @property
+    def anchor_average(self) -> float | None:
+        """The plain mean over the 237 anchors (not a LongBench score)."""
+        value = self.data.get("anchor_average")
+        return float(value) if isinstance(value, (int, float)) else None
+
     @classmethod
     def compared_key(cls, key: str) -> str:
         """A comparison's overall is the anchors' plain mean (the estimate is not resampled)."""

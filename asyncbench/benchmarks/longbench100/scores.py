@@ -25,10 +25,15 @@ class LongBench100Scores(ScoreSet):
             scores["longscore"] = ls
         return scores
 
+    @property
+    def longscore(self) -> dict[str, float | None]:
+        """LongScore's parts: base ability, the average score at longer lengths, avg LongScore."""
+        return dict(self.data.get("longscore") or {})
+
     def extra_cells(self, columns: tuple[str, ...]) -> dict[str, float]:
         if "longscore" not in columns:
             return {}
-        return {f"ls:{key}": float(value) for key, value in (self.data.get("longscore") or {}).items()
+        return {f"ls:{key}": float(value) for key, value in self.longscore.items()
                 if key in _LONGSCORE_LABELS and value is not None}
 
     @classmethod
