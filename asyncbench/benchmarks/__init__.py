@@ -1,8 +1,9 @@
 """Benchmark registry: `NAME[:task,task]` -> a Benchmark (see base.py).
 
-REGISTRY is the one list of benchmarks: the CLI's benchmark flags, `asyncbench.evaluate`'s
-benchmark options, spec parsing and the report all read it. Adding a benchmark is a
-subclass of `base.Benchmark` and one line in `benchmark_classes`."""
+`benchmark_classes()` is the one list of benchmarks: the CLI's benchmark flags,
+`asyncbench.evaluate`'s benchmark options, spec parsing and the report (score types) all
+read it. Adding a benchmark is a subclass of `base.Benchmark` and one line there.
+Importing this package registers the benchmarks' own metrics in the metric registry."""
 
 from __future__ import annotations
 

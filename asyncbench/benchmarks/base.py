@@ -153,7 +153,7 @@ class Benchmark(ABC):
     """A benchmark: `load`, `score`, `aggregate` and `resampling_plan` are required; every
     other capability is optional, declared here with its default so the engine asks the
     benchmark (never `hasattr`) whether it has it. Register a new benchmark in
-    `benchmarks/__init__.py`'s REGISTRY (the only list of benchmarks)."""
+    `benchmarks/__init__.py`'s `benchmark_classes()` (the only list of benchmarks)."""
 
     name: str
     # the benchmark's own `asyncbench run` flags (see CliOption); the CLI's flags and
