@@ -81,3 +81,25 @@ def test_every_benchmark_declares_a_score_type_and_its_own_cells() -> None:
     mini = score_type("minilongbench").from_json(CASES["minilongbench"])
     assert mini.cells()["anchor_average"] == 30.5 and "overall" not in mini.cells()
     assert (mini.estimate() or {})["estimate_direct"] == pytest.approx(42.0)
+
+
+def test_the_report_names_no_benchmark() -> None:
+    """report/* asks a benchmark's score type; no string in its code names a benchmark or
+    one benchmark's own score kinds (docstrings and comments aside)."""
+    import ast
+    from pathlib import Path
+
+    import asyncbench.report
+
+    banned = set(benchmark_classes()) | {"anchor_average", "diff_16k_minus_4k", "longscore", "ls:avg_lc", "estimate"}
+    found = []
+    for name in ("model", "plots", "viewer", "tables", "html", "compare", "baselines"):
+        path = Path(asyncbench.report.__file__).parent / f"{name}.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body
+                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        found += [f"{name}.py:{n.lineno} {n.value!r}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+                  and n.value.lower() in banned]
+    assert not found, found
