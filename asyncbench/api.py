@@ -64,6 +64,8 @@ class Options(TypedDict, total=False):
     batch_fallback: Literal["batch", "live"]
     no_wait: bool
     prompt_cache: Literal["auto", "off"]
+    # Each benchmark's OPTIONS, by key and typed by kind (mypy needs them written out);
+    # tests/test_benchmark_options.py checks they are exactly the declarations.
     # BAMBOO
     length: Literal["4k", "16k", "both"]
     strict_data: bool

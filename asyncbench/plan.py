@@ -49,8 +49,8 @@ PlannedCalls = Callable[[list[Sample], Callable[[str], int]], Mapping[str, tuple
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a benchmark offers beyond `load`/`prepare`/`score`/`aggregate`. The one place
-    that probes a benchmark for them (`capabilities`), so the engine asks none."""
+    """What a benchmark offers beyond `load`/`prepare`/`score`/`aggregate`, read once from
+    the capabilities its class declares (benchmarks/base.py), so the engine asks none."""
 
     iter_load: Callable[[LoadOptions], Iterator[Sample]] | None  # streams its samples
     fingerprint: Callable[[], str] | None  # its data's content hash, for a streamed run's id
@@ -65,14 +65,14 @@ class Capabilities:
 def capabilities(benchmark: Benchmark) -> Capabilities:
     """The benchmark's optional capabilities (see Capabilities)."""
     return Capabilities(
-        iter_load=getattr(benchmark, "iter_load", None),
-        fingerprint=getattr(benchmark, "fingerprint", None),
-        model2maxlen=getattr(benchmark, "MODEL2MAXLEN", None),
-        long_context=bool(getattr(benchmark, "LONG_CONTEXT", False)),
-        planned_calls=getattr(benchmark, "planned_calls", None),
-        administer=getattr(benchmark, "administer", None),
-        release_request=getattr(benchmark, "release_request", None),
-        describe_requests=getattr(benchmark, "describe_requests", None),
+        iter_load=benchmark.iter_load if benchmark.STREAMS else None,
+        fingerprint=benchmark.fingerprint,
+        model2maxlen=benchmark.MODEL2MAXLEN,
+        long_context=benchmark.LONG_CONTEXT,
+        planned_calls=benchmark.planned_calls,
+        administer=benchmark.administer if benchmark.ADAPTIVE else None,
+        release_request=benchmark.release_request if benchmark.RELEASE_REQUESTS else None,
+        describe_requests=benchmark.describe_requests if benchmark.RELEASE_REQUESTS else None,
     )
 
 

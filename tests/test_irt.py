@@ -172,3 +172,14 @@ def test_blend_is_the_per_dataset_mean_of_irt_and_direct():
         assert value == pytest.approx((out["irt"]["by_dataset"][name] + out["direct"]["by_dataset"][name]) / 2)
     assert min(out["irt"]["overall"], out["direct"]["overall"]) <= out["overall"] <= max(
         out["irt"]["overall"], out["direct"]["overall"])
+
+
+def test_the_release_layout_is_longbench_s_datasets_and_categories() -> None:
+    """layout.json (read by the estimators, which import no benchmark) says what LongBench's
+    table says: the same categories in the paper's order, every dataset once in the columns."""
+    from asyncbench.benchmarks.longbench.table import CATEGORY_OF, NAMES
+
+    assert irt.CATEGORIES == CATEGORIES and list(irt.CATEGORIES) == list(CATEGORIES)
+    assert irt.CATEGORY_OF == CATEGORY_OF
+    assert sorted(irt.DATASET_NAMES) == sorted(NAMES) == sorted(irt.AVG_LENGTH)
+    assert irt.N_ITEMS == 4750

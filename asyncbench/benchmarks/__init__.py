@@ -1,4 +1,9 @@
-"""Benchmark registry: `NAME[:task,task]` -> a Benchmark (see base.py)."""
+"""Benchmark registry: `NAME[:task,task]` -> a Benchmark (see base.py).
+
+`benchmark_classes()` is the one list of benchmarks: the CLI's benchmark flags,
+`asyncbench.evaluate`'s benchmark options, spec parsing and the report (score types) all
+read it. Adding a benchmark is a subclass of `base.Benchmark` and one line there.
+Importing this package registers the benchmarks' own metrics in the metric registry."""
 
 from __future__ import annotations
 
@@ -7,25 +12,60 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError, did_you_mean
-from .base import Benchmark
-
-# options that only mean something with --adaptive
-ADAPTIVE_ONLY = ("target_se", "adaptive_batch", "adaptive_start", "adaptive_max_samples")
-
-NAMES = ("longbench", "longbench-e", "minilongbench", "bamboo", "100-longbench")
+from .bamboo import metrics as _bamboo_metrics  # noqa: F401  registers bamboo_<dataset> in the metric registry
+from .base import Benchmark, CliOption
+from .longbench import metrics as _longbench_metrics  # noqa: F401  registers LongBench's metrics (jsonl: uses them)
+from .scores import ScoreSet
 
 
 def benchmark_classes() -> dict[str, type[Benchmark]]:
-    """Every benchmark class by its name (for the CLI's benchmark-specific flags)."""
+    """Every benchmark class by the name its spec starts with (imported on first use, so
+    `asyncbench --help` stays fast). `jsonl` takes a path (`jsonl:PATH`), not tasks."""
     from .bamboo.benchmark import BambooBenchmark
     from .jsonl import JsonlBenchmark
     from .longbench.benchmark import LongBench, LongBenchE, MiniLongBench
     from .longbench100.benchmark import LongBench100
 
-    classes: list[type[Benchmark]] = [LongBench, LongBenchE, MiniLongBench, BambooBenchmark, LongBench100]
-    found = {str(cls.name): cls for cls in classes}
-    found["jsonl"] = JsonlBenchmark
-    return found
+    return {"longbench": LongBench, "longbench-e": LongBenchE, "minilongbench": MiniLongBench,
+            "bamboo": BambooBenchmark, "100-longbench": LongBench100, "jsonl": JsonlBenchmark}
+
+
+def variants() -> dict[str, dict[str, type[Benchmark]]]:
+    """A benchmark's variants by the flag option that selects one: `longbench --adaptive`
+    is the adaptive test of LongBench (same options, scores and data)."""
+    from .longbench.adaptive import AdaptiveLongBench
+
+    return {"longbench": {"adaptive": AdaptiveLongBench}}
+
+
+def names() -> tuple[str, ...]:
+    """The registered benchmarks' names (`jsonl:PATH` aside)."""
+    return tuple(n for n in benchmark_classes() if n != "jsonl")
+
+
+def score_type(spec: str) -> type[ScoreSet]:
+    """The score type of a run's benchmark spec or family (the generic one if unknown)."""
+    cls = benchmark_classes().get(family_of(spec))
+    return cls.SCORES if cls is not None else ScoreSet
+
+
+def family_of(spec: str) -> str:
+    """The registry name a spec starts with: `longbench:hotpotqa` -> longbench."""
+    return spec.partition(":")[0]
+
+
+def _option_value(opt: CliOption, value: Any) -> Any:
+    """A given option's value as the run records it: a list option takes a list or a
+    comma-separated string; a choice must be one of its choices."""
+    if opt.kind == "list":
+        return [x.strip() for x in value.split(",") if x.strip()] if isinstance(value, str) else list(value)
+    if opt.choices and value not in opt.choices:
+        raise UserError(f"{opt.flag} must be one of {', '.join(opt.choices)} (got {value!r})")
+    return value
+
+
+def _given(value: Any) -> bool:
+    return value is not None and value is not False
 
 
 def benchmark_options(benchmark: str, given: Mapping[str, Any], model: str,
@@ -33,73 +73,43 @@ def benchmark_options(benchmark: str, given: Mapping[str, Any], model: str,
     """The options the chosen benchmark reads (`LoadOptions.extra`, part of the run id),
     from values keyed by option name (`CliOption.key`; None or False: not given), as the
     CLI and the Python API both pass them. Another benchmark's option is an error (it
-    would do nothing); a list option takes a list or a comma-separated string."""
+    would do nothing)."""
     classes = benchmark_classes()
-    family = "jsonl" if benchmark.startswith("jsonl:") else benchmark.partition(":")[0]
+    family = family_of(benchmark)
     chosen = classes.get(family)
-    mine = {opt.key for opt in chosen.OPTIONS} if chosen else set()
+    mine = chosen.OPTIONS if chosen else ()
+    keys = {opt.key for opt in mine}
     for name, cls in classes.items():
         for opt in cls.OPTIONS:
-            if opt.key not in mine and given.get(opt.key) not in (None, False):
+            if opt.key not in keys and _given(given.get(opt.key)):
                 raise UserError(f"{opt.flag} is a {name} option; {family} does not use it")
     extra: dict[str, Any] = {}
-    for opt in chosen.OPTIONS if chosen else ():
-        value = given.get(opt.key)
-        if value is None or value is False:
-            if opt.default is None:
-                continue
-            value = opt.default
-        if opt.kind == "list":
-            value = [x.strip() for x in value.split(",") if x.strip()] if isinstance(value, str) else list(value)
-        elif opt.choices and value not in opt.choices:
-            raise UserError(f"{opt.flag} must be one of {', '.join(opt.choices)} (got {value!r})")
-        extra[opt.key] = value
-    if family == "100-longbench":
-        # generation measures lengths with the target model's tokenizer when known
-        from ..tokenizers import tiktoken_encoding_for
+    for opt in mine:
+        value = given.get(opt.key) if _given(given.get(opt.key)) else opt.default
+        if value is not None:
+            extra[opt.key] = _option_value(opt, value)
+    return chosen.finish_options(extra, model, tokenizer) if chosen else extra
 
-        tok = tokenizer or tiktoken_encoding_for(model.partition(":")[2])
-        if tok:
-            extra["tokenizer"] = tok
-    return extra
+
+def all_options() -> dict[str, CliOption]:
+    """Every benchmark option by its key (the CLI's flags, the Python API's keywords)."""
+    return {opt.key: opt for cls in benchmark_classes().values() for opt in cls.OPTIONS}
 
 
 def option_keys() -> dict[str, str]:
     """Every benchmark option's key -> its flag (the Python API's keyword arguments)."""
-    return {opt.key: opt.flag for cls in benchmark_classes().values() for opt in cls.OPTIONS}
+    return {key: opt.flag for key, opt in all_options().items()}
 
 
 def parse_benchmark(spec: str, extra: Mapping[str, Any] | None = None,
                     data_dir: Path | None = None) -> tuple[Benchmark, list[str] | None]:
     """`longbench:hotpotqa,qasper` -> (LongBench(), ["hotpotqa", "qasper"]); `jsonl:PATH`."""
-    if spec.startswith("jsonl:"):
-        from .jsonl import JsonlBenchmark
-
-        return JsonlBenchmark(spec[len("jsonl:"):]), None
-    name, _, tasks = spec.partition(":")
-    selected = [t.strip() for t in tasks.split(",") if t.strip()] or None
-    if name in ("longbench", "longbench-e", "minilongbench"):
-        from .longbench.benchmark import LongBench, LongBenchE, MiniLongBench
-
-        cls = {"longbench": LongBench, "longbench-e": LongBenchE, "minilongbench": MiniLongBench}[name]
-        if cls is LongBench and (extra or {}).get("adaptive"):
-            from .longbench.adaptive import AdaptiveLongBench
-
-            return AdaptiveLongBench.from_options(dict(extra or {}), data_dir), selected
-        if cls is LongBench and any((extra or {}).get(k) is not None for k in ADAPTIVE_ONLY):
-            raise UserError("--target-se and the other --adaptive-* options need --adaptive")
-        if cls is MiniLongBench:
-            opts = extra or {}
-            return MiniLongBench(data_dir=data_dir, method=str(opts.get("estimate_method", "blend")),
-                                 params=str(opts.get("estimate_params", "shipped"))), selected
-        return cls(), selected
-    if name == "bamboo":
-        from .bamboo.benchmark import BambooBenchmark
-
-        return BambooBenchmark(data_dir=data_dir), selected
-    if name == "100-longbench":
-        from .longbench100.benchmark import LongBench100
-
-        return LongBench100(extra, data_dir=data_dir), selected
-    raise UserError(f"unknown benchmark {name!r}{did_you_mean(name, NAMES)}: use one of {', '.join(NAMES)}, "
-                    "or jsonl:PATH for your own data")
+    name, _, rest = spec.partition(":")
+    cls = benchmark_classes().get(name)
+    if cls is None:
+        known = names()
+        raise UserError(f"unknown benchmark {name!r}{did_you_mean(name, known)}: use one of {', '.join(known)}, "
+                        "or jsonl:PATH for your own data")
+    given = extra or {}
+    cls = next((v for flag, v in variants().get(name, {}).items() if given.get(flag)), cls)
+    return cls.from_spec(rest, given, data_dir)

@@ -11,13 +11,15 @@ through the same scheduler, limits and cache as the evaluated requests.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from ..errors import ProviderError
 from ..types import Request, Response, Sample, SampleResult
+from .scores import ScoreSet
 
 if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
     from ..estimators.intervals import Plan
@@ -77,11 +79,9 @@ class Scores(TypedDict, total=False):
     ci95: dict[str, Any]
 
 
-# The kinds of score a benchmark's `aggregate` may report and declare in SCORE_COLUMNS;
-# the report knows how to show each kind, and shows what the benchmark declares.
-SCORE_KINDS: tuple[str, ...] = ("overall", "overall_en", "overall_zh", "anchor_average", "anchor_average_en",
-                                "anchor_average_zh", "by_length", "diff_16k_minus_4k",
-                                "longscore", "by_category", "by_task")
+# One adaptive round: the samples asked, what the engine made of their requests, their results.
+Round = tuple[list[Sample], Any, list[SampleResult]]
+Ask = Callable[[list[Sample]], Awaitable[tuple[Any, list[SampleResult]]]]
 
 
 class Loaded(list[Sample]):
@@ -149,35 +149,94 @@ class RunContext:
     map_chunks: Callable[[Callable[..., Any], list[tuple[Any, ...]]], list[Any]] | None = None
 
 
-class Benchmark(Protocol):
-    name: str
-    # the benchmark's own `asyncbench run` flags (see CliOption)
-    OPTIONS: ClassVar[tuple[CliOption, ...]]
-    # which of its scores the report shows, in order (see SCORE_KINDS)
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]]
+class Benchmark(ABC):
+    """A benchmark: `load`, `score`, `aggregate` and `resampling_plan` are required; every
+    other capability is optional, declared here with its default so the engine asks the
+    benchmark (never `hasattr`) whether it has it. Register a new benchmark in
+    `benchmarks/__init__.py`'s `benchmark_classes()` (the only list of benchmarks)."""
 
+    name: str
+    # the benchmark's own `asyncbench run` flags (see CliOption); the CLI's flags and
+    # `asyncbench.evaluate`'s keyword options are these declarations
+    OPTIONS: ClassVar[tuple[CliOption, ...]] = ()
+    # its scores' type: which the report shows and how (scores.py)
+    SCORES: ClassVar[type[ScoreSet]] = ScoreSet
+    # where its official model2maxlen.json (prompt budgets per model) is (budget.py); None: none
+    MODEL2MAXLEN: ClassVar[str | None] = None
+    # a run needs the model's context length (prompts are cut to it)
+    LONG_CONTEXT: ClassVar[bool] = False
+    # `iter_load` streams: a run sends the first requests while the rest is being read
+    # (only where `prepare` is the identity); `fingerprint` then names the data
+    STREAMS: ClassVar[bool] = False
+    # every request is sent as the release sends it (`release_request`), never cut
+    RELEASE_REQUESTS: ClassVar[bool] = False
+    # the benchmark chooses each batch of samples itself (`administer`: adaptive testing)
+    ADAPTIVE: ClassVar[bool] = False
+
+    @classmethod
+    def from_spec(cls, rest: str, extra: Mapping[str, Any], data_dir: Path | None) -> tuple[Benchmark, list[str] | None]:
+        """The benchmark for `NAME:REST` (REST: a comma-separated task selection) and the
+        run's options (`benchmark_options`' result)."""
+        return cls.configured(extra, data_dir), [t.strip() for t in rest.split(",") if t.strip()] or None
+
+    @classmethod
+    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
+        """An instance for the run's options and data directory (default: no configuration)."""
+        return cls()
+
+    @classmethod
+    def finish_options(cls, extra: dict[str, Any], model: str, tokenizer: str | None) -> dict[str, Any]:
+        """The options as the run id records them, after anything derived from the model."""
+        return extra
+
+    @abstractmethod
     def load(self, opts: LoadOptions) -> list[Sample]:
-        """All samples, in a stable order. A benchmark whose `prepare` is the identity may
-        also offer `iter_load(opts) -> Iterator[Sample]`: a run then sends the first
-        requests while the rest of the data is still being read."""
-        ...
+        """All samples, in a stable order."""
+
+    def iter_load(self, opts: LoadOptions) -> Iterator[Sample]:
+        """The samples one at a time (STREAMS benchmarks read their file lazily)."""
+        return iter(self.load(opts))
+
+    def fingerprint(self) -> str:
+        """What names a streamed benchmark's data in the run id (its file's hash); "" for
+        benchmarks whose loaded samples are hashed instead."""
+        return ""
 
     async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
         """Optional filtering before the run (default: identity). Returns kept samples and
         a report fragment (e.g. prior-knowledge exclusions)."""
-        ...
+        return samples, {}
 
+    @abstractmethod
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
         """One score in [0, 1] per prediction; None where scoring itself failed."""
-        ...
 
+    @abstractmethod
     def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
         """`{"overall": float, "by_task": {task: float}, ...}` as the paper reports
         (scores in the paper's scale, e.g. x100 for LongBench). `report` is what
         `prepare` returned (exclusions, load notes), for benchmarks whose tables show it."""
-        ...
 
+    @abstractmethod
     def resampling_plan(self, results: list[SampleResult]) -> Plan:
         """How `aggregate` makes its numbers from samples, for bootstrap intervals and
         paired comparisons (estimators.intervals): the strata and how they combine."""
-        ...
+
+    def planned_calls(self, samples: list[Sample], count: Any) -> dict[str, tuple[int, int, int]]:
+        """The dry run's estimate of extra model calls by purpose (judge, prior): (calls,
+        input tokens, output tokens); {} when scoring sends none."""
+        return {}
+
+    def release_request(self, prompt: str, provider: str, open_model: bool) -> dict[str, Any]:
+        """RELEASE_REQUESTS benchmarks: the release's request for a prompt, as
+        ModelClient.request keyword arguments."""
+        raise NotImplementedError(f"{self.name} sends requests the engine's way")
+
+    def describe_requests(self, provider: str, open_model: bool) -> dict[str, object]:
+        """RELEASE_REQUESTS benchmarks: how the release's requests look (run.json)."""
+        return {}
+
+    async def administer(self, samples: list[Sample], ask: Ask) -> tuple[list[Round], dict[str, Any]]:
+        """ADAPTIVE benchmarks: ask batches of `samples` through `ask` until done; the
+        rounds asked and a report fragment."""
+        raise NotImplementedError(f"{self.name} is not adaptive")

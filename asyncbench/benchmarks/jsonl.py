@@ -19,7 +19,7 @@ from ..errors import UserError
 from ..jsonl_io import iter_json_objects
 from ..metrics import registry as metrics
 from ..types import Sample, SampleResult
-from .base import CliOption, LoadOptions, RunContext, Scores
+from .base import Benchmark, LoadOptions, RunContext, Scores
 
 if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
     from ..estimators.intervals import Plan, Tree
@@ -78,13 +78,21 @@ def _kind(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-class JsonlBenchmark:
-    OPTIONS: ClassVar[tuple[CliOption, ...]] = ()
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_task")
+class JsonlBenchmark(Benchmark):
+    """`jsonl:PATH`: the user's own samples, one JSON object a line, streamed."""
+
+    STREAMS: ClassVar[bool] = True
 
     def __init__(self, path: str) -> None:
         self.path = Path(path).expanduser()
         self.name = f"jsonl:{self.path}"
+
+    @classmethod
+    def from_spec(cls, rest: str, extra: Mapping[str, Any], data_dir: Path | None) -> tuple[Benchmark, list[str] | None]:
+        """`jsonl:PATH`: the rest of the spec is the file, not a task selection."""
+        if not rest:
+            raise UserError("jsonl needs a file: jsonl:PATH (one JSON object a line)")
+        return cls(rest), None
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         return list(self.iter_load(opts))
@@ -123,9 +131,6 @@ class JsonlBenchmark:
             yield sample
         if not seen:
             raise UserError(f"{self.path} holds no samples")
-
-    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
-        return samples, {}
 
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
         return [metrics.score(s.metric, pred, s.answers, s.meta) if s.metric and s.answers else None

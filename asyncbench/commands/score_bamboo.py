@@ -36,6 +36,50 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
+_SORTING = ("showssort", "reportsumsort")
+
+
+def _check_pred(record: dict[str, Any], name: str, where: str) -> None:
+    """'pred' is a string; a sorting dataset's may be the parsed list of integers."""
+    pred = record["pred"]
+    sorting = name in _SORTING
+    if sorting and isinstance(pred, list):
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in pred):
+            raise UserError(f"{where}: a parsed 'pred' must be a list of integers")
+        record["pred"] = json.dumps(pred)
+    elif not isinstance(pred, str):
+        raise UserError(f"{where}: 'pred' must be a string" + (" or a list of integers" if sorting else ""))
+
+
+def _order(answer: Any, name: str, where: str) -> list[int]:
+    """A sorting dataset's answer: the list of indices in the original order (or its JSON)."""
+    if isinstance(answer, str):
+        try:
+            answer = json.loads(answer)
+        except json.JSONDecodeError:
+            answer = None
+    if not isinstance(answer, list) or len(answer) < 2 or not all(isinstance(x, int) for x in answer):
+        raise UserError(f"{where}: 'answer' of {name} must be the list of indices in the original order")
+    return answer
+
+
+def _check_answer(record: dict[str, Any], name: str, where: str) -> None:
+    from ..benchmarks.bamboo import metrics as M
+
+    if "answer" not in record:
+        raise UserError(f"{where}: missing field 'answer'")
+    answer = record["answer"]
+    if name in _SORTING:
+        record["answer"] = _order(answer, name, where)
+    elif name in ("senhallu", "abshallu"):
+        try:
+            record["answer"] = M.coerce_bool(answer)
+        except ValueError:
+            raise UserError(f"{where}: 'answer' of {name} must be true/false") from None
+    elif not isinstance(answer, (str, int, float)) or isinstance(answer, bool):
+        raise UserError(f"{where}: 'answer' must be a string")
+
+
 def _check(record: dict[str, Any], where: str) -> dict[str, Any]:
     from ..benchmarks.bamboo import metrics as M
 
@@ -46,37 +90,12 @@ def _check(record: dict[str, Any], where: str) -> dict[str, Any]:
         name, _ = M.split_task(str(record["dataset"]))
     except ValueError:
         raise UserError(f"{where}: unknown dataset {record['dataset']!r}; use <name>_<4k|16k> with name one of {', '.join(M.DATASETS)}") from None
-    pred = record["pred"]
-    sorting = name in ("showssort", "reportsumsort")
-    if sorting and isinstance(pred, list):
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in pred):
-            raise UserError(f"{where}: a parsed 'pred' must be a list of integers")
-        record["pred"] = json.dumps(pred)
-    elif not isinstance(pred, str):
-        raise UserError(f"{where}: 'pred' must be a string" + (" or a list of integers" if sorting else ""))
+    _check_pred(record, name, where)
     if name == "private_eval":
         if not isinstance(record.get("task_id"), str):
             raise UserError(f"{where}: private_eval lines carry the row; its 'task_id' (e.g. \"PandasEval/3\") is missing")
         return record
-    if "answer" not in record:
-        raise UserError(f"{where}: missing field 'answer'")
-    answer = record["answer"]
-    if sorting:
-        if isinstance(answer, str):
-            try:
-                answer = json.loads(answer)
-            except json.JSONDecodeError:
-                answer = None
-        if not isinstance(answer, list) or len(answer) < 2 or not all(isinstance(x, int) for x in answer):
-            raise UserError(f"{where}: 'answer' of {name} must be the list of indices in the original order")
-        record["answer"] = answer
-    elif name in ("senhallu", "abshallu"):
-        try:
-            record["answer"] = M.coerce_bool(answer)
-        except ValueError:
-            raise UserError(f"{where}: 'answer' of {name} must be true/false") from None
-    elif not isinstance(answer, (str, int, float)) or isinstance(answer, bool):
-        raise UserError(f"{where}: 'answer' must be a string")
+    _check_answer(record, name, where)
     return record
 
 

@@ -54,9 +54,8 @@ from typing import Any
 
 import numpy as np
 
-from ..benchmarks.longbench.table import CATEGORIES
 from ..errors import UserError
-from .irt import DATASET_NAMES, DATASETS, IrtParams, aggregate, dataset_index, item_curve, soft_label_loss
+from .irt import CATEGORIES, DATASET_NAMES, DATASETS, IrtParams, aggregate, dataset_index, item_curve, soft_label_loss
 
 Z95 = 1.959963984540054
 

@@ -29,8 +29,18 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..benchmarks.longbench.table import CATEGORIES, CATEGORY_OF
-from .irt import AVG_LENGTH, DATASET_NAMES, DATASETS, N_ITEMS, IrtParams, dataset_index, dataset_slices, estimate_irt
+from .irt import (
+    AVG_LENGTH,
+    CATEGORIES,
+    CATEGORY_OF,
+    DATASET_NAMES,
+    DATASETS,
+    N_ITEMS,
+    IrtParams,
+    dataset_index,
+    dataset_slices,
+    estimate_irt,
+)
 
 THRESHOLD_GRID = np.linspace(0.01, 0.99, 100)
 

@@ -16,10 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ..benchmarks.longbench.table import CATEGORIES
 from .build import Recipe, build
 from .conformal import interval
-from .irt import METHODS, IrtParams, aggregate, estimate_blend, estimate_direct, estimate_irt
+from .irt import CATEGORIES, METHODS, IrtParams, aggregate, estimate_blend, estimate_direct, estimate_irt
 
 
 @dataclass

@@ -35,35 +35,21 @@ from typing import Any
 
 import numpy as np
 
-from ..benchmarks.longbench.table import CATEGORIES  # LongBench's six categories; Overall = their mean
 from ..errors import UserError
 
-# Columns of the release's 4,750-sample score table: datasets in this (release) order.
-DATASETS: tuple[tuple[str, int], ...] = (
-    ("2wikimqa", 200), ("dureader", 200), ("gov_report", 200), ("hotpotqa", 200),
-    ("lcc", 500), ("lsht", 200), ("multifieldqa_en", 150), ("multifieldqa_zh", 200),
-    ("multi_news", 200), ("musique", 200), ("narrativeqa", 200), ("passage_count", 200),
-    ("passage_retrieval_en", 200), ("passage_retrieval_zh", 200), ("qasper", 200),
-    ("qmsum", 200), ("repobench-p", 500), ("samsum", 200), ("trec", 200),
-    ("triviaqa", 200), ("vcsum", 200),
-)
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "minilongbench"
+# The release's score table, read as data (layout.json, with the parameters it describes):
+# its 4,750 columns are LongBench samples, datasets in the release's order; LongBench's six
+# categories (Overall = their mean); the MiniLongBench paper's Table 1 average lengths
+# (words for English/code, characters for Chinese) of LongBench and of the 237 anchors,
+# used for the cost estimate because the full LongBench texts are not shipped.
+_LAYOUT: dict[str, Any] = json.loads((SHIPPED / "layout.json").read_text(encoding="utf-8"))
+DATASETS: tuple[tuple[str, int], ...] = tuple((str(name), int(n)) for name, n in _LAYOUT["columns"])
 DATASET_NAMES: tuple[str, ...] = tuple(name for name, _ in DATASETS)
 N_ITEMS = sum(n for _, n in DATASETS)
-
-
-# MiniLongBench paper, Table 1: average length (words for English/code, characters for
-# Chinese) of LongBench and of the 237 MiniLongBench samples, per dataset. Used for the
-# cost estimate because the full LongBench texts are not shipped with the release.
-AVG_LENGTH: dict[str, tuple[int, int]] = {
-    "narrativeqa": (18409, 22967), "qasper": (3619, 2933), "multifieldqa_en": (4559, 4519),
-    "multifieldqa_zh": (6701, 6300), "hotpotqa": (9151, 8856), "2wikimqa": (4887, 4286),
-    "musique": (11214, 10910), "dureader": (15768, 12996), "gov_report": (8734, 7592),
-    "qmsum": (10614, 8253), "multi_news": (2113, 1785), "vcsum": (15380, 10400),
-    "trec": (5177, 6077), "triviaqa": (8209, 9719), "samsum": (6258, 5974),
-    "lsht": (22337, 22759), "passage_count": (11414, 10627),
-    "passage_retrieval_en": (9289, 9394), "passage_retrieval_zh": (6745, 6684),
-    "lcc": (1235, 1187), "repobench-p": (4206, 3723),
-}
+CATEGORIES: dict[str, tuple[str, ...]] = {c: tuple(ds) for c, ds in _LAYOUT["categories"].items()}
+CATEGORY_OF: dict[str, str] = {d: c for c, ds in CATEGORIES.items() for d in ds}
+AVG_LENGTH: dict[str, tuple[int, int]] = {d: (int(a), int(b)) for d, (a, b) in _LAYOUT["avg_length"].items()}
 
 RELEASE_REPO = "https://raw.githubusercontent.com/MilkThink-Lab/MiniLongBench/main/"
 METHODS = ("irt", "direct", "blend")
@@ -162,9 +148,6 @@ def load_params(params_dir: Path) -> IrtParams:
         if params.method not in METHODS:
             raise UserError(f"{extra_path}: unknown method {params.method!r}; expected one of {', '.join(METHODS)}")
     return params
-
-
-SHIPPED = Path(__file__).resolve().parents[1] / "data" / "minilongbench"
 
 
 def resolve_params_dir(spec: str | Path | None, data_dir: Path | None) -> Path:

@@ -2,18 +2,19 @@
 
 A metric is a pure function of (prediction, reference, sample metadata) -> a score in
 [0, 1]; `score` takes the best over a sample's references, as the official scorers do.
-Names are LongBench's `dataset2metric` keys, the official functions' names (which
-`jsonl:` files use), and ours for the simple and rule metrics. Adding a metric is one
-function in a metrics module and one line here.
+The generic metrics are registered here; a benchmark package registers its own when it
+is imported (`benchmarks/longbench/metrics.py`, `benchmarks/bamboo/metrics.py`; the
+benchmark registry imports them), so this module imports no benchmark. Names are
+LongBench's `dataset2metric` keys, the official functions' names (which `jsonl:` files
+use), and ours for the simple and rule metrics. Adding a metric is one function and one
+`register` call next to it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from ..benchmarks.bamboo import metrics as bamboo
-from ..benchmarks.longbench import metrics as lb
 from ..errors import UserError
 from . import simple
 
@@ -22,41 +23,45 @@ from . import simple
 Metric = Callable[[str, Any, Mapping[str, Any]], float]
 
 
-def _plain(fn: Callable[[str, str], float]) -> Metric:
+class Judged(Protocol):
+    """A metric's verdict on one prediction where the report also keeps what it parsed."""
+
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def parsed(self) -> Any: ...
+
+
+Judge = Callable[[str, Any, Mapping[str, Any]], Judged]
+
+
+def plain(fn: Callable[[str, str], float]) -> Metric:
+    """A (prediction, reference) function as a Metric (metadata unused)."""
     return lambda prediction, reference, meta: fn(prediction, reference)
 
 
-def _classification(prediction: str, reference: str, meta: Mapping[str, Any]) -> float:
-    return lb.classification_score(prediction, reference, meta.get("all_classes") or ())
-
-
 METRICS: dict[str, Metric] = {
-    "qa_f1": _plain(lb.qa_f1_score),
-    "qa_f1_zh": _plain(lb.qa_f1_zh_score),
-    "rouge": _plain(lb.rouge_score),
-    "rouge_zh": _plain(lb.rouge_zh_score),
-    "classification": _classification,
-    "count": _plain(lb.count_score),
-    "retrieval": _plain(lb.retrieval_score),
-    "retrieval_zh": _plain(lb.retrieval_zh_score),
-    "code_sim": _plain(lb.code_sim_score),
-    "exact_match": _plain(simple.exact_match),
-    "contains": _plain(simple.contains),
-    "uuid": _plain(simple.uuid_match),
-    "number": _plain(simple.number_match),
+    "exact_match": plain(simple.exact_match),
+    "contains": plain(simple.contains),
+    "uuid": plain(simple.uuid_match),
+    "number": plain(simple.number_match),
 }
+JUDGES: dict[str, Judge] = {}
+# Other names a metric is known by (the official scorer's function names, as `jsonl:` files name them).
+ALIASES: dict[str, str] = {}
 
-def _bamboo(dataset: str) -> Metric:
-    return lambda prediction, reference, meta: bamboo.judge(dataset, prediction, reference).score
+
+def register(name: str, metric: Metric, *aliases: str) -> None:
+    """Add a metric (a benchmark package does this for its own, at import)."""
+    METRICS[name] = metric
+    ALIASES.update(dict.fromkeys(aliases, name))
 
 
-METRICS.update({f"bamboo_{d}": _bamboo(d) for d in bamboo.DATASETS if d != "private_eval"})
-# The official scorer's function names, as `jsonl:` files name them.
-ALIASES: dict[str, str] = {
-    "qa_f1_score": "qa_f1", "qa_f1_zh_score": "qa_f1_zh", "rouge_score": "rouge", "rouge_zh_score": "rouge_zh",
-    "classification_score": "classification", "count_score": "count", "retrieval_score": "retrieval",
-    "retrieval_zh_score": "retrieval_zh", "code_sim_score": "code_sim",
-}
+def register_judge(name: str, judge_fn: Judge) -> None:
+    """Add a metric whose verdict also carries what it parsed from the prediction."""
+    JUDGES[name] = judge_fn
+    register(name, lambda prediction, reference, meta: judge_fn(prediction, reference, meta).score)
 
 
 def names() -> tuple[str, ...]:
@@ -69,6 +74,14 @@ def get(name: str) -> Metric:
     if metric is None:
         raise UserError(f"unknown metric {name!r}; use one of {', '.join(names())}")
     return metric
+
+
+def judge(name: str, prediction: str, reference: Any, meta: Mapping[str, Any] | None = None) -> Judged:
+    """The verdict of the judged metric `name` on one prediction against one reference."""
+    found = JUDGES.get(ALIASES.get(name, name))
+    if found is None:
+        raise UserError(f"{name!r} is not a judged metric; use one of {', '.join(sorted(JUDGES))}")
+    return found(prediction, reference, meta or {})
 
 
 def score(name: str, prediction: str, references: Sequence[Any], meta: Mapping[str, Any] | None = None) -> float:

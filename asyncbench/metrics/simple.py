@@ -4,10 +4,19 @@ containment under LongBench's QA normalisation, and 100-LongBench's rule scores.
 from __future__ import annotations
 
 import re
-
-from ..benchmarks.longbench.metrics import normalize_answer
+import string
 
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+
+
+_EN_PUNCT = str.maketrans("", "", string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD-style normalisation the official LongBench qa_f1_score uses: lowercase, strip
+    ASCII punctuation, replace articles by a space, collapse whitespace (in that order)."""
+    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_EN_PUNCT)).split())
 
 
 def exact_match(prediction: str, reference: str) -> float:

@@ -14,6 +14,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from ..benchmarks import score_type
+
 
 @dataclass
 class Reference:
@@ -35,15 +37,6 @@ def benchmark_family(benchmark: str) -> str:
     return benchmark.split(":", 1)[0].lower()
 
 
-def _as_scores(entry: dict[str, Any]) -> dict[str, Any]:
-    scores: dict[str, Any] = {k: entry[k] for k in ("overall", "overall_en", "overall_zh", "by_category", "by_task", "by_length")
-              if k in entry}
-    ls = {k: entry[k] for k in ("base_ability", "avg_score", "avg_lc") if k in entry}
-    if ls:
-        scores["longscore"] = ls
-    return scores
-
-
 def references_for(benchmark: str) -> list[Reference]:
     """Reference rows for a benchmark (empty for benchmarks without published numbers)."""
     data = published()
@@ -52,8 +45,9 @@ def references_for(benchmark: str) -> list[Reference]:
         return []
     if entry.get("reference"):
         entry = data[entry["reference"]]
-    refs = [Reference(m["name"], entry["source"], _as_scores(m), list(m.get("by_task_length", {})))
+    kind = score_type(benchmark)  # the benchmark's score type reads the paper's rows
+    refs = [Reference(m["name"], entry["source"], kind.published(m), list(m.get("by_task_length", {})))
             for m in entry["models"]]
     for m in entry.get("by_length_models", []):
-        refs.append(Reference(f"{m['name']} ({m['source_table']})", entry["source"], _as_scores(m)))
+        refs.append(Reference(f"{m['name']} ({m['source_table']})", entry["source"], kind.published(m)))
     return refs

@@ -103,8 +103,8 @@ def compare_runs(a: RunReport, b: RunReport, seed: int | None = None) -> Compari
     except ValueError:
         raise UserError(f"runs {a.run_id[:12]} and {b.run_id[:12]} group their common samples differently "
                         "(different data?); compare runs made on the same data") from None
-    if family == "minilongbench":  # its overall is the estimate: these are the anchors' plain means
-        tree = {k.replace("overall", "anchor_average", 1) if k.startswith("overall") else k: v for k, v in tree.items()}
+    kind = benchmark.SCORES  # e.g. MiniLongBench's overall is its estimate: these are the anchors' plain means
+    tree = {kind.compared_key(k): v for k, v in tree.items()}
     method = (f"paired bootstrap ({intervals.N_RESAMPLES} resamples, 95% percentile interval) and paired "
               f"permutation test ({intervals.N_RESAMPLES} swaps), on {len(matched)} samples scored by both")
     return Comparison(family, a.run_id, b.run_id, a.label, b.label, len(matched), len(scored_a) - len(matched),

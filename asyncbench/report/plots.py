@@ -10,9 +10,10 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from ..benchmarks import score_type
 from ..ledger import SETTLED
 from .data import RunReport
-from .model import Leaderboard
+from .model import Column, Leaderboard, Row
 
 # prompt-token bins for runs whose benchmark has no length breakdown of its own
 TOKEN_BINS: tuple[tuple[str, int], ...] = (("<4k", 4000), ("4-8k", 8000), ("8-16k", 16000), ("16-32k", 32000),
@@ -47,29 +48,47 @@ def _empty(ax: Any, message: str) -> None:
     ax.set_axis_off()
 
 
+def _chart_columns(board: Leaderboard) -> list[Column]:
+    """Categories, else tasks, else the overall: what a score chart has bars for."""
+    for wanted in ("cat:", "task:"):
+        cols = [c for c in board.columns if c.key.startswith(wanted)]
+        if cols:
+            return cols
+    return [c for c in board.columns if c.key == "overall"]
+
+
+def _whiskers(row: Row, values: list[float], cols: list[Column]) -> list[list[float]]:
+    """Below and above each bar: its 95% bootstrap interval (asymmetric), where it has one."""
+    below, above = [], []
+    for v, c in zip(values, cols):
+        lo, hi = row.intervals.get(c.key, (v, v))
+        below.append(max(0.0, v - lo))
+        above.append(max(0.0, hi - v))
+    return [below, above]
+
+
+def _reference_marks(ax: Any, refs: list[Row], cols: list[Column]) -> None:
+    for k, ref in enumerate(refs):
+        pts = [(ref.cells[c.key], j) for j, c in enumerate(cols) if ref.cells.get(c.key) is not None]
+        if pts:
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="x", color=REF_COLOR, zorder=3,
+                       label="published (paper)" if k == 0 else None)
+
+
 def score_chart(board: Leaderboard) -> bytes:
     """Scores per category (or per task when the benchmark has no categories), one bar per
     run with its 95% interval as whiskers, published models as grey crosses."""
-    cols = [c for c in board.columns if c.key.startswith("cat:")] or \
-        [c for c in board.columns if c.key.startswith("task:")] or \
-        [c for c in board.columns if c.key == "overall"]
+    cols = _chart_columns(board)
     runs = [r for r in board.rows if r.kind == "run"]
-    refs = [r for r in board.rows if r.kind == "reference"]
     fig = _figure(10, max(2.5, 0.45 * len(cols) * max(1, len(runs)) ** 0.5 + 1.2))
     ax = fig.add_subplot()
     height = 0.8 / max(1, len(runs))
     for i, (run, color) in enumerate(zip(runs, _colors(len(runs)))):
         ys = [j + (i - (len(runs) - 1) / 2) * height for j in range(len(cols))]
         values = [run.cells.get(c.key) or 0.0 for c in cols]
-        # whiskers: the 95% bootstrap interval (asymmetric), where the run has one
-        err = [[max(0.0, v - run.intervals[c.key][0]) if c.key in run.intervals else 0.0 for v, c in zip(values, cols)],
-               [max(0.0, run.intervals[c.key][1] - v) if c.key in run.intervals else 0.0 for v, c in zip(values, cols)]]
-        ax.barh(ys, values, height=height, color=color, label=run.label, xerr=err, ecolor="#333", capsize=2)
-    for k, ref in enumerate(refs):
-        pts = [(ref.cells[c.key], j) for j, c in enumerate(cols) if ref.cells.get(c.key) is not None]
-        if pts:
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="x", color=REF_COLOR, zorder=3,
-                       label="published (paper)" if k == 0 else None)
+        ax.barh(ys, values, height=height, color=color, label=run.label, xerr=_whiskers(run, values, cols),
+                ecolor="#333", capsize=2)
+    _reference_marks(ax, [r for r in board.rows if r.kind == "reference"], cols)
     ax.set_yticks(range(len(cols)), [c.label for c in cols])
     ax.invert_yaxis()
     ax.set_xlabel("score")
@@ -90,6 +109,45 @@ def _token_bins(run: RunReport) -> dict[str, float]:
     return {lbl: 100 * sum(sums[lbl]) / len(sums[lbl]) for lbl, _ in TOKEN_BINS if lbl in sums}
 
 
+def _nan(values: list[float | None]) -> list[float]:
+    return [v if v is not None else float("nan") for v in values]
+
+
+def _benchmark_bins(ax: Any, board: Leaderboard, len_cols: list[Column], colors: list[Any]) -> bool:
+    """The benchmark's own length bins: a line per run (its score type may add to the
+    label, e.g. 100-LongBench's LongScore), dashed grey lines for the papers' rows."""
+    kind = score_type(board.benchmark)
+    xs = list(range(len(len_cols)))
+    drawn = False
+    for row, color in zip([r for r in board.rows if r.kind == "run"], colors):
+        ax.plot(xs, _nan([row.cells.get(c.key) for c in len_cols]), marker="o", color=color,
+                label=row.label + kind.length_legend(row.cells))
+        drawn = True
+    for k, ref in enumerate(r for r in board.rows if r.kind == "reference"):
+        ys = [ref.cells.get(c.key) for c in len_cols]
+        if any(y is not None for y in ys):
+            ax.plot(xs, _nan(ys), linestyle="--", color=REF_COLOR, linewidth=1,
+                    label="published (paper)" if k == 0 else None)
+    ax.set_xticks(xs, [c.label.lstrip("@") for c in len_cols])
+    ax.set_xlabel("context length (benchmark's bins)")
+    return drawn
+
+
+def _prompt_token_bins(ax: Any, board: Leaderboard, runs: list[RunReport], colors: list[Any]) -> bool:
+    """Mean per-sample score by prompt-token bin, for benchmarks without length bins."""
+    by_id = {r.run_id: r for r in runs}
+    labels = [lbl for lbl, _ in TOKEN_BINS]
+    drawn = False
+    for row, color in zip([r for r in board.rows if r.kind == "run"], colors):
+        bins = _token_bins(by_id[row.run_id]) if row.run_id in by_id else {}
+        if bins:
+            ax.plot([labels.index(b) for b in bins], list(bins.values()), marker="o", color=color, label=row.label)
+            drawn = True
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_xlabel("prompt tokens (mean per-sample score x100; the benchmark has no length bins)")
+    return drawn
+
+
 def length_chart(board: Leaderboard, runs: list[RunReport]) -> bytes:
     """Score versus context length. The benchmark's own bins when it has them (LongBench-E
     0-4k/4-8k/8k+, BAMBOO 4k/16k, 100-LongBench 2k..128k, with LongScore in the legend);
@@ -97,34 +155,9 @@ def length_chart(board: Leaderboard, runs: list[RunReport]) -> bytes:
     fig = _figure(10, 4)
     ax = fig.add_subplot()
     len_cols = [c for c in board.columns if c.key.startswith("len:")]
-    by_id = {r.run_id: r for r in runs}
     colors = _colors(len(runs))
-    drawn = False
-    if len_cols:
-        xs = list(range(len(len_cols)))
-        for row, color in zip([r for r in board.rows if r.kind == "run"], colors):
-            ys = [row.cells.get(c.key) for c in len_cols]
-            label = row.label
-            if row.cells.get("ls:avg_lc") is not None:
-                label += f" (avg LongScore {row.cells['ls:avg_lc']:.1f})"
-            ax.plot(xs, [y if y is not None else float("nan") for y in ys], marker="o", color=color, label=label)
-            drawn = True
-        for k, ref in enumerate(r for r in board.rows if r.kind == "reference"):
-            ys = [ref.cells.get(c.key) for c in len_cols]
-            if any(y is not None for y in ys):
-                ax.plot(xs, [y if y is not None else float("nan") for y in ys], linestyle="--", color=REF_COLOR,
-                        linewidth=1, label="published (paper)" if k == 0 else None)
-        ax.set_xticks(xs, [c.label.lstrip("@") for c in len_cols])
-        ax.set_xlabel("context length (benchmark's bins)")
-    else:
-        labels = [lbl for lbl, _ in TOKEN_BINS]
-        for row, color in zip([r for r in board.rows if r.kind == "run"], colors):
-            bins = _token_bins(by_id[row.run_id]) if row.run_id in by_id else {}
-            if bins:
-                ax.plot([labels.index(b) for b in bins], list(bins.values()), marker="o", color=color, label=row.label)
-                drawn = True
-        ax.set_xticks(range(len(labels)), labels)
-        ax.set_xlabel("prompt tokens (mean per-sample score x100; the benchmark has no length bins)")
+    drawn = (_benchmark_bins(ax, board, len_cols, colors) if len_cols
+             else _prompt_token_bins(ax, board, runs, colors))
     if not drawn:
         _empty(ax, "no scored samples")
     else:

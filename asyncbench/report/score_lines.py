@@ -1,7 +1,8 @@
 """How the terminal summary shows a run's scores: the rows they add to its table and the
 lines after it. What is particular to one benchmark (MiniLongBench's estimate from its
-237 anchors, 100-LongBench's LongScore and the cells it could not build, BAMBOO's
-lengths) lives here, so `summary.print_summary` knows no benchmark by name.
+237 anchors, 100-LongBench's LongScore, BAMBOO's lengths) its score type says
+(`Benchmark.SCORES`: `title_note`, `summary_lines`), so neither this module nor
+`summary.print_summary` knows a benchmark by name.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..benchmarks import score_type
 from ..run_summary import RunSummary
 
 
@@ -60,12 +62,7 @@ def _scores(summary: RunSummary) -> Mapping[str, Any]:
 
 def score_title(summary: RunSummary) -> str:
     """The score table's title: what its numbers are averages over."""
-    scores = _scores(summary)
-    est = scores.get("estimate")
-    return "Scores" + ((" (averages over the samples asked, not full-LongBench scores: the estimate follows)"
-                        if isinstance(est, dict) and est.get("method") == "adaptive" else
-                        " (averages over the 237 anchors, not full-LongBench scores: the estimate follows)")
-                       if "estimate" in scores else "")
+    return "Scores" + score_type(summary.benchmark).from_json(_scores(summary)).title_note()
 
 
 def score_rows(summary: RunSummary) -> list[tuple[str, str]]:
@@ -91,21 +88,12 @@ def score_rows(summary: RunSummary) -> list[tuple[str, str]]:
 
 
 def score_lines(summary: RunSummary) -> list[str]:
-    """The lines after the score table: what an overall covers, MiniLongBench's estimate
-    of the full LongBench, and scores by length (BAMBOO, 100-LongBench's LongScore)."""
+    """The lines after the score table: what an overall covers, then the benchmark's own
+    (its score type's `summary_lines`: an estimate of another benchmark, scores by length)."""
     scores = _scores(summary)
-    partial = summary.partial
-    ci = scores.get("ci95") or {}
-    lines = []
-    for key, value in scores.items():
-        if key.startswith("overall") and isinstance(value, list):
-            lines.append(f"[bold]{key.replace('_', ' ')}[/]: {readable(value)}")
-    lines += _estimate_lines(scores.get("estimate"))
-    for key in ("by_length", "longscore", "diff_16k_minus_4k"):
-        if key in scores and scores[key] not in (None, {}):
-            lines.append(f"[bold]{key.replace('_', ' ')}[/]: {readable(scores[key], ci.get(key))}"
-                         + (f" ({partial})" if partial else ""))
-    return lines
+    lines = [f"[bold]{key.replace('_', ' ')}[/]: {readable(value)}" for key, value in scores.items()
+             if key.startswith("overall") and isinstance(value, list)]
+    return lines + score_type(summary.benchmark).from_json(scores).summary_lines(readable, summary.partial)
 
 
 def score_notes(summary: RunSummary) -> list[str]:
@@ -123,30 +111,4 @@ def score_notes(summary: RunSummary) -> list[str]:
         if left:
             lines.append(f"overall covers {len(covered)} of {len(asked)} tasks; not {', '.join(left)} "
                          "(not built or not scored at every length)")
-    return lines
-
-
-def _estimate_lines(est: Any) -> list[str]:
-    """MiniLongBench's estimate of the full LongBench's overall (from its 237 anchors, or
-    adaptive testing's), or why there is none."""
-    lines = []
-    if isinstance(est, dict) and est.get("available") and est.get("method") == "adaptive":
-        lo, hi = est["ci95"]
-        lines.append(
-            f"[bold]estimated full LongBench overall[/] (adaptive): {100 * est['overall']:.2f} "
-            f"(95% CI {100 * lo:.2f}-{100 * hi:.2f}, SE {100 * est['se']:.2f}; target {100 * est['target_se']:.2f}) "
-            f"from {est['samples_used']} samples and {est['tokens']:,} tokens; stopped: {est['stop_reason']}")
-    elif isinstance(est, dict) and est.get("available"):
-        cost = est.get("token_cost") or {}
-        saved = cost.get("saved_prompt_tokens_estimate")
-        ci90 = est.get("overall_ci90")
-        others = ", ".join(f"{m} {100 * est[m]['overall']:.2f}" for m in ("irt", "direct", "blend") if m in est)
-        lines.append(
-            f"[bold]overall[/] (estimated full LongBench, {est['method']}): [bold]{100 * est['overall']:.2f}[/]"
-            + (f" [90% interval {100 * ci90[0]:.2f}-{100 * ci90[1]:.2f}]" if ci90 else "")
-            + f"; {others}; "
-            f"the 237 anchors cost {100 * cost.get('fraction', 0):.1f}% of the full benchmark's tokens"
-            + (f", ~{saved:,} prompt tokens saved" if saved else ""))
-    elif isinstance(est, dict):
-        lines.append(f"[bold]estimate[/]: not available ({est.get('reason')})")
     return lines

@@ -184,38 +184,53 @@ def _trim(row: list[Any]) -> list[Any]:
     return row
 
 
+def _record_row(r: SampleRecord, t_index: dict[str, int], s_index: dict[str, int]) -> list[Any]:
+    """One record as its FIELDS array (getattr, not dataclasses.asdict: its deep copies
+    took ~0.7 ms a sample)."""
+    d = {"task": t_index[r.task], "status": s_index[r.status], "prompt": readable(r.prompt),
+         "prompt_cut": 0, "score": None if r.score is None else round(r.score, 4),
+         "latency_ms": None if r.latency_ms is None else round(r.latency_ms), "usd": float(f"{r.usd:.4g}")}
+    return [d[f] if f in d else getattr(r, f) for f in FIELDS]
+
+
+_P, _PRED, _REFS, _FLAG = (FIELDS.index(f) for f in ("prompt", "prediction", "references", "prompt_cut"))
+
+
+def _cut_prompt(row: list[Any], size: int, cap: int, run_id: str) -> None:
+    """A prompt over `cap` as head and tail; every prompt left out when `cap` is 0."""
+    prompt = row[_P]
+    if isinstance(prompt, str) and cap and size > cap:
+        row[_P], row[_FLAG] = cut(prompt, cap, run_id), CUT
+    elif isinstance(prompt, str) and not cap:
+        row[_P], row[_FLAG] = None, LEFT_OUT
+
+
+def _cut_others(row: list[Any], other_cap: int, run_id: str) -> None:
+    """The prediction and references over `other_cap` as head and tail."""
+    if _size(row[_PRED]) > other_cap:
+        row[_PRED] = cut(row[_PRED], max(other_cap, 40), run_id)
+    row[_REFS] = [cut(x, max(other_cap, 40), run_id) if _size(x) > other_cap else x for x in row[_REFS] or []]
+
+
 def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[dict[str, Any], bool]:
     """The run's samples as {"tasks", "statuses", "rows"}: each record a FIELDS array, its
     texts cut so the JSON stays near `budget` bytes; True when every text is whole."""
     tasks = sorted({r.task for r in records})
     statuses = sorted({r.status for r in records})
     t_index, s_index = {t: i for i, t in enumerate(tasks)}, {s: i for i, s in enumerate(statuses)}
-    rows: list[list[Any]] = []
-    for r in records:  # getattr, not dataclasses.asdict: its deep copies took ~0.7 ms a sample
-        d = {"task": t_index[r.task], "status": s_index[r.status], "prompt": readable(r.prompt),
-             "prompt_cut": 0, "score": None if r.score is None else round(r.score, 4),
-             "latency_ms": None if r.latency_ms is None else round(r.latency_ms), "usd": float(f"{r.usd:.4g}")}
-        rows.append([d[f] if f in d else getattr(r, f) for f in FIELDS])
-    p, pred, refs, flag = (FIELDS.index(f) for f in ("prompt", "prediction", "references", "prompt_cut"))
-    fixed = _size(_json_for_script([[v for i, v in enumerate(row) if i not in (p, pred, refs)] for row in rows]))
-    prompts = [_size(row[p]) for row in rows]
-    others = [_size(row[pred]) + sum(_size(x) for x in row[refs] or []) for row in rows]
+    rows = [_record_row(r, t_index, s_index) for r in records]
+    fixed = _size(_json_for_script([[v for i, v in enumerate(row) if i not in (_P, _PRED, _REFS)] for row in rows]))
+    prompts = [_size(row[_P]) for row in rows]
+    others = [_size(row[_PRED]) + sum(_size(x) for x in row[_REFS] or []) for row in rows]
     room = budget - fixed
     cap = _fit(prompts, max(room - sum(others), 0))
     if cap is not None:
         run_id = records[0].run_id
         other_cap = _fit(others, max(room, 0)) if cap == 0 else None  # prompts left out: the rest must fit
         for row, size in zip(rows, prompts):
-            prompt = row[p]
-            if isinstance(prompt, str) and cap and size > cap:
-                row[p], row[flag] = cut(prompt, cap, run_id), CUT
-            elif isinstance(prompt, str) and not cap:
-                row[p], row[flag] = None, LEFT_OUT
+            _cut_prompt(row, size, cap, run_id)
             if other_cap is not None:
-                if _size(row[pred]) > other_cap:
-                    row[pred] = cut(row[pred], max(other_cap, 40), run_id)
-                row[refs] = [cut(x, max(other_cap, 40), run_id) if _size(x) > other_cap else x
-                             for x in row[refs] or []]
+                _cut_others(row, other_cap, run_id)
     return {"tasks": tasks, "statuses": statuses, "rows": [_trim(row) for row in rows]}, cap is None
 
 

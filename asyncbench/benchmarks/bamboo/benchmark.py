@@ -36,10 +36,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import UserError
+from ...metrics import registry as metrics
 from ...types import Sample, SampleResult
-from ..base import BadRow, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
+from ..base import BadRow, Benchmark, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
+from ..scores import ScoreSet
 from . import metrics as M
 from .sandbox import Program
+from .scores import BambooScores
 
 if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
     from ...estimators.intervals import Array, Plan, Tree
@@ -250,8 +253,8 @@ def select(tasks: list[str] | None, length: str) -> list[tuple[str, str, bool]]:
 
 
 @dataclass
-class BambooBenchmark:
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "diff_16k_minus_4k", "by_task")
+class BambooBenchmark(Benchmark):
+    SCORES: ClassVar[type[ScoreSet]] = BambooScores
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--length", "BAMBOO: 4k | 16k | both", choices=("4k", "16k", "both")),
         CliOption("--strict-data", "stop at an unreadable data row (default: exclude it, with its file, line and "
@@ -271,6 +274,10 @@ class BambooBenchmark:
     # where the release's files are (None: the public release, downloaded once); set from
     # the run's data directory. The benchmark keeps no other state between calls.
     data_dir: Path | None = None
+
+    @classmethod
+    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
+        return cls(data_dir=data_dir)
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         root = bamboo_dir(opts.data_dir)
@@ -344,7 +351,7 @@ class BambooBenchmark:
         for i, (s, pred) in enumerate(zip(samples, predictions)):
             name = s.meta["dataset"]
             if name != "private_eval":
-                judged = M.judge(name, pred, s.meta["answer"])  # the metric bamboo_<name> is its score
+                judged = metrics.judge(M.metric_name(name), pred, s.meta["answer"])
                 scores[i] = judged.score
                 s.meta["parsed"] = judged.parsed
                 continue

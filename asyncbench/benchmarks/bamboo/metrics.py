@@ -31,10 +31,11 @@ Datasets are averaged as the paper reports them, in percent.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...metrics import registry
 from .sandbox import Program, program
 
 DATASETS: tuple[str, ...] = (
@@ -186,17 +187,10 @@ def private_eval_program(problem: Mapping[str, Any], completion: str,
 
 def judge(dataset: str, pred: str | Sequence[int], answer: Any) -> Judgement:
     """Score one prediction of a dataset that needs no code execution."""
-    if dataset == "altqa":
-        return altqa(str(pred), answer)
-    if dataset in ("paperqa", "meetingqa"):
-        return choice(str(pred), answer)
-    if dataset in ("showspred", "meetingpred"):
-        return speaker(str(pred), answer)
-    if dataset in ("senhallu", "abshallu"):
-        return hallucination(str(pred), answer)
-    if dataset in ("showssort", "reportsumsort"):
-        return concordance(pred, answer)
-    raise ValueError(f"{dataset} is scored by execution (private_eval) or unknown")
+    found = _JUDGES.get(dataset)
+    if found is None:
+        raise ValueError(f"{dataset} is scored by execution (private_eval) or unknown")
+    return found(pred, answer)
 
 
 def summarise(dataset: str, judgements: Iterable[Judgement], gold: Iterable[Any] = ()) -> dict[str, float | int]:
@@ -239,3 +233,30 @@ def coerce_bool(value: Any) -> bool:
     if text in ("false", "no", "0"):
         return False
     raise ValueError(f"not a yes/no label: {value!r}")
+
+
+# Each dataset's judge (private_eval is scored by execution, in the sandbox).
+_JUDGES: dict[str, Callable[[Any, Any], Judgement]] = {
+    "altqa": lambda pred, answer: altqa(str(pred), answer),
+    "paperqa": lambda pred, answer: choice(str(pred), answer),
+    "meetingqa": lambda pred, answer: choice(str(pred), answer),
+    "showspred": lambda pred, answer: speaker(str(pred), answer),
+    "meetingpred": lambda pred, answer: speaker(str(pred), answer),
+    "senhallu": lambda pred, answer: hallucination(str(pred), answer),
+    "abshallu": lambda pred, answer: hallucination(str(pred), answer),
+    "showssort": concordance,
+    "reportsumsort": concordance,
+}
+
+
+def metric_name(dataset: str) -> str:
+    """The registry's name for a dataset's judge: bamboo_<dataset>."""
+    return f"bamboo_{dataset}"
+
+
+def _registered(dataset: str) -> registry.Judge:
+    return lambda prediction, reference, meta: judge(dataset, prediction, reference)
+
+
+for _dataset in _JUDGES:
+    registry.register_judge(metric_name(_dataset), _registered(_dataset))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import datetime
 import io
+from collections.abc import Callable
 from typing import Any
 
 MAX_DEPTH = 64
@@ -135,52 +136,71 @@ def _frame(raw: Any) -> Any:
     return pa.ipc.open_stream(base64.b64decode(raw)).read_all().to_pandas()
 
 
+def _numpy(tag: str, v: Any) -> Any:
+    import numpy as np
+
+    array = np.load(io.BytesIO(base64.b64decode(v)), allow_pickle=False)
+    if tag == "npscalar":
+        return array[()]
+    return array.view(np.recarray) if tag == "recarray" else np.asmatrix(array) if tag == "matrix" else array
+
+
+def _timestamp(v: Any) -> Any:
+    import pandas as pd
+
+    return pd.Timestamp(v)
+
+
+def _index_values(v: Any, data: dict[str, Any]) -> Any:
+    import pandas as pd
+
+    return pd.Index(decode(v), dtype=object, name=decode(data.get("name")))
+
+
+def _series(v: Any, data: dict[str, Any]) -> Any:
+    series = _frame(v)["__values__"]
+    series.name = decode(data.get("name"))
+    return series
+
+
+def _container(make: Callable[[list[Any]], Any]) -> Callable[[Any, dict[str, Any]], Any]:
+    return lambda v, _: make([decode(item) for item in v])
+
+
+def _array(tag: str) -> Callable[[Any, dict[str, Any]], Any]:
+    return lambda v, _: _numpy(tag, v)
+
+
+_CONTAINERS: dict[str, Callable[[list[Any]], Any]] = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}
+# tag -> (its value, the whole record) -> the value `encode` was given
+_DECODERS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
+    "float": lambda v, _: float(v),
+    "complex": lambda v, _: complex(float(v[0]), float(v[1])),
+    "bytes": lambda v, _: base64.b64decode(v),
+    **{tag: _container(make) for tag, make in _CONTAINERS.items()},
+    "dict": lambda v, _: {decode(k): decode(val) for k, val in v},
+    "timedelta": lambda v, _: datetime.timedelta(seconds=float(v)),
+    "datetime": lambda v, _: datetime.datetime.fromisoformat(v),
+    "date": lambda v, _: datetime.date.fromisoformat(v),
+    "time": lambda v, _: datetime.time.fromisoformat(v),
+    "slice": lambda v, _: slice(decode(v[0]), decode(v[1]), decode(v[2])),
+    **{tag: _array(tag) for tag in ("ndarray", "npscalar", "recarray", "matrix")},
+    "timestamp": lambda v, _: _timestamp(v),
+    "index_values": _index_values,
+    "dataframe": lambda v, _: _frame(v),
+    "series": _series,
+    "index": lambda v, _: _frame(v).index,
+}
+
+
 def decode(data: Any) -> Any:
     """The value `encode` made, rebuilt from data only."""
     if data is None or isinstance(data, (bool, int, str)):
         return data
     if not isinstance(data, dict) or "t" not in data:
         raise Unencodable("malformed value")
-    tag: str = data["t"]
-    v: Any = data.get("v")
-    if tag == "float":
-        return float(v)
-    if tag == "complex":
-        return complex(float(v[0]), float(v[1]))
-    if tag == "bytes":
-        return base64.b64decode(v)
-    if tag in ("list", "tuple", "set", "frozenset"):
-        items = [decode(item) for item in v]
-        return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
-    if tag == "dict":
-        return {decode(k): decode(val) for k, val in v}
-    if tag == "timedelta":
-        return datetime.timedelta(seconds=float(v))
-    if tag in ("datetime", "date", "time"):
-        return getattr(datetime, tag).fromisoformat(v)
-    if tag == "slice":
-        return slice(decode(v[0]), decode(v[1]), decode(v[2]))
-    if tag in ("ndarray", "npscalar", "recarray", "matrix"):
-        import numpy as np
-
-        array = np.load(io.BytesIO(base64.b64decode(v)), allow_pickle=False)
-        if tag == "npscalar":
-            return array[()]
-        return array.view(np.recarray) if tag == "recarray" else np.asmatrix(array) if tag == "matrix" else array
-    if tag == "timestamp":
-        import pandas as pd
-
-        return pd.Timestamp(v)
-    if tag == "index_values":
-        import pandas as pd
-
-        return pd.Index(decode(v), dtype=object, name=decode(data.get("name")))
-    if tag == "dataframe":
-        return _frame(v)
-    if tag == "series":
-        series = _frame(v)["__values__"]
-        series.name = decode(data.get("name"))
-        return series
-    if tag == "index":
-        return _frame(v).index
-    raise Unencodable(f"unknown tag {tag!r}")
+    tag = data["t"]
+    decoder = _DECODERS.get(tag) if isinstance(tag, str) else None
+    if decoder is None:
+        raise Unencodable(f"unknown tag {tag!r}")
+    return decoder(data.get("v"), data)

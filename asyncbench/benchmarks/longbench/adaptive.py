@@ -18,23 +18,19 @@ MiniLongBench release's data); without them the IRT curve is used alone.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import UserError
 from ...types import Sample, SampleResult
-from ..base import Scores
+from ..base import Ask, Round, Scores
 from .benchmark import LongBench, aggregate_results
 from .table import FIRST_LINE_DATASETS
 
 if TYPE_CHECKING:
     from ...estimators.adaptive import AdaptiveTest
-
-# One round: the samples asked, what the engine made of their requests, their results.
-Round = tuple[list[Sample], Any, list[SampleResult]]
-Ask = Callable[[list[Sample]], Awaitable[tuple[Any, list[SampleResult]]]]
 
 DEFAULT_BATCH = 16
 DEFAULT_START = 1
@@ -81,10 +77,10 @@ class AdaptiveLongBench(LongBench):
     batch_size: int = DEFAULT_BATCH
     start_per_dataset: int = DEFAULT_START
     max_samples: int | None = None
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_category", "by_task")
+    ADAPTIVE: ClassVar[bool] = True
 
     @classmethod
-    def from_options(cls, extra: dict[str, Any], data_dir: Path | None) -> AdaptiveLongBench:
+    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> AdaptiveLongBench:
         target = extra.get("target_se")
         if target is None:
             raise UserError("--adaptive needs --target-se S (the standard error of the 0-1 Overall to stop at, "

@@ -28,7 +28,7 @@ import ast
 import functools
 import shutil
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -36,8 +36,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ...errors import UserError, did_you_mean
 from ...jsonl_io import iter_json_objects, read_json_object
 from ...types import Sample, SampleResult
-from ..base import CliOption, LoadOptions, RunContext, Scores
+from ..base import Benchmark, CliOption, LoadOptions, RunContext, Scores
+from ..scores import ScoreSet
 from .prompts import LongBenchConfig, fill_prompt, load_config
+from .scores import LongBenchEScores, LongBenchScores, MiniLongBenchScores
 from .table import (
     CODE_DATASETS,
     FIRST_LINE_DATASETS,
@@ -359,23 +361,16 @@ def aggregate_results(results: list[SampleResult], *, by_length: bool) -> Scores
 
 
 @dataclass
-class _LongBenchFamily:
-    """Shared prepare/score for the three benchmarks; subclasses say how to load and
+class _LongBenchFamily(Benchmark):
+    """Shared score/aggregate for the three benchmarks; subclasses say how to load and
     whether results are binned by length."""
 
     name: str = ""
     by_length: bool = False
-    OPTIONS: ClassVar[tuple[CliOption, ...]] = ()
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "overall_en", "overall_zh", "by_category", "by_task")
+    SCORES: ClassVar[type[ScoreSet]] = LongBenchScores
     # where the official model2maxlen.json (prompt budgets per model) is: budget.py
-    MODEL2MAXLEN: ClassVar[str] = "longbench"
+    MODEL2MAXLEN: ClassVar[str | None] = "longbench"
     LONG_CONTEXT: ClassVar[bool] = True  # a run needs the model's context (budget.py)
-
-    def load(self, opts: LoadOptions) -> list[Sample]:
-        raise NotImplementedError
-
-    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
-        return samples, {}
 
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
         return await score_longbench(samples, predictions, getattr(ctx, "map_chunks", None))
@@ -385,6 +380,10 @@ class _LongBenchFamily:
 
     def resampling_plan(self, results: list[SampleResult]) -> Plan:
         return resampling_plan(results)
+
+
+# options that only mean something with --adaptive
+ADAPTIVE_ONLY = ("target_se", "adaptive_batch", "adaptive_start", "adaptive_max_samples")
 
 
 @dataclass
@@ -401,6 +400,13 @@ class LongBench(_LongBenchFamily):
         CliOption("--adaptive-max-samples", "LongBench --adaptive: stop after this many samples", kind="int"),
     )
 
+    @classmethod
+    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
+        """Plain LongBench (with --adaptive the registry picks AdaptiveLongBench instead)."""
+        if any(extra.get(k) is not None for k in ADAPTIVE_ONLY):
+            raise UserError("--target-se and the other --adaptive-* options need --adaptive")
+        return cls()
+
     def load(self, opts: LoadOptions) -> list[Sample]:
         return load_longbench_rows(opts, select_tasks(LONGBENCH_DATASETS, opts.tasks, self.name), file_suffix="")
 
@@ -409,8 +415,7 @@ class LongBench(_LongBenchFamily):
 class LongBenchE(_LongBenchFamily):
     name: str = "longbench-e"
     by_length: bool = True
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "overall_en", "overall_zh", "by_length", "by_category",
-                                                "by_task")
+    SCORES: ClassVar[type[ScoreSet]] = LongBenchEScores
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         datasets = select_tasks(LONGBENCH_E_DATASETS, opts.tasks, self.name, suffix="_e")
@@ -422,8 +427,7 @@ class MiniLongBench(_LongBenchFamily):
     """The 237 anchors; `aggregate` adds the estimate of the full LongBench score."""
 
     name: str = "minilongbench"
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("anchor_average", "anchor_average_en", "anchor_average_zh",
-                                                "by_category", "by_task")
+    SCORES: ClassVar[type[ScoreSet]] = MiniLongBenchScores
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--estimate-method", "MiniLongBench: headline estimate method", choices=("irt", "direct", "blend"),
                   default="blend"),
@@ -434,6 +438,11 @@ class MiniLongBench(_LongBenchFamily):
     data_dir: Path | None = None
     method: str = "blend"
     params: str = "shipped"  # the shipped parameters use the release's 237 anchors, whose prompts runs have
+
+    @classmethod
+    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
+        return cls(data_dir=data_dir, method=str(extra.get("estimate_method", "blend")),
+                   params=str(extra.get("estimate_params", "shipped")))
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         return load_minilongbench(opts)

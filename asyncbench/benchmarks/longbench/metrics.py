@@ -20,24 +20,19 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from ...metrics import registry
+from ...metrics.simple import normalize_answer  # the official QA normalisation (SQuAD's)
+
 # ---------------------------------------------------------------------------------------
 # Normalisation and token F1
 # ---------------------------------------------------------------------------------------
 
-_EN_PUNCT = str.maketrans("", "", string.punctuation)
 _CN_PUNCT = (
     "！？｡。＂＃＄％＆＇（）＊＋，－／：；＜＝＞＠［＼］＾＿｀｛｜｝～｟｠｢｣､、〃》「」『』【】〔〕〖〗〘〙〚〛〜〝〞〟〰〾〿"
     "–—‘’‛“”„‟…‧﹏."
 )
 _ZH_PUNCT = str.maketrans("", "", string.punctuation + _CN_PUNCT)
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
 _DIGITS = re.compile(r"\d+")
-
-
-def normalize_answer(text: str) -> str:
-    """SQuAD-style normalisation the official qa_f1_score uses: lowercase, strip ASCII
-    punctuation, replace articles by a space, collapse whitespace (in that order)."""
-    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_EN_PUNCT)).split())
 
 
 def normalize_zh_answer(text: str) -> str:
@@ -265,3 +260,20 @@ def rouge_zh_score(prediction: str, reference: str) -> float:
         " ".join(_jieba_tokens(reference)),
         RECON_FRAME_BUDGET["rouge_zh"],
     )
+
+
+def _classification(prediction: str, reference: str, meta: Any) -> float:
+    return classification_score(prediction, reference, meta.get("all_classes") or ())
+
+
+# LongBench's metrics in the registry, by eval.py's dataset2metric keys and (aliases) by
+# the official functions' names, which `jsonl:` files use.
+registry.register("qa_f1", registry.plain(qa_f1_score), "qa_f1_score")
+registry.register("qa_f1_zh", registry.plain(qa_f1_zh_score), "qa_f1_zh_score")
+registry.register("rouge", registry.plain(rouge_score), "rouge_score")
+registry.register("rouge_zh", registry.plain(rouge_zh_score), "rouge_zh_score")
+registry.register("classification", _classification, "classification_score")
+registry.register("count", registry.plain(count_score), "count_score")
+registry.register("retrieval", registry.plain(retrieval_score), "retrieval_score")
+registry.register("retrieval_zh", registry.plain(retrieval_zh_score), "retrieval_zh_score")
+registry.register("code_sim", registry.plain(code_sim_score), "code_sim_score")

@@ -29,10 +29,12 @@ from ...estimators.longscore import BASE_LABEL, DEFAULT_BASE, longscore, parse_l
 from ...metrics import judge
 from ...metrics import registry as metrics
 from ...types import Response, Sample, SampleResult
-from ..base import CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
+from ..base import Benchmark, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
 from ..longbench.table import first_line
+from ..scores import ScoreSet
 from .generator import Generator, Unbuildable
 from .release import PRIOR_PROMPT, load_release
+from .scores import LongBench100Scores
 from .sources import NEEDED_EXTRA, load_sources
 from .tasks import TASKS
 
@@ -112,12 +114,12 @@ def _length_tokenizer(spec: Any) -> tuple[Any, str]:
         return get_tokenizer("cl100k_base"), "cl100k_base"
 
 
-class LongBench100:
+class LongBench100(Benchmark):
     """The 100-LongBench benchmark (seed 002)."""
 
     name = "100-longbench"
-    SCORE_COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "longscore", "by_task")
-    MODEL2MAXLEN: ClassVar[str] = "longbench100"  # the release's per-model prompt budgets (budget.py)
+    SCORES: ClassVar[type[ScoreSet]] = LongBench100Scores
+    MODEL2MAXLEN: ClassVar[str | None] = "longbench100"  # the release's per-model prompt budgets (budget.py)
     # every model request as the release sends it (requests.py): no truncation, the
     # release's system message and sampling for API models, the raw prompt for open ones
     RELEASE_REQUESTS: ClassVar[bool] = True
@@ -149,6 +151,18 @@ class LongBench100:
             self.lengths = lengths
             self.base_lengths = _labels(extra.get("base_lengths"), DEFAULT_BASE)
         self.prior_threshold = float(extra.get("prior_threshold", PRIOR_THRESHOLD))
+
+    @classmethod
+    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
+        return cls(extra, data_dir=data_dir)
+
+    @classmethod
+    def finish_options(cls, extra: dict[str, Any], model: str, tokenizer: str | None) -> dict[str, Any]:
+        """Generation measures lengths with the target model's tokenizer when known."""
+        from ...tokenizers import tiktoken_encoding_for
+
+        tok = tokenizer or tiktoken_encoding_for(model.partition(":")[2])
+        return {**extra, "tokenizer": tok} if tok else extra
 
     @staticmethod
     def release_request(prompt: str, provider: str, open_model: bool) -> dict[str, Any]:
@@ -295,7 +309,7 @@ class LongBench100:
                 continue
             line = first_line(pred)
             s.meta["parsed"] = line
-            if s.metric in ("uuid", "number"):
+            if s.metric in metrics.METRICS:  # a rule metric (uuid, number); qa and summary are judged
                 scores[i] = metrics.score(s.metric, line, s.answers[:1])
             elif not line.strip():
                 scores[i] = 0.0  # the model gave no answer: a real zero, not a judge failure

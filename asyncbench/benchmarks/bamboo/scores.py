@@ -1,0 +1,33 @@
+"""BAMBOO's scores and how the report shows them: the average per length level and the
+16k - 4k difference over the datasets present at both."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ..scores import ScoreSet
+
+
+class BambooScores(ScoreSet):
+    COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "diff_16k_minus_4k", "by_task")
+    OWN_KINDS: ClassVar[tuple[str, ...]] = ("diff_16k_minus_4k",)
+    LINE_KEYS: ClassVar[tuple[str, ...]] = ("by_length", "diff_16k_minus_4k")
+
+    @property
+    def by_length(self) -> dict[str, float]:
+        """The average per length level ("4k", "16k")."""
+        return dict(self.data.get("by_length") or {})
+
+    @property
+    def diff_average(self) -> float | None:
+        """16k - 4k over the datasets present at both levels (None: none is)."""
+        diff = self.data.get("diff_16k_minus_4k")
+        return float(diff["average"]) if isinstance(diff, dict) and diff.get("average") is not None else None
+
+    def extra_cells(self, columns: tuple[str, ...]) -> dict[str, float]:
+        diff = self.diff_average
+        return {"diff_16k_minus_4k": diff} if "diff_16k_minus_4k" in columns and diff is not None else {}
+
+    @classmethod
+    def label(cls, key: str) -> str | None:
+        return "16k-4k" if key == "diff_16k_minus_4k" else None

@@ -1,0 +1,112 @@
+"""LongBench's scores (LongBench, LongBench-E, MiniLongBench, adaptive LongBench) and how
+the report shows them: the paper's category order, MiniLongBench's anchor averages apart
+from its estimate of the full LongBench, the estimate's lines in the terminal summary."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ..scores import ScoreSet, Show
+from .table import CATEGORIES
+
+ESTIMATE_METHODS = ("irt", "direct", "blend")
+
+
+def _estimate_lines(est: Any) -> list[str]:
+    """The estimate of the full LongBench overall: adaptive testing's, MiniLongBench's, or why none."""
+    if isinstance(est, dict) and est.get("available") and est.get("method") == "adaptive":
+        lo, hi = est["ci95"]
+        return [f"[bold]estimated full LongBench overall[/] (adaptive): {100 * est['overall']:.2f} "
+                f"(95% CI {100 * lo:.2f}-{100 * hi:.2f}, SE {100 * est['se']:.2f}; target {100 * est['target_se']:.2f}) "
+                f"from {est['samples_used']} samples and {est['tokens']:,} tokens; stopped: {est['stop_reason']}"]
+    if isinstance(est, dict) and est.get("available"):
+        cost = est.get("token_cost") or {}
+        saved = cost.get("saved_prompt_tokens_estimate")
+        ci90 = est.get("overall_ci90")
+        others = ", ".join(f"{m} {100 * est[m]['overall']:.2f}" for m in ESTIMATE_METHODS if m in est)
+        return [f"[bold]overall[/] (estimated full LongBench, {est['method']}): [bold]{100 * est['overall']:.2f}[/]"
+                + (f" [90% interval {100 * ci90[0]:.2f}-{100 * ci90[1]:.2f}]" if ci90 else "")
+                + f"; {others}; "
+                f"the 237 anchors cost {100 * cost.get('fraction', 0):.1f}% of the full benchmark's tokens"
+                + (f", ~{saved:,} prompt tokens saved" if saved else "")]
+    if isinstance(est, dict):
+        return [f"[bold]estimate[/]: not available ({est.get('reason')})"]
+    return []
+
+
+class LongBenchScores(ScoreSet):
+    """LongBench: Overall (EN, ZH), six categories, 21 datasets; an adaptive run adds its
+    `estimate` of the full-LongBench Overall."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "overall_en", "overall_zh", "by_category", "by_task")
+
+    @classmethod
+    def column_hint(cls) -> list[str]:
+        hint: list[str] = []
+        for cat, datasets in CATEGORIES.items():
+            hint.append(f"cat:{cat}")
+            hint += [f"task:{d}" for d in datasets] + [f"task:{d}_e" for d in datasets]
+        return hint
+
+    def title_note(self) -> str:
+        if "estimate" not in self.data:
+            return ""
+        est = self.data["estimate"]
+        if isinstance(est, dict) and est.get("method") == "adaptive":
+            return " (averages over the samples asked, not full-LongBench scores: the estimate follows)"
+        return " (averages over the 237 anchors, not full-LongBench scores: the estimate follows)"
+
+    def summary_lines(self, show: Show, partial: str | None) -> list[str]:
+        return _estimate_lines(self.data.get("estimate")) + super().summary_lines(show, partial)
+
+
+class LongBenchEScores(LongBenchScores):
+    """LongBench-E: LongBench's numbers and each by length bin (0-4k, 4-8k, 8k+)."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "overall_en", "overall_zh", "by_length", "by_category",
+                                          "by_task")
+    LINE_KEYS: ClassVar[tuple[str, ...]] = ("by_length",)
+
+
+class MiniLongBenchScores(LongBenchScores):
+    """MiniLongBench: its `overall` is the estimate of the full LongBench Overall; the plain
+    means over the 237 anchors are `anchor_average*`, on a board of their own (never beside
+    the papers' full-benchmark rows)."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("anchor_average", "anchor_average_en", "anchor_average_zh",
+                                          "by_category", "by_task")
+    ESTIMATE_BOARD: ClassVar[str | None] = "minilongbench: estimated full LongBench"
+    OWN_BOARD: ClassVar[str | None] = "minilongbench: 237-anchor averages (not full-LongBench scores)"
+
+    @classmethod
+    def label(cls, key: str) -> str | None:
+        return key.replace("anchor_average", "anchor average").replace("_", " ") if key.startswith(
+            "anchor_average") else None
+
+    @property
+    def anchor_average(self) -> float | None:
+        """The plain mean over the 237 anchors (not a LongBench score)."""
+        value = self.data.get("anchor_average")
+        return float(value) if isinstance(value, (int, float)) else None
+
+    @classmethod
+    def compared_key(cls, key: str) -> str:
+        """A comparison's overall is the anchors' plain mean (the estimate is not resampled)."""
+        return key.replace("overall", "anchor_average", 1) if key.startswith("overall") else key
+
+    def estimate(self) -> dict[str, Any] | None:
+        """The estimate of the full LongBench score, x100 like the papers' tables: the
+        headline method's overall, categories and datasets, and every method's overall as
+        `estimate_<method>`. None when the run has no estimate."""
+        est = self.data.get("estimate")
+        if not (isinstance(est, dict) and est.get("available")):
+            return None
+        head = est.get(est["method"]) or {}
+        out: dict[str, Any] = {"overall": 100 * est["overall"],
+                               "by_category": {c: 100 * v for c, v in (head.get("by_category") or {}).items()},
+                               "by_task": {d: 100 * v for d, v in (head.get("by_dataset") or {}).items()}}
+        for m in ESTIMATE_METHODS:
+            if isinstance(est.get(m), dict):
+                out[f"estimate_{m}"] = 100 * est[m]["overall"]
+        out["method"] = est["method"]
+        return out

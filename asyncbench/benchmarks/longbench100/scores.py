@@ -1,0 +1,47 @@
+"""100-LongBench's scores and how the report shows them: score by length and LongScore
+(base ability, the average over longer lengths, the average LongScore)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from ..scores import ScoreSet
+
+_LONGSCORE_LABELS = {"base_ability": "base ability", "avg_score": "avg score (longer)", "avg_lc": "avg LongScore"}
+
+
+class LongBench100Scores(ScoreSet):
+    COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "longscore", "by_task")
+    OWN_KINDS: ClassVar[tuple[str, ...]] = ("longscore",)
+    LINE_KEYS: ClassVar[tuple[str, ...]] = ("by_length", "longscore")
+
+    @classmethod
+    def published(cls, row: Mapping[str, Any]) -> dict[str, Any]:
+        """The paper's rows give LongScore's parts flat; here they are one `longscore` tree."""
+        scores = super().published(row)
+        ls = {k: row[k] for k in _LONGSCORE_LABELS if k in row}
+        if ls:
+            scores["longscore"] = ls
+        return scores
+
+    @property
+    def longscore(self) -> dict[str, float | None]:
+        """LongScore's parts: base ability, the average score at longer lengths, avg LongScore."""
+        return dict(self.data.get("longscore") or {})
+
+    def extra_cells(self, columns: tuple[str, ...]) -> dict[str, float]:
+        if "longscore" not in columns:
+            return {}
+        return {f"ls:{key}": float(value) for key, value in self.longscore.items()
+                if key in _LONGSCORE_LABELS and value is not None}
+
+    @classmethod
+    def label(cls, key: str) -> str | None:
+        kind, _, name = key.partition(":")
+        return _LONGSCORE_LABELS[name] if kind == "ls" else None
+
+    @classmethod
+    def length_legend(cls, cells: dict[str, float | None]) -> str:
+        avg = cells.get("ls:avg_lc")
+        return f" (avg LongScore {avg:.1f})" if avg is not None else ""
