@@ -31,7 +31,7 @@ from .errors import ProviderError, RunInterrupted, UserError
 from .generation import Engine, Generated
 from .ledger import SETTLED, InvocationEntry, SampleEntry, account, interrupted, merge_sample
 from .pricing import SHAPE, PriceTable
-from .resolve import SimProcesses, official_model, prompt_budget, resolve_model, truncation_tokenizer
+from .resolve import official_model, prompt_budget, resolve_model, truncation_tokenizer
 from .run_summary import dry_run_summary, out_dir, public_config, run_summary, write_out
 from .runners import Runner, make_runner
 from .scheduler import Budget
@@ -45,8 +45,9 @@ from .types import Request, Response, Sample, SampleResult
 # Why a sample the benchmark's prepare() left out is excluded (run.json "prepare" says more).
 EXCLUDED_BY_RULE = "left out by the benchmark's own rule (see run.json prepare)"
 
-async def execute(cfg: RunConfig) -> dict[str, Any]:
-    """Run one evaluation; returns the run summary (also written to OUT/run.json)."""
+async def execute(cfg: RunConfig, sim_url: str | None = None) -> dict[str, Any]:
+    """Run one evaluation; returns the run summary (also written to OUT/run.json).
+    `sim_url`: the simulator the command started for `--model sim` (config.uses_sim)."""
     t_start = time.time()
     cfg.validate()
     from .datadir import resolve_data_dir
@@ -55,7 +56,6 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
     benchmark, tasks = parse_benchmark(cfg.benchmark, cfg.extra, data_dir)
     cache_path = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
     opening = None if cfg.dry_run else _open_in_background(cache_path)
-    stack = SimProcesses()
     runner: Runner | None = None
     try:
         opts = LoadOptions(data_dir=data_dir, tasks=tasks, limit=cfg.limit, extra=cfg.extra)
@@ -64,12 +64,12 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
             benchmark.iter_load(opts) if hasattr(benchmark, "iter_load") and not cfg.dry_run
             else benchmark.load(opts))
         prices = PriceTable(cfg.prices)
-        spec = resolve_model(cfg.model, cfg.base_urls, cfg, stack)
+        spec = resolve_model(cfg.model, cfg.base_urls, cfg, sim_url)
         client = make_client(spec, cfg, prices, cfg.rpm, cfg.tpm)
         judge = None
         if cfg.judge:
             same = cfg.judge == cfg.model and not cfg.judge_base_urls
-            judge_spec = spec if same else resolve_model(cfg.judge, cfg.judge_base_urls, cfg, stack)
+            judge_spec = spec if same else resolve_model(cfg.judge, cfg.judge_base_urls, cfg, sim_url)
             # The same model as judge is the same client: one limiter and pool for both.
             judge = client if same else make_client(judge_spec, cfg, prices, None, None)
         unpriced = _check_prices(cfg, [c for c in (client, judge) if c is not None])
@@ -91,7 +91,6 @@ async def execute(cfg: RunConfig) -> dict[str, Any]:
             runner.close()
         if opening is not None and opening.exception() is None:
             opening.result().close()  # closing twice is harmless
-        stack.close()
 
 
 def _check_prices(cfg: RunConfig, clients: list[ModelClient]) -> list[str]:

@@ -179,8 +179,12 @@ def main(args: argparse.Namespace) -> int:
             batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache, extra=_extra(args),
             max_response_bytes=args.max_response_bytes,
         )
+    from ..sim.testing import sim_if
+
+    cfg.validate()  # before the simulator starts
     try:
-        summary = anyio.run(execute, cfg)
+        with sim_if(cfg.uses_sim()) as sim_url:
+            summary = anyio.run(execute, cfg, sim_url)
     except RunInterrupted as stop:
         print(f"asyncbench: interrupted; run {stop.summary['run_id']} booked what it did (run.json written); "
               f"{stop.summary['next_step']}", file=sys.stderr)

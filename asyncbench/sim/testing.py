@@ -87,3 +87,15 @@ def sim_subprocess(args: list[str] | None = None) -> Iterator[str]:
         yield base_url
     finally:
         stop_sim_subprocess(proc)
+
+
+@contextlib.contextmanager
+def sim_if(needed: bool) -> Iterator[str | None]:
+    """The simulator for a run that names it (`RunConfig.uses_sim`), yielding its base URL
+    (None when not needed): started by the command that runs, so the run path itself
+    never imports the simulator; stopped when the run ends, however it ends."""
+    if not needed:
+        yield None
+        return
+    with sim_subprocess([]) as base_url:
+        yield base_url
