@@ -81,10 +81,14 @@ def user_python(candidates: tuple[str, ...] = ("/usr/bin/python3", sys.executabl
 def copy_package(tmp: Path) -> Path:
     """The sandbox modules alone, where any uid can read them."""
     pkg = tmp / "pkg" / "asyncbench"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    for name in ("sandbox.py", "sandbox_wire.py", "sandbox_root.py", "sandbox_split.py", "errors.py", "secrets.py"):
+    bamboo = pkg / "benchmarks" / "bamboo"
+    bamboo.mkdir(parents=True)
+    for init in (pkg, pkg / "benchmarks", bamboo):
+        (init / "__init__.py").write_text("")
+    for name in ("errors.py", "secrets.py"):
         shutil.copy(REPO / "asyncbench" / name, pkg / name)
+    for name in ("sandbox.py", "sandbox_wire.py", "sandbox_root.py", "sandbox_split.py"):
+        shutil.copy(REPO / "asyncbench" / "benchmarks" / "bamboo" / name, bamboo / name)
     return tmp / "pkg"
 
 

@@ -135,6 +135,10 @@ def _frame(raw: Any) -> Any:
     return pa.ipc.open_stream(base64.b64decode(raw)).read_all().to_pandas()
 
 
+_NUMPY_TAGS = ("ndarray", "npscalar", "recarray", "matrix")
+_PANDAS_TAGS = ("timestamp", "index_values", "dataframe", "series", "index")
+
+
 def decode(data: Any) -> Any:
     """The value `encode` made, rebuilt from data only."""
     if data is None or isinstance(data, (bool, int, str)):
@@ -142,7 +146,14 @@ def decode(data: Any) -> Any:
     if not isinstance(data, dict) or "t" not in data:
         raise Unencodable("malformed value")
     tag: str = data["t"]
-    v: Any = data.get("v")
+    if tag in _NUMPY_TAGS:
+        return _decode_numpy(tag, data.get("v"))
+    if tag in _PANDAS_TAGS:
+        return _decode_pandas(tag, data)
+    return _decode_builtin(tag, data.get("v"))
+
+
+def _decode_builtin(tag: str, v: Any) -> Any:
     if tag == "float":
         return float(v)
     if tag == "complex":
@@ -160,13 +171,20 @@ def decode(data: Any) -> Any:
         return getattr(datetime, tag).fromisoformat(v)
     if tag == "slice":
         return slice(decode(v[0]), decode(v[1]), decode(v[2]))
-    if tag in ("ndarray", "npscalar", "recarray", "matrix"):
-        import numpy as np
+    raise Unencodable(f"unknown tag {tag!r}")
 
-        array = np.load(io.BytesIO(base64.b64decode(v)), allow_pickle=False)
-        if tag == "npscalar":
-            return array[()]
-        return array.view(np.recarray) if tag == "recarray" else np.asmatrix(array) if tag == "matrix" else array
+
+def _decode_numpy(tag: str, v: Any) -> Any:
+    import numpy as np
+
+    array = np.load(io.BytesIO(base64.b64decode(v)), allow_pickle=False)
+    if tag == "npscalar":
+        return array[()]
+    return array.view(np.recarray) if tag == "recarray" else np.asmatrix(array) if tag == "matrix" else array
+
+
+def _decode_pandas(tag: str, data: dict[str, Any]) -> Any:
+    v: Any = data.get("v")
     if tag == "timestamp":
         import pandas as pd
 
@@ -181,6 +199,4 @@ def decode(data: Any) -> Any:
         series = _frame(v)["__values__"]
         series.name = decode(data.get("name"))
         return series
-    if tag == "index":
-        return _frame(v).index
-    raise Unencodable(f"unknown tag {tag!r}")
+    return _frame(v).index  # "index"
