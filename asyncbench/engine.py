@@ -40,7 +40,7 @@ from .store import Store, default_cache_path
 from .store.duckdb_store import stored_plan
 from .store.journal import Journal, replay
 from .tokenizers import Tokenizer
-from .types import Request, Response, Sample, SampleResult
+from .types import Purpose, Request, Response, Sample, SampleResult
 
 # Why a sample the benchmark's prepare() left out is excluded (run.json "prepare" says more).
 EXCLUDED_BY_RULE = "left out by the benchmark's own rule (see run.json prepare)"
@@ -234,7 +234,7 @@ async def _execute(cfg: RunConfig, benchmark: Benchmark, samples: list[Sample] |
         engine = Engine(store, run_id, invocation.invocation, cfg.progress, budget, runner,
                         Journal(store.path, run_id), prompt_cache=cfg.prompt_cache == "auto")
 
-        async def ctx_generate(reqs: list[Request], purpose: str) -> list[Response | ProviderError]:
+        async def ctx_generate(reqs: list[Request], purpose: Purpose) -> list[Response | ProviderError]:
             target = judge if purpose == "judge" and judge is not None else client
             answers = (await engine.generate(target, reqs, purpose)).answers
             return [a if a is not None else ProviderError("fatal", "budget reached (--max-cost)") for a in answers]

@@ -164,8 +164,9 @@ class AnthropicProvider(ProviderBase):
                 continue  # not a result line: its request is sent again
             if kind == "succeeded":
                 try:
-                    out[cid] = parse_message(result.get("message") or {}, self.batch_cut_at.get(cid, []))
-                    out[cid].endpoint = base_url  # type: ignore[union-attr]
+                    answer = parse_message(result.get("message") or {}, self.batch_cut_at.get(cid, []))
+                    answer.endpoint = base_url
+                    out[cid] = answer
                 except ProviderError as exc:
                     out[cid] = exc
             elif kind == "errored":
