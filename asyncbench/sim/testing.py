@@ -1,4 +1,5 @@
-"""Helpers for running the simulator as a separate process (tests, benchmarks, demos).
+"""Helpers for running the simulator as a separate process (tests, benchmarks, demos,
+and `--model sim`: `sim_if`, used by the commands that start a run).
 
 A separate process keeps the simulator off the client's event loop and GIL, which is what
 throughput benchmarks need; `run_sim_in_thread` (server.py) is lighter for unit tests.
