@@ -22,6 +22,7 @@ from .errors import UserError
 from .report.samples import SampleRecord, load_samples
 from .run_summary import RunSummary
 from .store import Store, default_cache_path
+from .types import ApiKind, Backend, BatchFallback, PromptCacheMode
 
 if TYPE_CHECKING:
     import pandas
@@ -37,7 +38,7 @@ class Options(TypedDict, total=False):
     base_urls: Sequence[str]
     judge_base_urls: Sequence[str]
     endpoint_id: str
-    api: Literal["chat", "completions"]
+    api: ApiKind
     data_dir: str | Path
     cache: str | Path
     out: str | Path
@@ -57,13 +58,13 @@ class Options(TypedDict, total=False):
     repeat: int
     prices: str | Path
     progress: bool
-    backend: Literal["local", "ray"]
+    backend: Backend
     ray_address: str
     ray_workers: int
     batch: bool
-    batch_fallback: Literal["batch", "live"]
+    batch_fallback: BatchFallback
     no_wait: bool
-    prompt_cache: Literal["auto", "off"]
+    prompt_cache: PromptCacheMode
     # Each benchmark's OPTIONS, by key and typed by kind (mypy needs them written out);
     # tests/test_benchmark_options.py checks they are exactly the declarations.
     # BAMBOO
@@ -151,9 +152,11 @@ def _config(benchmark: str, model: str, options: Options) -> RunConfig:
 async def evaluate_async(benchmark: str, model: str, **options: Unpack[Options]) -> EvalResult:
     """Run an evaluation (cache first, as `asyncbench run`) and return its stored result."""
     from .flow import run
+    from .sim.testing import sim_if
 
     cfg = _config(benchmark, model, options)
-    summary = await run(cfg)
+    with sim_if(cfg.uses_sim()) as sim_url:
+        summary = await run(cfg, sim_url)
     if not isinstance(summary, RunSummary):
         raise UserError("dry_run=True sends nothing and stores no run; use `asyncbench run --dry-run` to price one")
     return load_run(summary.run_id, cache=cfg.cache)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from .errors import UserError
+from .types import ApiKind, Backend, BatchFallback, PromptCacheMode
 
 # The most requests in flight per endpoint: far above any provider's useful concurrency,
 # low enough that a typo (1000000) cannot exhaust memory on queues and sockets.
@@ -36,13 +38,36 @@ def _whole(option: str, value: int, low: int, high: int) -> None:
         raise UserError(f"{option} must be a whole number from {low:,} to {high:,} (got {value!r})")
 
 
+def _choice(option: str, value: object, kind: object) -> None:
+    """`value` is one of the Literal `kind`'s values, or one UserError naming them."""
+    accepted = get_args(kind)
+    if value not in accepted:
+        raise UserError(f"{option} must be one of {', '.join(accepted)} (got {value!r})")
+
+
+# `--model sim`: the built-in simulator, started by the command that runs (never by the
+# run path itself, which is handed its base URL).
+SIM = "sim"
+
+
+def auto_model(model: str) -> str:
+    """`auto`: a real API when its key is set, else the simulator; any other name as is."""
+    if model != "auto":
+        return model
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai:gpt-4o-mini"
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic:claude-haiku-4-5"
+    return SIM
+
+
 @dataclass
 class RunConfig:
     benchmark: str
     model: str
     base_urls: list[str] = field(default_factory=list)
     endpoint_id: str | None = None
-    api: str = "chat"
+    api: ApiKind = "chat"
     data_dir: str | None = None
     cache: str | None = None
     out: str | None = None
@@ -64,11 +89,11 @@ class RunConfig:
     judge_base_urls: list[str] = field(default_factory=list)
     prices: str | None = None
     progress: bool | None = None
-    backend: str = "local"  # "local" | "ray"
+    backend: Backend = "local"
     batch: bool = False  # through the provider's batch API (runners/batch.py)
-    batch_fallback: str = "batch"  # requests a batch did not answer: "batch" (the next one) | "live"
+    batch_fallback: BatchFallback = "batch"  # requests a batch did not answer: in the next one, or live
     no_wait: bool = False  # --batch: submit, collect what has ended, and exit
-    prompt_cache: str = "auto"  # "auto": mark shared prompt prefixes for the provider's cache | "off"
+    prompt_cache: PromptCacheMode = "auto"  # "auto": mark shared prompt prefixes for the provider's cache
     ray_address: str | None = None
     ray_workers: int = 2
     extra: dict[str, Any] = field(default_factory=dict)
@@ -86,10 +111,10 @@ class RunConfig:
         _whole("--max-response-bytes", self.max_response_bytes, 1024, 2**40)
         _whole("--ray-workers", self.ray_workers, 1, 1024)
         _whole("--repeat", self.repeat, 0, 1_000_000)
-        if self.batch_fallback not in ("batch", "live"):
-            raise UserError(f"--batch-fallback must be batch or live (got {self.batch_fallback!r})")
-        if self.prompt_cache not in ("auto", "off"):
-            raise UserError(f"--prompt-cache must be auto or off (got {self.prompt_cache!r})")
+        _choice("--api", self.api, ApiKind)
+        _choice("--backend", self.backend, Backend)
+        _choice("--batch-fallback", self.batch_fallback, BatchFallback)
+        _choice("--prompt-cache", self.prompt_cache, PromptCacheMode)
         if self.no_wait and not self.batch:
             raise UserError("--no-wait goes with --batch (submit the batches and exit)")
         if self.limit is not None:
@@ -103,6 +128,11 @@ class RunConfig:
         for url in self.judge_base_urls:
             validate_base_url(url, "--judge-base-url")
         return self
+
+    def uses_sim(self) -> bool:
+        """Whether the model or the judge is the built-in simulator (`sim`, or `auto`
+        without an API key): the command that runs starts it (sim/testing.py)."""
+        return SIM in (auto_model(self.model), auto_model(self.judge) if self.judge else None)
 
     def run_id(self, endpoint_id: str, data: str, model: str | None = None, judge: str | None = None) -> str:
         """Stable over what changes results — settings, endpoint identity and `data` (a hash

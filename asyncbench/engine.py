@@ -28,7 +28,7 @@ from .runners import Runner
 from .scheduler import Budget
 from .store import Store
 from .store.journal import Journal, replay
-from .types import Request, Response, Sample, SampleResult
+from .types import Purpose, Request, Response, Sample, SampleResult
 
 
 async def execute(p: RunPlan) -> RunSummary:
@@ -78,7 +78,7 @@ def _context(p: RunPlan, engine: Engine, runner: Runner) -> RunContext:
     calls go through the same engine (cache, budget, ledger) as the evaluated requests."""
     client, prompting = p.client, p.prompting
 
-    async def generate(reqs: list[Request], purpose: str) -> list[Response | ProviderError]:
+    async def generate(reqs: list[Request], purpose: Purpose) -> list[Response | ProviderError]:
         answers = (await engine.generate(p.client_for(purpose), reqs, purpose)).answers
         return [a if a is not None else ProviderError("fatal", "budget reached (--max-cost)") for a in answers]
 

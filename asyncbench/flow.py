@@ -10,10 +10,11 @@ from .plan import dry_run, plan
 from .run_summary import DryRunSummary, RunSummary
 
 
-async def run(cfg: RunConfig) -> RunSummary | DryRunSummary:
+async def run(cfg: RunConfig, sim_url: str | None = None) -> RunSummary | DryRunSummary:
     """Plan the config, then execute the plan (or, for --dry-run, price it); what the plan
-    opened is closed however it ends."""
-    p = await plan(cfg)
+    opened is closed however it ends. `sim_url`: the simulator the command started for
+    `--model sim` (config.uses_sim), which the run path never starts itself."""
+    p = await plan(cfg, sim_url)
     try:
         return dry_run(p) if cfg.dry_run else await execute(p)
     finally:

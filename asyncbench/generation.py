@@ -44,7 +44,7 @@ from .store import Store
 from .store.batch_journal import BatchJournal, finished_files, unresolved
 from .store.journal import Journal
 from .store.rows import CachedResponse, FailureRow, ResponseRow
-from .types import Request, Response, Sample, Usage
+from .types import Purpose, Request, Response, Sample, Usage
 
 # Requests hashed and looked up per step after the first chunk: small enough that reading
 # a streamed data file never holds the event loop for long, large enough to batch lookups.
@@ -212,7 +212,7 @@ class Engine:
         async with self._db_lock:
             return await anyio.to_thread.run_sync(work)
 
-    async def generate(self, client: ModelClient, requests: Iterable[Request], purpose: str,
+    async def generate(self, client: ModelClient, requests: Iterable[Request], purpose: Purpose,
                        samples: Sequence[Sample] | None = None, label: str | None = None) -> Generated:
         """One answer per request (None: skipped by the budget), whether it was cached, and
         its cache key.
@@ -252,7 +252,7 @@ class _Generation:
     their keys, cache hits and in-run duplicates; the methods that feed the runner, take
     its outcomes (accounts, cache rows, progress) and put the answers in request order."""
 
-    def __init__(self, engine: Engine, client: ModelClient, source: Iterator[Request], purpose: str,
+    def __init__(self, engine: Engine, client: ModelClient, source: Iterator[Request], purpose: Purpose,
                  samples: Sequence[Sample] | None, progress: RunProgress,
                  looked_up: dict[str, CachedResponse] | None = None) -> None:
         self.engine = engine

@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import TypedDict, get_args
+
+from .types import Purpose
 
 # A sample's one status. The first four are settled (its score counts); the rest leave
 # its task, and so the run, partial.
@@ -35,7 +37,7 @@ SETTLED = frozenset({"answered", "from_cache", "shared", "excluded"})
 # Caches written before bad rows were excluded hold "skipped_bad_row": counted as excluded.
 LEGACY_STATUSES = {"skipped_bad_row": "excluded"}
 
-PURPOSES = ("eval", "judge", "prior")
+PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
 # What became of one request: sent and answered, served from the cache, the same as an
 # earlier request of the same call (sent once), failed after its attempts, not sent.
 REQUEST_SOURCES = ("sent", "from_cache", "shared", "failed", "skipped_budget")
@@ -81,7 +83,7 @@ class SampleEntry:
 @dataclass
 class RequestEntry:
     invocation: int
-    purpose: str  # one of PURPOSES
+    purpose: Purpose
     task: str
     source: str  # one of REQUEST_SOURCES
     key: str = ""

@@ -31,7 +31,7 @@ from .estimate import dry_run_summary
 from .pricing import SHAPE, PriceTable
 from .prompting import Prompting, ReleaseRequest, Tally
 from .providers import ModelSpec
-from .resolve import SimProcesses, official_model, prompt_budget, resolve_model, truncation_tokenizer
+from .resolve import official_model, prompt_budget, resolve_model, truncation_tokenizer
 from .run_summary import DryRunSummary
 from .runners import LocalRunner, Runner
 from .secrets import redact_json
@@ -91,7 +91,7 @@ class SampleSource:
 @dataclass(frozen=True)
 class RunPlan:
     """Everything a run does, decided before anything is sent. It holds open resources
-    (clients, the runner, the cache being opened, the simulator): `aclose` ends them."""
+    (clients, the runner, the cache being opened): `aclose` ends them."""
 
     benchmark: Benchmark
     benchmark_name: str  # as the user named it ("longbench:hotpotqa")
@@ -113,7 +113,6 @@ class RunPlan:
     options: Mapping[str, object]  # the benchmark's RunContext options
     stored_config: Mapping[str, object]  # the credential-free configuration stored with the run
     started: float
-    processes: SimProcesses
 
     def client_for(self, purpose: str) -> ModelClient:
         """The client of a purpose: the judge's for "judge" calls, else the evaluated model's."""
@@ -130,11 +129,11 @@ class RunPlan:
                 await self.runner.aclose()
             if self.opening is not None and self.opening.exception() is None:
                 self.opening.result().close()
-            self.processes.close()
 
 
-async def plan(cfg: RunConfig) -> RunPlan:
-    """The RunPlan of a config; what it opened is closed again when planning fails."""
+async def plan(cfg: RunConfig, sim_url: str | None = None) -> RunPlan:
+    """The RunPlan of a config; what it opened is closed again when planning fails.
+    `sim_url`: the simulator the command started for `--model sim` (config.uses_sim)."""
     started = time.time()
     cfg.validate()
     from .datadir import resolve_data_dir
@@ -144,7 +143,6 @@ async def plan(cfg: RunConfig) -> RunPlan:
     caps = capabilities(benchmark)
     cache_path = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
     opening = None if cfg.dry_run else _open_in_background(cache_path)
-    stack = SimProcesses()
     clients: list[ModelClient] = []
     runner: Runner | None = None
     try:
@@ -153,7 +151,7 @@ async def plan(cfg: RunConfig) -> RunPlan:
         stream = caps.iter_load(opts) if caps.iter_load is not None and not cfg.dry_run else None
         listed = benchmark.load(opts) if stream is None else None
         prices = PriceTable(cfg.prices)
-        client, judge = _clients(cfg, prices, stack, clients)
+        client, judge = _clients(cfg, prices, sim_url, clients)
         unpriced = _check_prices(cfg, clients)
         if cfg.batch and not client.has_batch_api:
             from .runners.batch import no_batch_api
@@ -172,7 +170,7 @@ async def plan(cfg: RunConfig) -> RunPlan:
             runner=runner, run_id=run_id, out=None if cfg.dry_run else out_dir(cfg.out, run_id),
             cache_path=cache_path, opening=opening, prices=prices, unpriced=tuple(unpriced), max_cost=cfg.max_cost,
             progress=cfg.progress, prompt_cache=cfg.prompt_cache == "auto", options={"judge": cfg.judge, **cfg.extra},
-            stored_config=public_config(cfg, client.spec), started=started, processes=stack)
+            stored_config=public_config(cfg, client.spec), started=started)
     except BaseException:
         try:
             for c in dict.fromkeys(clients):
@@ -182,22 +180,21 @@ async def plan(cfg: RunConfig) -> RunPlan:
                 await runner.aclose()
             if opening is not None and opening.exception() is None:
                 opening.result().close()
-            stack.close()
         raise
 
 
-def _clients(cfg: RunConfig, prices: PriceTable, stack: SimProcesses,
+def _clients(cfg: RunConfig, prices: PriceTable, sim_url: str | None,
              opened: list[ModelClient]) -> tuple[ModelClient, ModelClient | None]:
     """The eval client and the judge's (the same object when the judge is the same model:
     one limiter and pool for both); each appended to `opened` as it is made."""
-    spec = resolve_model(cfg.model, cfg.base_urls, cfg, stack)
+    spec = resolve_model(cfg.model, cfg.base_urls, cfg, sim_url)
     client = make_client(spec, cfg, prices, cfg.rpm, cfg.tpm)
     opened.append(client)
     if not cfg.judge:
         return client, None
     if cfg.judge == cfg.model and not cfg.judge_base_urls:
         return client, client
-    judge = make_client(resolve_model(cfg.judge, cfg.judge_base_urls, cfg, stack), cfg, prices, None, None)
+    judge = make_client(resolve_model(cfg.judge, cfg.judge_base_urls, cfg, sim_url), cfg, prices, None, None)
     opened.append(judge)
     return client, judge
 

@@ -1,51 +1,32 @@
-"""From what the user named to what a run talks to: the model spec (starting the
-built-in simulator for `sim`), the prompt budget (flag, TGI `/info`, context table) and
-the truncation tokenizer.
+"""From what the user named to what a run talks to: the model spec (for `sim`, the
+built-in simulator at the URL its command started it on), the prompt budget (flag, TGI
+`/info`, context table) and the truncation tokenizer.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any
 
 from .benchmarks.longbench.budget import PromptBudget
 from .benchmarks.longbench.official_models import OfficialModel
-from .config import RunConfig
+from .config import SIM, RunConfig, auto_model
 from .errors import UserError
 from .providers import ModelSpec, ProviderBase, parse_model_spec
 from .tokenizers import Tokenizer, TokenizerFile, get_tokenizer, tiktoken_encoding_for
 
 
-class SimProcesses(list[Any]):
-    """Subprocesses to stop at the end of a run (the simulator for `--model sim`)."""
-
-    def close(self) -> None:
-        from .sim.testing import stop_sim_subprocess
-
-        for proc in self:
-            stop_sim_subprocess(proc)
-
-
-def resolve_model(model: str, base_urls: list[str], cfg: RunConfig, stack: SimProcesses) -> ModelSpec:
-    """`sim` starts the built-in simulator; `auto` picks a real API when a key is set."""
-    if model == "auto":
-        if os.environ.get("OPENAI_API_KEY"):
-            model = "openai:gpt-4o-mini"
-        elif os.environ.get("ANTHROPIC_API_KEY"):
-            model = "anthropic:claude-haiku-4-5"
-        else:
-            model = "sim"
-    if model == "sim":
-        from .sim.testing import start_sim_subprocess
-
-        proc, base_url = start_sim_subprocess([])
-        stack.append(proc)
+def resolve_model(model: str, base_urls: list[str], cfg: RunConfig, sim_url: str | None) -> ModelSpec:
+    """`auto` picks a real API when a key is set, else `sim`: the built-in simulator that
+    the command running this started (sim/testing.py), at `sim_url`."""
+    model = auto_model(model)
+    if model == SIM:
+        if sim_url is None:
+            raise UserError("--model sim needs the simulator, which `asyncbench run` and asyncbench.evaluate "
+                            "start: run through them, or start one (asyncbench.sim.testing.sim_subprocess) "
+                            "and pass its URL as execute(cfg, sim_url=URL)")
         # A fixed identity: every simulator run answers the same way, whatever its port.
-        return parse_model_spec("openai-compat:sim", [base_url + "/v1"], endpoint_id="asyncbench-sim", api=cfg.api)
+        return parse_model_spec("openai-compat:sim", [sim_url + "/v1"], endpoint_id="asyncbench-sim", api=cfg.api)
     return parse_model_spec(model, base_urls, endpoint_id=cfg.endpoint_id, api=cfg.api)
-
-
 
 
 async def official_model(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,

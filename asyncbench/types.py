@@ -5,7 +5,18 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+# The closed choices of a run, one typed value each. RunConfig.validate checks the
+# user-facing ones where a config is made (a misspelt one is an error, never a silent
+# default: `api="completions"` once sent chat), and mypy checks every comparison against
+# them. Plain strings, so run.json, run ids and the cache keep the values they always had.
+ApiKind = Literal["chat", "completion"]  # the endpoint: chat, or completion for base models
+Backend = Literal["local", "ray"]  # where requests and scoring run (runners/)
+BatchFallback = Literal["batch", "live"]  # a request a batch did not answer goes to the next batch, or live
+PromptCacheMode = Literal["auto", "off"]  # mark shared prompt prefixes for the provider's cache, or not
+Purpose = Literal["eval", "judge", "prior"]  # what a request is for (ledger.py)
+ResultStatus = Literal["ok", "failed", "skipped"]  # a scored sample (SampleResult)
 
 
 @dataclass
@@ -124,7 +135,7 @@ class SampleResult:
 
     sample_id: str
     task: str
-    status: str  # "ok" | "failed"
+    status: ResultStatus
     prediction: str | None = None
     score: float | None = None
     cached: bool = False

@@ -9,6 +9,7 @@ import pytest
 
 from asyncbench.config import RunConfig
 from asyncbench.flow import run
+from asyncbench.sim.testing import sim_subprocess
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 pytestmark = pytest.mark.skipif(not (DATA / "minilongbench").is_dir(), reason="../shared/data not available")
@@ -19,7 +20,8 @@ def test_run_against_simulator_reports_scores_longscore_exclusions_and_judge_cos
     cfg = RunConfig(benchmark="100-longbench", model="sim", judge="sim", data_dir=str(DATA),
                     cache=str(tmp_path / "cache.duckdb"), out=str(tmp_path / "out"), progress=False,
                     extra={"lengths": LENGTHS, "rows": 2})
-    summary = anyio.run(run, cfg).to_json()
+    with sim_subprocess([]) as sim_url:  # what `asyncbench run --model sim` starts
+        summary = anyio.run(run, cfg, sim_url).to_json()
     assert summary["samples"]["failed"] == 0 and summary["complete"]
     scores = summary["scores"]
     # per-task and overall scores per length

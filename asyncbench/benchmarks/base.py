@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from ..errors import ProviderError
-from ..types import Request, Response, Sample, SampleResult
+from ..types import Purpose, Request, Response, Sample, SampleResult
 from .scores import ScoreSet
 
 if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
@@ -140,7 +140,7 @@ class RunContext:
     model_spec: str
     # generate(requests, purpose) -> one Response or ProviderError per request, in order.
     # purpose ("judge", "prior") keeps their tokens and cost apart in the report.
-    generate: Callable[[list[Request], str], Awaitable[list[Response | ProviderError]]]
+    generate: Callable[[list[Request], Purpose], Awaitable[list[Response | ProviderError]]]
     # make_request(spec, sample-like prompt/messages, max_tokens) -> Request for another model
     make_request: Callable[..., Request]
     options: dict[str, Any] = field(default_factory=dict)

@@ -30,28 +30,14 @@ MAX_OUTPUT_TOKENS = 1_000_000
 
 def _sample(row: dict[str, Any], where: str) -> Sample:
     """One validated line: every field of the type the format documents, or one line
-    naming the field, what it holds and what it should hold."""
+    naming the field, what it holds and what it should hold (checked in this order)."""
     if "id" not in row or not ("prompt" in row or "messages" in row):
         raise UserError(f"{where}: each line needs \"id\" and \"prompt\" or \"messages\"")
     sid = row["id"]
     if isinstance(sid, bool) or not isinstance(sid, (str, int)):
         raise UserError(f"{where}: \"id\" must be a string or an integer, not {_kind(sid)}")
-    prompt = row.get("prompt")
-    messages = row.get("messages")
-    if "messages" in row:
-        if not isinstance(messages, list) or not messages or not all(
-                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-                for m in messages):
-            raise UserError(f"{where}: \"messages\" must be a non-empty list of "
-                            f"{{\"role\": string, \"content\": string}} objects, not {_kind(messages)}")
-    elif not isinstance(prompt, str):
-        raise UserError(f"{where}: \"prompt\" must be a string, not {_kind(prompt)}")
-    answers = row.get("answers") or []
-    if isinstance(answers, str):
-        answers = [answers]
-    if not isinstance(answers, list) or not all(isinstance(a, (str, int, float)) and not isinstance(a, bool)
-                                                for a in answers):
-        raise UserError(f"{where}: \"answers\" must be a string or a list of strings, not {_kind(answers)}")
+    prompt, messages = _text(row, where)
+    answers = _answers(row.get("answers") or [], where)
     max_tokens = row.get("max_tokens", 128)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= MAX_OUTPUT_TOKENS:
         raise UserError(f"{where}: \"max_tokens\" must be an integer from 1 to {MAX_OUTPUT_TOKENS:,}, "
@@ -65,11 +51,35 @@ def _sample(row: dict[str, Any], where: str) -> Sample:
     all_classes = row.get("all_classes")
     if all_classes is not None and not (isinstance(all_classes, list) and all(isinstance(c, str) for c in all_classes)):
         raise UserError(f"{where}: \"all_classes\" must be a list of strings, not {_kind(all_classes)}")
-    str_answers = [str(a) for a in answers]
-    return Sample(id=str(sid), task=task, prompt=prompt if "messages" not in row else None,
-                  messages=messages, answers=str_answers, max_tokens=max_tokens,
-                  metric=metric or ("exact_match" if str_answers else None), chat="messages" in row,
+    return Sample(id=str(sid), task=task, prompt=prompt, messages=messages, answers=answers, max_tokens=max_tokens,
+                  metric=metric or ("exact_match" if answers else None), chat=messages is not None,
                   meta={"all_classes": all_classes})
+
+
+def _text(row: dict[str, Any], where: str) -> tuple[str | None, list[dict[str, str]] | None]:
+    """(prompt, messages): `messages` when the line has it (its `prompt` is then ignored)."""
+    if "messages" in row:
+        messages = row["messages"]
+        if not isinstance(messages, list) or not messages or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in messages):
+            raise UserError(f"{where}: \"messages\" must be a non-empty list of "
+                            f"{{\"role\": string, \"content\": string}} objects, not {_kind(messages)}")
+        return None, messages
+    prompt = row.get("prompt")
+    if not isinstance(prompt, str):
+        raise UserError(f"{where}: \"prompt\" must be a string, not {_kind(prompt)}")
+    return prompt, None
+
+
+def _answers(answers: object, where: str) -> list[str]:
+    """A string or a list of strings (numbers taken as their text)."""
+    if isinstance(answers, str):
+        answers = [answers]
+    if not isinstance(answers, list) or not all(isinstance(a, (str, int, float)) and not isinstance(a, bool)
+                                                for a in answers):
+        raise UserError(f"{where}: \"answers\" must be a string or a list of strings, not {_kind(answers)}")
+    return [str(a) for a in answers]
 
 
 def _kind(value: object) -> str:

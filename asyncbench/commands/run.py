@@ -182,8 +182,12 @@ def main(args: argparse.Namespace) -> int:
             batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache, extra=_extra(args),
             max_response_bytes=args.max_response_bytes,
         )
+    from ..sim.testing import sim_if
+
+    cfg.validate()  # before the simulator starts
     try:
-        result = anyio.run(run, cfg)
+        with sim_if(cfg.uses_sim()) as sim_url:
+            result = anyio.run(run, cfg, sim_url)
     except RunInterrupted as stop:
         print(f"asyncbench: interrupted; run {stop.summary['run_id']} booked what it did (run.json written); "
               f"{stop.summary['next_step']}", file=sys.stderr)

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from ..errors import UserError
 from ..secrets import register, strip_userinfo
+from ..types import ApiKind
 from ..urls import validate_base_url
 from .base import ModelSpec, Provider, ProviderBase, host_of, is_local
 
@@ -39,7 +40,7 @@ def make_provider(spec: ModelSpec, api_key: str | None) -> ProviderBase:
 
 
 def parse_model_spec(spec: str, base_urls: list[str] | None = None, *, endpoint_id: str | None = None,
-                     api: str = "chat") -> ModelSpec:
+                     api: ApiKind = "chat") -> ModelSpec:
     """Parse `provider:model`; raise UserError with the accepted forms otherwise."""
     if ":" not in spec or not spec.split(":", 1)[1]:
         raise UserError(

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
-from ..types import Request, Response, Usage
+from ..types import ApiKind, Request, Response, Usage
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status
 from .bounded import BodyTooLarge, body_too_large_cause
 from .sdk_transport import sdk_http_client
@@ -31,7 +31,7 @@ class AnthropicProvider(ProviderBase):
     bills_per_token = True
     batch_limits = (100_000, 256 * 1024 * 1024)
 
-    def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
+    def __init__(self, model: str, api_key: str | None, api: ApiKind = "chat") -> None:
         super().__init__(model, api_key, api)
         self._clients: dict[str, Any] = {}
         # the SDK's import takes seconds of CPU: here, not inside the first request's deadline
@@ -164,8 +164,9 @@ class AnthropicProvider(ProviderBase):
                 continue  # not a result line: its request is sent again
             if kind == "succeeded":
                 try:
-                    out[cid] = parse_message(result.get("message") or {}, self.batch_cut_at.get(cid, []))
-                    out[cid].endpoint = base_url  # type: ignore[union-attr]
+                    answer = parse_message(result.get("message") or {}, self.batch_cut_at.get(cid, []))
+                    answer.endpoint = base_url
+                    out[cid] = answer
                 except ProviderError as exc:
                     out[cid] = exc
             elif kind == "errored":

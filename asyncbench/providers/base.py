@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Protocol
 from urllib.parse import urlsplit
 
 from ..errors import ProviderError
-from ..types import Request, Response
+from ..types import ApiKind, Request, Response
 from .bounded import DEFAULT_MAX_RESPONSE_BYTES
 
 
@@ -23,7 +23,7 @@ class ModelSpec:
     model: str
     base_urls: list[str] = field(default_factory=list)
     endpoint_id: str = ""
-    api: str = "chat"  # "chat" or "completion" (base models)
+    api: ApiKind = "chat"  # "completion": base models
 
     @property
     def label(self) -> str:
@@ -82,7 +82,7 @@ class ProviderBase:
     # A batch API (runners/batch.py): (max requests, max bytes) per batch; None: none.
     batch_limits: ClassVar[tuple[int, int] | None] = None
 
-    def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
+    def __init__(self, model: str, api_key: str | None, api: ApiKind = "chat") -> None:
         self.model = model
         self.api_key = api_key
         self.api = api

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from ..prompt_cache import prefix_key, prompt_text
-from ..types import Request, Response
+from ..types import ApiKind, Request, Response
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status
 from .bounded import BodyTooLarge, body_too_large_cause
 from .openai_wire import parse_body, request_body
@@ -38,7 +38,7 @@ class OpenAIProvider(ProviderBase):
     bills_per_token = True
     batch_limits = (50_000, 200 * 1024 * 1024)
 
-    def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
+    def __init__(self, model: str, api_key: str | None, api: ApiKind = "chat") -> None:
         super().__init__(model, api_key, api)
         self._clients: dict[str, Any] = {}
         # the SDK's import takes seconds of CPU: here, not inside the first request's deadline

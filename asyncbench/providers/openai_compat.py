@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from ..errors import ProviderError
-from ..types import Request, Response
+from ..types import ApiKind, Request, Response
 from .base import ProviderBase
 from .http import HTTPClient, post_object, unreachable_reason
 from .llamacpp_wire import LlamaCppTokenizer, is_llamacpp, slot_context
@@ -90,7 +90,7 @@ class OpenAICompatProvider(ProviderBase):
     name = "openai-compat"
     serves_open_models = True
 
-    def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
+    def __init__(self, model: str, api_key: str | None, api: ApiKind = "chat") -> None:
         super().__init__(model, api_key, api)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = HTTPClient(headers)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ProviderError
-from ..types import Request, Usage
+from ..types import ApiKind, Request, Usage
 
 
-def request_body(request: Request, api: str) -> dict[str, Any]:
+def request_body(request: Request, api: ApiKind) -> dict[str, Any]:
     body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens,
                             "temperature": request.temperature}
     body.update(request.params)

@@ -19,7 +19,7 @@ import anyio
 
 from ..errors import ProviderError, UserError
 from ..tokenizers import approx_count
-from ..types import Request, Response, Usage
+from ..types import ApiKind, Request, Response, Usage
 from .base import ProviderBase
 from .http import HTTPClient, unreachable_reason
 from .openai_wire import parse_body, request_body
@@ -127,7 +127,7 @@ class TGIProvider(ProviderBase):
     name = "tgi"
     serves_open_models = True
 
-    def __init__(self, model: str, api_key: str | None, api: str = "chat") -> None:
+    def __init__(self, model: str, api_key: str | None, api: ApiKind = "chat") -> None:
         super().__init__(model, api_key, api)
         self.http = HTTPClient({"Authorization": f"Bearer {api_key}"} if api_key else {})
 

@@ -108,36 +108,49 @@ class BatchService:
         path, method = request.path.rstrip("/"), request.method
         parts = path.split("/")[1:]  # ["v1", ...]
         if parts[1] == "messages":
-            try:
-                self.server.check_anthropic_headers(request)
-            except BadRequest as exc:
-                return _anthropic_error(exc.status, exc.kind, str(exc))
-            rest = parts[3:]
-            if method == "POST" and not rest:
-                return await self._anthropic_create(request)
-            if method == "GET" and not rest:
-                return self._anthropic_list(request)
-            batch = self.batches.get(rest[0]) if rest else None
-            if batch is None or batch.api != "anthropic":
-                return _anthropic_error(404, "not_found_error", f"batch {rest[0] if rest else ''} not found")
-            if method == "GET" and len(rest) == 1:
-                return _json(self._anthropic_object(batch, request))
-            if method == "GET" and rest[1:] == ["results"]:
-                if batch.info.get("processing_status") != "ended":
-                    return _anthropic_error(400, "invalid_request_error",
-                                            f"Message Batch {batch.id} has not yet ended; results are not available")
-                body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in batch.results).encode()
-                return web.Response(body=body, content_type="application/binary")
-            if method == "POST" and rest[1:] == ["cancel"]:
-                if batch.info.get("processing_status") == "in_progress":
-                    batch.cancelled = True
-                    batch.info["processing_status"] = "canceling"
-                    batch.info["cancel_initiated_at"] = _iso(time.time())
-                return _json(self._anthropic_object(batch, request))
-            return _anthropic_error(404, "not_found_error", f"no route {method} {path}")
+            return await self._anthropic_route(request, path, method, parts[3:])
         if parts[1] == "files":
             return await self._files(request, method, parts[2:])
-        rest = parts[2:]
+        return await self._openai_route(request, path, method, parts[2:])
+
+    async def _anthropic_route(self, request: web.BaseRequest, path: str, method: str,
+                               rest: list[str]) -> web.StreamResponse:
+        """/v1/messages/batches[/{id}[/results|/cancel]]."""
+        try:
+            self.server.check_anthropic_headers(request)
+        except BadRequest as exc:
+            return _anthropic_error(exc.status, exc.kind, str(exc))
+        if method == "POST" and not rest:
+            return await self._anthropic_create(request)
+        if method == "GET" and not rest:
+            return self._anthropic_list(request)
+        batch = self.batches.get(rest[0]) if rest else None
+        if batch is None or batch.api != "anthropic":
+            return _anthropic_error(404, "not_found_error", f"batch {rest[0] if rest else ''} not found")
+        if method == "GET" and len(rest) == 1:
+            return _json(self._anthropic_object(batch, request))
+        if method == "GET" and rest[1:] == ["results"]:
+            return self._anthropic_results(batch)
+        if method == "POST" and rest[1:] == ["cancel"]:
+            if batch.info.get("processing_status") == "in_progress":
+                batch.cancelled = True
+                batch.info["processing_status"] = "canceling"
+                batch.info["cancel_initiated_at"] = _iso(time.time())
+            return _json(self._anthropic_object(batch, request))
+        return _anthropic_error(404, "not_found_error", f"no route {method} {path}")
+
+    @staticmethod
+    def _anthropic_results(batch: SimBatch) -> web.Response:
+        """The result lines, once the batch has ended (400 before, as the real API)."""
+        if batch.info.get("processing_status") != "ended":
+            return _anthropic_error(400, "invalid_request_error",
+                                    f"Message Batch {batch.id} has not yet ended; results are not available")
+        body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in batch.results).encode()
+        return web.Response(body=body, content_type="application/binary")
+
+    async def _openai_route(self, request: web.BaseRequest, path: str, method: str,
+                            rest: list[str]) -> web.StreamResponse:
+        """/v1/batches[/{id}[/cancel]]."""
         if method == "POST" and not rest:
             return await self._openai_create(request)
         if method == "GET" and not rest:

@@ -1,4 +1,5 @@
-"""Helpers for running the simulator as a separate process (tests, benchmarks, demos).
+"""Helpers for running the simulator as a separate process (tests, benchmarks, demos,
+and `--model sim`: `sim_if`, used by the commands that start a run).
 
 A separate process keeps the simulator off the client's event loop and GIL, which is what
 throughput benchmarks need; `run_sim_in_thread` (server.py) is lighter for unit tests.
@@ -87,3 +88,15 @@ def sim_subprocess(args: list[str] | None = None) -> Iterator[str]:
         yield base_url
     finally:
         stop_sim_subprocess(proc)
+
+
+@contextlib.contextmanager
+def sim_if(needed: bool) -> Iterator[str | None]:
+    """The simulator for a run that names it (`RunConfig.uses_sim`), yielding its base URL
+    (None when not needed): started by the command that runs, so the run path itself
+    never imports the simulator; stopped when the run ends, however it ends."""
+    if not needed:
+        yield None
+        return
+    with sim_subprocess([]) as base_url:
+        yield base_url

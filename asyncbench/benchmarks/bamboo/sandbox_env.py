@@ -110,12 +110,14 @@ def release_python() -> str:
 
 def _build(base: str, root: Path, python: Path) -> None:
     uv = shutil.which("uv")
-    run = {"check": True, "capture_output": True, "timeout": 900}
+
+    def run(cmd: list[str], env: dict[str, str] | None = None) -> None:
+        subprocess.run(cmd, check=True, capture_output=True, timeout=900, env=env)
+
     if uv:
-        subprocess.run([uv, "venv", "--python", base, str(root)], **run)  # type: ignore[call-overload]
-        subprocess.run([uv, "pip", "install", "--python", str(python), *PACKAGES], **run)  # type: ignore[call-overload]
+        run([uv, "venv", "--python", base, str(root)])
+        run([uv, "pip", "install", "--python", str(python), *PACKAGES])
     else:
-        subprocess.run([base, "-m", "venv", str(root)], **run)  # type: ignore[call-overload]
-        env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *PACKAGES], env=env, **run)  # type: ignore[call-overload]
-    subprocess.run([str(python), "-c", PROBE_IMPORTS], **run)  # type: ignore[call-overload]
+        run([base, "-m", "venv", str(root)])
+        run([str(python), "-m", "pip", "install", "-q", *PACKAGES], dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
+    run([str(python), "-c", PROBE_IMPORTS])

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ...errors import UserError
+from ...errors import ProviderError, UserError
 from ...estimators.longscore import BASE_LABEL, DEFAULT_BASE, longscore, parse_length
 from ...metrics import judge
 from ...metrics import registry as metrics
@@ -258,33 +258,12 @@ class LongBench100(Benchmark):
         requests = [ctx.make_request(None, prompt=prior_prompt.format(input=q), max_tokens=mt, task=task_of[(q, a, mt)])
                     for q, a, mt in questions]
         replies = await ctx.generate(requests, "prior") if requests else []
-        verdict: dict[tuple[str, tuple[str, ...]], str] = {}  # "known" | "unknown" | "unverified"
-        to_judge: list[tuple[str, tuple[str, ...], str]] = []
-        judge_tasks: list[str] = []
-        for (q, answers, mt), reply in zip(questions, replies):
-            if not isinstance(reply, Response):
-                verdict[(q, answers)] = "unverified"  # no no-context answer: the sample is kept
-                continue
-            line = first_line(reply.text or "")
-            if "unanswerable" in line.lower():
-                verdict[(q, answers)] = "unknown"
-            else:
-                to_judge.append((q, answers, line))
-                judge_tasks.append(task_of[(q, answers, mt)])
+        verdict, to_judge, judge_tasks = _read_prior_replies(questions, replies, task_of)
         scores = (await judge.qa_scores(ctx, release.judge["judge_prompt"], [(q, list(a), line) for q, a, line in to_judge],
                                         judge_tasks) if to_judge else [])
         for (q, answers, _), score in zip(to_judge, scores):
             verdict[(q, answers)] = "known" if score >= self.prior_threshold else "unknown"
-        kept: list[Sample] = []
-        excluded: defaultdict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
-        unverified = 0
-        for s in samples:
-            v = verdict.get((s.meta.get("question", ""), tuple(s.answers))) if s.metric == "qa" else None
-            if v == "known":
-                excluded[s.task][s.meta["length"]] += 1
-                continue
-            unverified += v == "unverified"
-            kept.append(s)
+        kept, excluded, unverified = _drop_known(samples, verdict)
         prior_report = {
             "threshold": self.prior_threshold,
             "checked": len(qa),
@@ -380,3 +359,45 @@ class LongBench100(Benchmark):
         except UserError:
             return None
         return {"base_ability": ls.base_ability, "lc": ls.lc, "avg_lc": ls.avg_lc, "avg_score": ls.avg_score}
+
+
+_Question = tuple[str, tuple[str, ...], int]  # (question, answers, max_tokens)
+
+
+def _read_prior_replies(questions: list[_Question], replies: list[Response | ProviderError],
+                        task_of: dict[_Question, str]) -> tuple[dict[tuple[str, tuple[str, ...]], str],
+                                                                 list[tuple[str, tuple[str, ...], str]], list[str]]:
+    """The prior-knowledge replies read: (verdict so far, by (question, answers):
+    "unknown" for an "unanswerable" reply, "unverified" where none came back (the sample is
+    kept); the (question, answers, reply line) left for the judge, and their tasks)."""
+    verdict: dict[tuple[str, tuple[str, ...]], str] = {}  # "known" | "unknown" | "unverified"
+    to_judge: list[tuple[str, tuple[str, ...], str]] = []
+    judge_tasks: list[str] = []
+    for (q, answers, mt), reply in zip(questions, replies):
+        if not isinstance(reply, Response):
+            verdict[(q, answers)] = "unverified"  # no no-context answer: the sample is kept
+            continue
+        line = first_line(reply.text or "")
+        if "unanswerable" in line.lower():
+            verdict[(q, answers)] = "unknown"
+        else:
+            to_judge.append((q, answers, line))
+            judge_tasks.append(task_of[(q, answers, mt)])
+    return verdict, to_judge, judge_tasks
+
+
+def _drop_known(samples: list[Sample], verdict: dict[tuple[str, tuple[str, ...]], str]
+                ) -> tuple[list[Sample], defaultdict[str, defaultdict[str, int]], int]:
+    """(the samples kept, those excluded counted by task and length, how many kept QA
+    samples are unverified): a QA sample the model answered without its context is out."""
+    kept: list[Sample] = []
+    excluded: defaultdict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
+    unverified = 0
+    for s in samples:
+        v = verdict.get((s.meta.get("question", ""), tuple(s.answers))) if s.metric == "qa" else None
+        if v == "known":
+            excluded[s.task][s.meta["length"]] += 1
+            continue
+        unverified += v == "unverified"
+        kept.append(s)
+    return kept, excluded, unverified

@@ -242,21 +242,31 @@ class Generator:
         free = [t for t in noise if t not in taken]
         n = self.count("".join(render(i, u) for i, u in enumerate(units, 1)))
         if free and target - n > _MIN_FILLER_TOKENS + 8:
-            source = rng.choice(free)
-            ids = self.tok.encode(source)
-            pos = rng.randrange(len(units) + 1)
-            want = target - n - 8
-            for _ in range(8):
-                text = self._cut(ids, min(want, len(ids)))
-                trial = units[:pos] + [Unit(text, filler=True)] + units[pos:]
-                n = self.count("".join(render(i, u) for i, u in enumerate(trial, 1)))
-                if n <= target and (n >= target - 8 or want >= len(ids)):
-                    return trial
-                want += target - n - (1 if n > target else 0)
-                if want < _MIN_FILLER_TOKENS:
-                    break
-            if n <= target and text:
+            trial = self._top_up(render, rng.choice(free), rng, target, n, units)
+            if trial is not None:
                 return trial
+        return self._trim(render, target, units)
+
+    def _top_up(self, render: Callable[[int, Unit], str], source: str, rng: random.Random, target: int, n: int,
+                units: list[Unit]) -> list[Unit] | None:
+        """`units` with a cut of `source` inserted at a random place, cut until the context
+        is within 8 tokens under `target`; None when no cut fits (the units are trimmed)."""
+        ids = self.tok.encode(source)
+        pos = rng.randrange(len(units) + 1)
+        want = target - n - 8
+        for _ in range(8):
+            text = self._cut(ids, min(want, len(ids)))
+            trial = units[:pos] + [Unit(text, filler=True)] + units[pos:]
+            n = self.count("".join(render(i, u) for i, u in enumerate(trial, 1)))
+            if n <= target and (n >= target - 8 or want >= len(ids)):
+                return trial
+            want += target - n - (1 if n > target else 0)
+            if want < _MIN_FILLER_TOKENS:
+                break
+        return trial if n <= target and text else None
+
+    def _trim(self, render: Callable[[int, Unit], str], target: int, units: list[Unit]) -> list[Unit]:
+        """Drop distractors from the end until the context is within `target`."""
         while units and self.count("".join(render(i, u) for i, u in enumerate(units, 1))) > target:
             drop = next((i for i in range(len(units) - 1, -1, -1) if not units[i].answer and not units[i].marker), None)
             if drop is None:
@@ -297,14 +307,19 @@ class Generator:
                                  else "Answer the question related with these passages ")
         else:  # summaries: the instruction names the passage(s) and carries any query
             assert rec is not None
-            if spec.name == "single_doc_sum":
-                lead = f"Write a one-page summary of Passage {answer_units[0]} into a few short sentences"
-            else:
-                lead = ("Combine and summarize the main ideas from the selected relevant passages into one cohesive "
-                        "summary: " + ",".join(f"Passage {i}" for i in answer_units))
-            built.input = f"{lead}: {rec.input}" if rec.input else f"{lead}."
+            built.input = _summary_input(spec.name, answer_units, rec.input)
             built.answers = list(rec.answers)
         return built
+
+
+def _summary_input(task: str, answer_units: list[int], query: str) -> str:
+    """A summary task's instruction: it names the passage(s) and carries any query."""
+    if task == "single_doc_sum":
+        lead = f"Write a one-page summary of Passage {answer_units[0]} into a few short sentences"
+    else:
+        lead = ("Combine and summarize the main ideas from the selected relevant passages into one cohesive "
+                "summary: " + ",".join(f"Passage {i}" for i in answer_units))
+    return f"{lead}: {query}" if query else f"{lead}."
 
 
 def _stars_question(counts: list[int], rng: random.Random) -> tuple[str, int]:

@@ -1,0 +1,215 @@
+"""The shape of the code, checked from its source (issue 26): typed seams at the centre,
+benchmarks reached through their declared capabilities, small functions, a small engine
+and runner seam, and the import contracts that keep the packages apart. Each rule is one
+test that names every offender, so a failure says what to fix."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PKG = REPO / "asyncbench"
+
+MAX_COMPLEXITY = 20
+MAX_ENGINE_LINES = 350
+MAX_RUNNER_MEMBERS = 3
+
+# The typed centre: planning, the engine, runners, the ledger, the store, the run summary.
+# Files not there (yet) are skipped.
+TYPED_CENTRE = ["plan.py", "engine.py", "generation.py", "record.py", "runners", "ledger.py", "store",
+                "run_summary.py"]
+_MAPPINGS = {"dict", "Dict", "Mapping", "MutableMapping"}
+
+
+def _files(*names: str) -> Iterator[Path]:
+    for name in names:
+        path = PKG / name
+        if path.is_dir():
+            yield from sorted(path.rglob("*.py"))
+        elif path.is_file():
+            yield path
+
+
+def _where(path: Path, node: ast.AST) -> str:
+    return f"{path.relative_to(REPO)}:{getattr(node, 'lineno', 0)}"
+
+
+def _name(node: ast.AST) -> str:
+    """`dict`, `typing.Dict` -> `Dict`, `t.Any` -> `Any`; '' for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+def _untyped_mapping(annotation: ast.AST, aliases: set[str]) -> bool:
+    """Whether an annotation is or holds `dict[str, Any]` (or Dict/Mapping/MutableMapping,
+    or a module-level alias of one), anywhere inside it (`list[dict[str, Any]]` too)."""
+    for node in ast.walk(annotation):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a quoted annotation
+            try:
+                quoted = ast.parse(node.value, mode="eval").body
+            except SyntaxError:
+                continue
+            if _untyped_mapping(quoted, aliases):
+                return True
+        if isinstance(node, ast.Name) and node.id in aliases:
+            return True
+        if (isinstance(node, ast.Subscript) and _name(node.value) in _MAPPINGS
+                and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2
+                and _name(node.slice.elts[0]) == "str" and _name(node.slice.elts[1]) == "Any"):
+            return True
+    return False
+
+
+def _aliases(tree: ast.Module) -> set[str]:
+    """Module-level names that stand for an untyped mapping (`Row = dict[str, Any]`)."""
+    found: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            target, value = stmt.targets[0].id, stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+            target, value = stmt.target.id, stmt.value
+        elif sys.version_info >= (3, 12) and isinstance(stmt, ast.TypeAlias):
+            target, value = stmt.name.id, stmt.value
+        else:
+            continue
+        if _untyped_mapping(value, found):
+            found.add(target)
+    return found
+
+
+def test_no_untyped_mapping_in_the_signatures_of_the_typed_centre() -> None:
+    offenders = []
+    for path in _files(*TYPED_CENTRE):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases = _aliases(tree)
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            args = fn.args
+            params = [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, (args.vararg, args.kwarg))]
+            bad = [p.arg for p in params if p.annotation is not None and _untyped_mapping(p.annotation, aliases)]
+            if fn.returns is not None and _untyped_mapping(fn.returns, aliases):
+                bad.append("return")
+            if bad:
+                offenders.append(f"{_where(path, fn)} {fn.name}({', '.join(bad)})")
+    print("\n".join(offenders))
+    assert not offenders, (f"{len(offenders)} signature(s) of the typed centre pass dict[str, Any] "
+                           "(give them a dataclass or TypedDict):\n" + "\n".join(offenders))
+
+
+def test_no_hasattr_or_getattr_on_a_benchmark() -> None:
+    """A benchmark's optional capabilities are declared on its base class, not probed."""
+    offenders = []
+    for path in _files("."):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("hasattr", "getattr") and node.args
+                    and isinstance(node.args[0], (ast.Name, ast.Attribute))
+                    and "bench" in ast.unparse(node.args[0]).lower()):
+                offenders.append(f"{_where(path, node)} {ast.unparse(node)}")
+    print("\n".join(offenders))
+    assert not offenders, f"{len(offenders)} probe(s) of a benchmark:\n" + "\n".join(offenders)
+
+
+def test_no_function_above_the_complexity_limit() -> None:
+    radon = pytest.importorskip("radon.complexity", reason="radon is a test dependency: pip install -e '.[test]'")
+    from radon.visitors import Class
+
+    def blocks(items: list[object]) -> Iterator[object]:
+        """Functions, methods and closures (radon lists a class's methods beside it)."""
+        for block in items:
+            if not isinstance(block, Class):
+                yield block
+                yield from blocks(getattr(block, "closures", []))
+
+    offenders = []
+    for path in _files("."):
+        for block in blocks(radon.cc_visit(path.read_text(encoding="utf-8"))):
+            if block.complexity > MAX_COMPLEXITY:
+                offenders.append(f"{path.relative_to(REPO)}:{block.lineno} {block.fullname} {block.complexity}")
+    offenders = list(dict.fromkeys(offenders))
+    print("\n".join(offenders))
+    assert not offenders, (f"{len(offenders)} function(s) above cyclomatic complexity {MAX_COMPLEXITY} "
+                           "(radon cc):\n" + "\n".join(offenders))
+
+
+def test_the_engine_stays_small() -> None:
+    lines = len((PKG / "engine.py").read_text(encoding="utf-8").splitlines())
+    print(f"asyncbench/engine.py: {lines} lines")
+    assert lines <= MAX_ENGINE_LINES, f"asyncbench/engine.py has {lines} lines, more than {MAX_ENGINE_LINES}"
+
+
+def test_the_runner_protocol_has_at_most_three_members() -> None:
+    tree = ast.parse((PKG / "runners" / "base.py").read_text(encoding="utf-8"))
+    runner = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Runner")
+    members = []
+    for stmt in runner.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            members.append(stmt.name)
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            members.append(stmt.target.id)
+        elif isinstance(stmt, ast.Assign):
+            members += [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+    members = list(dict.fromkeys(members))  # a property's getter and setter are one member
+    print("Runner:", ", ".join(members))
+    assert len(members) <= MAX_RUNNER_MEMBERS, (f"the Runner protocol has {len(members)} members "
+                                                f"({', '.join(members)}), more than {MAX_RUNNER_MEMBERS}")
+
+
+def _contracts() -> list[dict[str, object]]:
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts: list[dict[str, object]] = config["tool"]["importlinter"]["contracts"]
+    return contracts
+
+
+def test_the_benchmarks_do_not_import_each_other_by_contract() -> None:
+    """tests/test_static.py runs lint-imports; here: the contract covers every benchmark package."""
+    packages = sorted(f"asyncbench.benchmarks.{p.name}" for p in (PKG / "benchmarks").iterdir()
+                      if (p / "__init__.py").is_file())
+    covering = [c["name"] for c in _contracts()
+                if c.get("type") == "independence" and set(packages) <= set(c.get("modules", []))]
+    print("benchmark packages:", ", ".join(packages), "| contracts:", covering)
+    assert covering, f"no import-linter independence contract covers the benchmark packages {packages}"
+
+
+def test_the_run_path_does_not_import_the_simulator_by_contract() -> None:
+    run_path = {"asyncbench.engine", "asyncbench.generation", "asyncbench.resolve", "asyncbench.runners",
+                "asyncbench.client", "asyncbench.store"}
+    run_path |= {f"asyncbench.{name}" for name in ("plan", "record") if (PKG / f"{name}.py").is_file()}
+    covering = [c["name"] for c in _contracts()
+                if c.get("type") == "forbidden" and "asyncbench.sim" in c.get("forbidden_modules", [])
+                and run_path <= set(c.get("source_modules", []))
+                and c.get("allow_indirect_imports") in (False, "false", "False")]
+    print("run path:", ", ".join(sorted(run_path)), "| contracts:", covering)
+    assert covering, (f"no import-linter forbidden contract (direct and indirect) keeps asyncbench.sim out of "
+                      f"{sorted(run_path)}")
+
+
+def test_the_signature_rule_sees_every_spelling_of_an_untyped_mapping() -> None:
+    source = '''
+Row = dict[str, Any]
+Rows = list[Row]
+def a(x: dict[str, Any]) -> None: ...
+def b(x: typing.Dict[str, typing.Any]) -> None: ...
+def c() -> Mapping[str, Any]: ...
+async def d(*, x: "MutableMapping[str, Any] | None") -> None: ...
+def e(x: Rows) -> None: ...
+def ok(x: dict[str, int], y: Mapping[str, object]) -> list[str]: ...
+'''
+    tree = ast.parse(source)
+    aliases = _aliases(tree)
+    flagged = [fn.name for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and any(_untyped_mapping(a, aliases) for a in
+                       [*(p.annotation for p in [*fn.args.args, *fn.args.kwonlyargs] if p.annotation), fn.returns]
+                       if a is not None)]
+    assert aliases == {"Row", "Rows"} and flagged == ["a", "b", "c", "d", "e"]
