@@ -3,21 +3,25 @@
 Who does what:
 - The driver (the `asyncbench run` process) owns the cache: it looks answers up, hands
   the misses out, receives results as they complete and writes them. It stays the only
-  DuckDB writer, so a worker crash loses only that worker's in-flight requests.
-- Generation workers are async actors, each running the ordinary scheduler machinery
-  (retries, endpoint pool with health checks, least-outstanding routing), with
-  `--concurrency` divided between them so the per-endpoint concurrency stays what the
-  user asked for. Work is pulled: each worker has that many slots, and a slot takes the
-  next job from the driver when its previous one is done, so a slow worker never keeps
-  a backlog; jobs are read from the stream as slots free up, so the first request
-  leaves while the rest of the data is still being read. Actors start once per run,
-  and only when a request must be sent.
-- One limiter actor per endpoint group holds the RPM/TPM buckets. Every worker takes
-  from it before each request and reports rate-limit headers and Retry-After to it, so
-  ten workers never send ten times the RPM.
-- If a worker dies, the driver starts a replacement and gives it the jobs that were in
-  flight on the dead one; completed ones are never sent again.
-- Scoring: chunks of predictions go to Ray tasks (`map_chunks`), one CPU each.
+  DuckDB writer, so a lost worker or node loses only that worker's in-flight requests.
+- Generation workers are async actors spread over the cluster's nodes, each running the
+  ordinary scheduler machinery (retries, endpoint pool with health checks,
+  least-outstanding routing), with `--concurrency` divided between them so each endpoint
+  still sees at most what the user asked for. Jobs go out in batches, one actor call per
+  batch (Ray puts a large batch in the object store once), and come back as a stream of
+  the outcomes finished since the last message. A worker holds at most two batches'
+  worth, and gets the next batch when half of that is answered, so a slow worker never
+  keeps a backlog and the first request leaves while the rest of the data is being read.
+- One limiter actor per endpoint group holds the RPM/TPM buckets, on the driver's node.
+  Workers lease requests and tokens from it in blocks (one call per block, none at all
+  while no limit applies), so ten workers never send ten times the RPM. Rate-limit
+  headers ride along with the next lease; a 429's Retry-After is passed on at once.
+- If a worker dies (its node lost), the driver starts a replacement and gives it the
+  jobs of that worker that had no answer yet; answered ones are never sent again.
+- Scoring: chunks of predictions go to Ray tasks (`map_chunks`), one CPU each, spread
+  over the nodes.
+- Nothing waits on Ray without a deadline: connecting, starting actors, each batch and
+  each scoring call end in one line naming the cluster's address.
 
 `--max-cost` is applied at dispatch from each request's cost estimate (prompt +
 max_tokens at list price), which can only err on the safe side.
@@ -28,6 +32,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
+import socket
+import threading
+import time
+from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -44,8 +53,13 @@ from ..scheduler import Budget, EndpointPool, Job, Outcome, Scheduler, Scheduler
 from ..types import Response
 from .base import add_stats
 
-# Replacement workers started for one shard before its remaining jobs are failed.
+# Replacement workers started for one worker slot before its remaining jobs are failed.
 MAX_REPLACEMENTS = 3
+# Connecting to the cluster and starting actors: a dead or unreachable GCS must not hang.
+CONNECT_TIMEOUT_S = 60.0
+# One scoring call (all its tasks) at most.
+TASK_TIMEOUT_S = 3600.0
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def import_ray() -> Any:
@@ -56,77 +70,219 @@ def import_ray() -> Any:
     return ray
 
 
-class RemoteLimiter:
-    """The scheduler's limiter interface, backed by the limiter actor shared by all
-    workers. `pause` and `observe` are fire-and-forget: the scheduler calls them
-    synchronously and the actor applies them in order."""
+def _host_port(address: str) -> tuple[str, int] | None:
+    """HOST and PORT of a plain `HOST:PORT` address (None for auto, ray://...)."""
+    if address == "auto" or "://" in address:
+        return None
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise UserError(f"--ray-address {address!r} is not HOST:PORT; use auto, HOST:PORT or ray://HOST:10001")
+    return host.strip("[]"), int(port)
 
-    def __init__(self, handle: Any) -> None:
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def connect(ray: Any, address: str | None, timeout_s: float) -> None:
+    """`ray.init` with a deadline. A loopback address stays loopback (Ray otherwise
+    rewrites 127.0.0.1 to the host's other address, where a loopback cluster does not
+    listen); a port that refuses is said at once; an answer that never comes ends after
+    `timeout_s`, the `ray.init` call left behind in a daemon thread."""
+    where = address or "a new local instance on 127.0.0.1"
+    target = _host_port(address) if address else None
+    if target is not None:
+        try:
+            socket.create_connection(target, timeout=min(5.0, timeout_s)).close()
+        except OSError as exc:
+            raise UserError(f"cannot reach Ray at {address}: {_first_line(exc)}; check --ray-address "
+                            "(the head's GCS port, `ray start --head --port`)") from None
+    if address is None or (target is not None and target[0] in LOOPBACK):
+        # Ray's switch for a cluster on one host's loopback (read when Ray resolves a
+        # local address); set before `import ray` in a fresh process, patched otherwise
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
+    kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
+                              "include_dashboard": False}
+    if address:
+        kwargs["address"] = address
+    else:
+        kwargs["_node_ip_address"] = "127.0.0.1"
+    failure: list[BaseException] = []
+
+    def init() -> None:
+        try:
+            ray.init(**kwargs)
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=init, name="asyncbench-ray-init", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise UserError(f"no answer from Ray at {where} within {timeout_s:g} s (is its head running and "
+                        "reachable from this machine?); check --ray-address")
+    if failure:
+        raise UserError(f"cannot connect to Ray at {where}: {_first_line(failure[0])}; "
+                        "check --ray-address (auto | HOST:PORT | ray://HOST:10001)")
+
+
+class LeasedLimiter:
+    """The scheduler's limiter interface inside a worker: requests and tokens are taken
+    from a local lease, leased in blocks from the group's limiter actor (one call per
+    block). No call at all while no limit applies: no `--rpm`/`--tpm`, no rate-limit
+    header seen, no 429."""
+
+    def __init__(self, handle: Any, limited: bool, block: int) -> None:
         self.handle = handle
+        self.limited = limited
+        self.block = block
+        self.requests = 0
+        self.tokens = 0
+        self.paused_until = 0.0
+        self.info: dict[str, float] = {}  # the latest headers, sent with the next lease
+        self._lock: anyio.Lock | None = None
 
     async def acquire(self, tokens: int) -> None:
-        await self.handle.acquire.remote(tokens)
+        wait = self.paused_until - time.monotonic()
+        if wait > 0:
+            await anyio.sleep(wait)
+        if not self.limited:
+            return
+        if self._lock is None:  # anyio primitives are made inside the actor's event loop
+            self._lock = anyio.Lock()
+        async with self._lock:  # one lease in flight per worker; FIFO
+            if self.requests < 1 or self.tokens < tokens:
+                info, self.info = self.info, {}
+                granted = await self.handle.lease.remote(self.block, tokens, info)
+                self.requests += granted
+                self.tokens += granted * tokens
+            self.requests -= 1
+            self.tokens -= tokens
 
     def pause(self, seconds: float) -> None:
+        self.paused_until = max(self.paused_until, time.monotonic() + seconds)
+        self.limited = True  # a 429: a limit applies, whatever was configured
         self.handle.pause.remote(seconds)
 
     def observe(self, info: dict[str, float]) -> None:
         if info:
-            self.handle.observe.remote(dict(info))
+            self.info = dict(info)
+            if info.get("limit_requests") or info.get("limit_tokens"):
+                self.limited = True
 
 
 class LimiterActor:
-    """One RateLimiter for an endpoint group, shared by every worker (an async actor:
-    waiting acquirers do not block each other's calls)."""
+    """One RateLimiter for an endpoint group, shared by every worker through leases (an
+    async actor: a lease waiting for its bucket does not block other calls)."""
 
     def __init__(self, rpm: float | None, tpm: float | None) -> None:
         self.rpm, self.tpm = rpm, tpm
         self.limiter: RateLimiter | None = None
+        self._lock: anyio.Lock | None = None
 
     def _get(self) -> RateLimiter:
         if self.limiter is None:  # anyio primitives are made inside the actor's event loop
             self.limiter = RateLimiter(self.rpm, self.tpm)
+            self._lock = anyio.Lock()
         return self.limiter
 
-    async def acquire(self, tokens: int) -> None:
-        await self._get().acquire(tokens)
+    async def lease(self, n: int, tokens: int, info: dict[str, float]) -> int:
+        """Up to `n` requests of `tokens` tokens each, charged now (a block never bigger
+        than the request bucket holds); how many were granted."""
+        lim = self._get()
+        lim.observe(info)
+        if lim.requests is not None:
+            n = max(1, min(n, int(lim.requests.capacity)))
+        assert self._lock is not None
+        async with self._lock:
+            while True:
+                now = time.monotonic()
+                wait = max(0.0, lim.paused_until - now)
+                if lim.requests is not None:
+                    wait = max(wait, lim.requests.wait_time(n, now))
+                if lim.tokens is not None:
+                    wait = max(wait, lim.tokens.wait_time(n * tokens, now))
+                if wait <= 0:
+                    break
+                lim.stats.waited_s += wait
+                await anyio.sleep(wait)
+            if lim.requests is not None:
+                lim.requests.take(n)
+            if lim.tokens is not None:
+                lim.tokens.take(n * tokens)
+        return n
 
     async def pause(self, seconds: float) -> None:
         self._get().pause(seconds)
 
-    async def observe(self, info: dict[str, float]) -> None:
-        self._get().observe(info)
-
 
 class GenerationWorker:
-    """Sends the jobs it is handed through the ordinary scheduler machinery (retries,
-    endpoint pool with health checks, the shared limiter), one call per job: the driver
-    hands a worker a new job when one of its slots frees, so work goes to whichever
-    worker is free (a slow worker never holds a backlog)."""
+    """Sends the batches it is handed through the ordinary scheduler machinery (retries,
+    endpoint pool with health checks, the leased limiter), and streams the outcomes back
+    as they finish."""
 
     def __init__(self, spec: ModelSpec, api_key: str | None, concurrency: int, timeout_s: float,
-                 max_attempts: int, limiter: Any, delay_s: float = 0.0,
+                 max_attempts: int, limiter: Any, limited: bool, delay_s: float = 0.0,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self.spec = spec
         self.concurrency = concurrency
         self.delay_s = delay_s
         self.pool: EndpointPool | None = None
         self.scheduler: Scheduler | None = None
+        self.slots: asyncio.Semaphore | None = None
         provider = make_provider(spec, api_key)
         provider.max_response_bytes = max_response_bytes
-        self._args = (provider, timeout_s, max_attempts, RemoteLimiter(limiter))
+        self._args = (provider, timeout_s, max_attempts, LeasedLimiter(limiter, limited, concurrency))
+
+    def ready(self) -> tuple[str, str]:
+        """(node id, node IP) of the node this worker runs on."""
+        ctx = import_ray().get_runtime_context()
+        return ctx.get_node_id(), import_ray().util.get_node_ip_address()
 
     def _scheduler(self) -> Scheduler:
         if self.scheduler is None:  # anyio primitives are made inside the actor's event loop
             provider, timeout_s, max_attempts, limiter = self._args
             self.pool = EndpointPool(self.spec.base_urls, self.concurrency)
             self.scheduler = Scheduler(provider, self.pool, limiter, timeout_s=timeout_s, max_attempts=max_attempts)
+            self.slots = asyncio.Semaphore(self.pool.capacity())
         return self.scheduler
 
-    async def run_one(self, job: Job) -> Outcome:
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
-        return await self._scheduler().process(job)
+    async def _one(self, scheduler: Scheduler, job: Job) -> Outcome:
+        assert self.slots is not None
+        async with self.slots:
+            if self.delay_s:
+                await asyncio.sleep(self.delay_s)
+            try:
+                return await scheduler.process(job)
+            except Exception as exc:  # a bug must not leave the batch waiting for ever
+                return Outcome(job.index, error=ProviderError("fatal", f"Ray worker: {type(exc).__name__}: {exc}"))
+
+    async def run_batch(self, jobs: list[Job]) -> AsyncIterator[list[Outcome]]:
+        """Every job of the batch, at most the pool's capacity at once; yields the outcomes
+        finished since the previous yield (one message for several under load)."""
+        scheduler = self._scheduler()
+        done: list[Outcome] = []
+        wake = asyncio.Event()
+
+        async def one(job: Job) -> None:
+            done.append(await self._one(scheduler, job))
+            wake.set()
+
+        tasks = [asyncio.ensure_future(one(job)) for job in jobs]
+        left = len(jobs)
+        try:
+            while left:
+                await wake.wait()
+                wake.clear()
+                out = done[:]
+                del done[:]
+                left -= len(out)
+                yield out
+        finally:
+            for task in tasks:
+                task.cancel()
 
     def take_stats(self) -> dict[str, Any]:
         """Counters since the last call, and endpoint health."""
@@ -151,13 +307,16 @@ class RayRunner:
     name = "ray"
 
     def __init__(self, address: str | None, workers: int, concurrency: int, timeout_s: float,
-                 max_attempts: int, worker_delays: Sequence[float] = ()) -> None:
+                 max_attempts: int, worker_delays: Sequence[float] = (),
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         """`worker_delays`: an artificial per-request delay for each worker, to measure and
-        test how work spreads when one worker is slower than the others."""
+        test how work spreads when one worker is slower than the others.
+        `connect_timeout_s`: connecting and starting actors, at most."""
         if workers < 1:
             raise UserError(f"--ray-workers must be at least 1 (got {workers})")
         self.ray = ray = import_ray()
         self.address = address
+        self.where = address or "local"
         self._stats = SchedulerStats()
         self.aborted: str | None = None
         self.n_workers = workers
@@ -165,33 +324,40 @@ class RayRunner:
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
         self.worker_delays = tuple(worker_delays)
+        self.connect_timeout_s = connect_timeout_s
+        # one batch can take as long as its slowest job's retries (scheduler.max_retry_s)
+        self.batch_timeout_s = 900.0 + 2 * timeout_s
         self._started = not ray.is_initialized()
         if self._started:
-            quiet: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
-                                     "include_dashboard": False}
-            try:
-                if address:
-                    ray.init(address=address, **quiet)
-                else:  # a private local instance, on loopback only
-                    ray.init(_node_ip_address="127.0.0.1", **quiet)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise UserError(f"cannot connect to Ray at {address or 'a new local instance'}: "
-                                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; "
-                                "check --ray-address (auto | HOST:PORT | ray://HOST:10001)") from None
+            connect(ray, address, connect_timeout_s)
         self._limiter_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(LimiterActor)
         self._worker_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(GenerationWorker)
-        self._apply = ray.remote(num_cpus=1)(_apply)
+        self._apply = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_apply)
         self._groups: dict[tuple[str, str], _WorkerGroup] = {}
 
+    def _on_driver_node(self) -> Any:
+        """Scheduling on the driver's node: the limiter lives and dies with the run."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return NodeAffinitySchedulingStrategy(self.ray.get_runtime_context().get_node_id(), soft=True)
+
+    def _alive_nodes(self) -> list[str]:
+        """Node ids to spread workers over (the driver's own first)."""
+        own = self.ray.get_runtime_context().get_node_id()
+        others = [n["NodeID"] for n in self.ray.nodes() if n.get("Alive") and n["NodeID"] != own]
+        return [own, *sorted(others)]
+
     # -- generation -----------------------------------------------------------------
-    def group(self, spec: ModelSpec, api_key: str | None, rpm: float | None, tpm: float | None,
-              max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> _WorkerGroup:
+    async def group(self, spec: ModelSpec, api_key: str | None, rpm: float | None, tpm: float | None,
+                    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> _WorkerGroup:
         """The limiter actor and workers of one endpoint group, made once (on its first
         request to send) and reused for every purpose (eval, judge, prior)."""
         key = _group_key(spec)
         if key not in self._groups:
-            limiter = self._limiter_cls.remote(rpm, tpm)
-            self._groups[key] = _WorkerGroup(self, spec, api_key, limiter, max_response_bytes)
+            limiter = self._limiter_cls.options(scheduling_strategy=self._on_driver_node()).remote(rpm, tpm)
+            group = _WorkerGroup(self, spec, api_key, limiter, bool(rpm or tpm), max_response_bytes)
+            await group.start()
+            self._groups[key] = group
         return self._groups[key]
 
     async def run(self, client: ModelClient, jobs: AsyncIterable[Job], *, budget: Budget,
@@ -201,8 +367,8 @@ class RayRunner:
         if first is None:  # everything cached: no actors started
             return []
         lim = client.limiter
-        group = self.group(client.spec, client.api_key, lim.configured_rpm, lim.configured_tpm,
-                           client.provider.max_response_bytes)
+        group = await self.group(client.spec, client.api_key, lim.configured_rpm, lim.configured_tpm,
+                                 client.provider.max_response_bytes)
 
         def cost_of(r: Response) -> float:
             return client.price.cost(r.usage)
@@ -221,16 +387,43 @@ class RayRunner:
         group = self._groups.get(_group_key(client.spec))
         return group.endpoint_health() if group is not None else []
 
+    def placement(self) -> dict[str, Any]:
+        """Where the work went, for run.json: jobs answered per worker slot and per node,
+        workers replaced, and jobs handed again to a replacement after their worker was
+        lost (an upper bound on requests sent twice)."""
+        groups = list(self._groups.values())
+        by_node: Counter[str] = Counter()
+        workers_on: Counter[str] = Counter()
+        ips: dict[str, str] = {}
+        for g in groups:
+            by_node.update(g.served_by_node)
+            workers_on.update(g.node_of[k] for k in range(len(g.workers)) if g.node_of[k])
+            ips.update(g.node_ip)
+        nodes = [{"node": node[:12], "ip": ips.get(node, ""), "requests": by_node[node],
+                  "workers": workers_on[node]} for node in sorted(set(by_node) | set(workers_on))]
+        return {"workers_replaced": sum(g.replaced for g in groups),
+                "requests_resent": sum(g.resent for g in groups),
+                "jobs_per_worker": [sum(g.served[k] for g in groups) for k in range(self.n_workers)],
+                "nodes": nodes}
+
     def describe(self) -> dict[str, Any]:
-        return {"name": "ray", "address": self.address or "local", "workers": self.n_workers,
-                "workers_replaced": sum(g.replaced for g in self._groups.values()),
-                "jobs_per_worker": [sum(g.served[k] for g in self._groups.values()) for k in range(self.n_workers)]}
+        return {"name": "ray", "address": self.where, "workers": self.n_workers, **self.placement()}
 
     # -- scoring --------------------------------------------------------------------
     def map_chunks(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
-        """`[fn(*args) for args in calls]`, each call a Ray task on one CPU."""
-        fn_ref = self.ray.put(fn)
-        results: list[Any] = self.ray.get([self._apply.remote(fn_ref, *args) for args in calls])
+        """`[fn(*args) for args in calls]`, each call a Ray task on one CPU, spread over
+        the nodes; at most TASK_TIMEOUT_S for the lot."""
+        ray = self.ray
+        fn_ref = ray.put(fn)
+        refs = [self._apply.remote(fn_ref, *args) for args in calls]
+        try:
+            results: list[Any] = ray.get(refs, timeout=TASK_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            for ref in refs:
+                ray.cancel(ref, force=True)
+            raise ProviderError("fatal", f"scoring on Ray at {self.where} took over {TASK_TIMEOUT_S:g} s") from None
+        except ray.exceptions.RayError as exc:
+            raise ProviderError("fatal", f"scoring on Ray at {self.where} failed: {_first_line(exc)}") from None
         return results
 
     def bind(self, store: Any, run_id: str) -> None:
@@ -247,39 +440,70 @@ class RayRunner:
 
 
 class _WorkerGroup:
-    """The workers of one model client and their shared limiter."""
+    """The workers of one model client, their shared limiter, and where they ran."""
 
-    def __init__(self, backend: RayRunner, spec: ModelSpec, api_key: str | None, limiter: Any,
+    def __init__(self, backend: RayRunner, spec: ModelSpec, api_key: str | None, limiter: Any, limited: bool,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self.backend = backend
         self.max_response_bytes = max_response_bytes
         self.spec = spec
         self.api_key = api_key
         self.limiter = limiter
+        self.limited = limited
         # per-endpoint concurrency is a global setting: each worker gets its share
         self.per_worker = max(1, math.ceil(backend.concurrency / backend.n_workers))
-        self.workers = [self._new_worker(k) for k in range(backend.n_workers)]
+        # requests one worker has in flight at most (its pool's capacity)
+        self.capacity = self.per_worker * max(1, len(spec.base_urls))
+        nodes = backend._alive_nodes()
+        self.workers = [self._new_worker(k, nodes[k % len(nodes)]) for k in range(backend.n_workers)]
+        self.node_of = [""] * len(self.workers)
+        self.node_ip: dict[str, str] = {}
         self.health: dict[int, list[dict[str, Any]]] = {}
         self.replaced = 0
+        self.resent = 0
         self.replaced_in_slot = [0] * len(self.workers)
         self.served = [0] * len(self.workers)  # jobs answered through each worker slot
+        self.served_by_node: Counter[str] = Counter()
         self.dead: str | None = None
 
-    def _new_worker(self, k: int) -> Any:
+    def _new_worker(self, k: int, node: str | None) -> Any:
         b = self.backend
         delay = b.worker_delays[k] if k < len(b.worker_delays) else 0.0
-        return b._worker_cls.options(scheduling_strategy="SPREAD").remote(
-            self.spec, self.api_key, self.per_worker, b.timeout_s, b.max_attempts, self.limiter, delay,
-            self.max_response_bytes)
+        if node is not None:  # round-robin over the nodes; elsewhere if that one is gone
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            strategy: Any = NodeAffinitySchedulingStrategy(node, soft=True)
+        else:
+            strategy = "SPREAD"
+        return b._worker_cls.options(scheduling_strategy=strategy).remote(
+            self.spec, self.api_key, self.per_worker, b.timeout_s, b.max_attempts, self.limiter, self.limited,
+            delay, self.max_response_bytes)
+
+    async def ready(self, k: int) -> None:
+        """Wait (bounded) until worker k runs, and note its node."""
+        b = self.backend
+        try:
+            with anyio.fail_after(b.connect_timeout_s):
+                node, ip = await self.workers[k].ready.remote()
+        except TimeoutError:
+            raise UserError(f"Ray at {b.where}: a generation worker did not start within "
+                            f"{b.connect_timeout_s:g} s (are the cluster's nodes up?)") from None
+        self.node_of[k], self.node_ip[node] = node, ip
+
+    async def start(self) -> None:
+        async with anyio.create_task_group() as tg:
+            for k in range(len(self.workers)):
+                tg.start_soon(self.ready, k)
 
     def replace_dead(self, k: int, dead: Any) -> bool:
-        """A replacement for worker k, which died (once, however many of its slots saw
+        """A replacement for worker k, which died (once, however many of its batches saw
         it die); False when the slot has had too many."""
         if self.workers[k] is dead:
             if self.replaced_in_slot[k] >= MAX_REPLACEMENTS:
                 return False
             self.backend.ray.kill(dead)
-            self.workers[k] = self._new_worker(k)
+            self.workers[k] = self._new_worker(k, None)
+            self.node_of[k] = ""
             self.replaced += 1
             self.replaced_in_slot[k] += 1
         return True
@@ -297,11 +521,12 @@ class _WorkerGroup:
 
 
 class _Dispatch:
-    """One `run` over the workers of one group. Jobs are read from the stream as slots
-    free up (the first request leaves before the stream is fully read); each worker has
-    `per_worker` slots, and each slot takes the next job when its previous one is done,
-    so a slow worker gets fewer jobs. A job whose worker died goes to a replacement;
-    a job with an outcome is never sent again."""
+    """One `run` over the workers of one group. A feeder reads the job stream (only as
+    far as the workers have room: the first request leaves before the stream is read to
+    its end); each worker's pump hands it a batch when its outstanding jobs drop to one
+    pool's capacity, of what is waiting, up to two capacities outstanding, so a slow
+    worker gets fewer jobs. A batch whose worker died goes, minus its answered jobs, to
+    a replacement; a job with an outcome is never sent again."""
 
     def __init__(self, group: _WorkerGroup, budget: Budget, on_outcome: Callable[[Outcome], None],
                  cost_of: Callable[[Response], float]) -> None:
@@ -312,14 +537,14 @@ class _Dispatch:
         self.stats = SchedulerStats()
         self.outcomes: dict[int, Outcome] = {}
         self.order: list[int] = []
+        self.outstanding = [0] * len(group.workers)
+        self.freed = [anyio.Event() for _ in group.workers]
 
     async def run(self, first: Job, rest: AsyncIterator[Job]) -> list[Outcome]:
-        n = len(self.group.workers)
-        send, receive = anyio.create_memory_object_stream[Job](max_buffer_size=0)
+        send, receive = anyio.create_memory_object_stream[Job](max_buffer_size=self.group.capacity)
         async with anyio.create_task_group() as tg:
-            for k in range(n):
-                for _ in range(self.group.per_worker):
-                    tg.start_soon(self._slot, k, receive.clone())
+            for k in range(len(self.group.workers)):
+                tg.start_soon(self._pump, k, receive.clone(), tg)
             receive.close()
             async with send:
                 async for job in _chain(first, rest):
@@ -332,24 +557,65 @@ class _Dispatch:
         await self._collect_stats()
         return [self.outcomes[i] for i in self.order]
 
-    async def _slot(self, k: int, inbox: anyio.abc.ObjectReceiveStream[Job]) -> None:
-        ray = self.group.backend.ray
+    async def _pump(self, k: int, inbox: anyio.abc.ObjectReceiveStream[Job], tg: anyio.abc.TaskGroup) -> None:
+        cap = self.group.capacity
         async with inbox:
-            async for job in inbox:
-                while True:
-                    worker = self.group.workers[k]
+            while True:
+                while self.outstanding[k] > cap:
+                    self.freed[k] = event = anyio.Event()
+                    await event.wait()
+                try:
+                    batch = [await inbox.receive()]
+                except anyio.EndOfStream:
+                    return
+                while len(batch) + self.outstanding[k] < 2 * cap:
                     try:
-                        outcome = await worker.run_one.remote(job)
-                    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-                        if not self.group.replace_dead(k, worker):
-                            err = ProviderError("transient", f"Ray worker lost {MAX_REPLACEMENTS + 1} times: "
-                                                             f"{type(exc).__name__}")
-                            self._record(Outcome(job.index, error=err), job)
-                            break
-                        continue
-                    self.group.served[k] += 1
-                    self._record(outcome, job)
-                    break
+                        batch.append(inbox.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                self.outstanding[k] += len(batch)
+                tg.start_soon(self._send, k, batch)
+
+    def _free(self, k: int, n: int) -> None:
+        self.outstanding[k] -= n
+        self.freed[k].set()
+
+    async def _send(self, k: int, batch: list[Job]) -> None:
+        """One batch through worker k (and its replacements), outcomes recorded as they
+        stream back."""
+        group, ray = self.group, self.group.backend.ray
+        lost = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
+        left = {job.index: job for job in batch}
+        while left:
+            worker = group.workers[k]
+            try:
+                if not group.node_of[k]:
+                    await group.ready(k)
+                with anyio.fail_after(group.backend.batch_timeout_s):
+                    stream = worker.run_batch.options(num_returns="streaming").remote(list(left.values()))
+                    async for ref in stream:
+                        answered = await ref
+                        for outcome in answered:
+                            group.served[k] += 1
+                            group.served_by_node[group.node_of[k]] += 1
+                            self._record(outcome, left.pop(outcome.index))
+                        self._free(k, len(answered))
+                if left:  # the stream ended short: never expected, but never hang on it
+                    raise ray.exceptions.RayActorError()
+            except lost as exc:
+                if group.replace_dead(k, worker):
+                    group.resent += len(left)
+                    continue
+                self._fail(k, left, f"Ray worker lost {MAX_REPLACEMENTS + 1} times: {type(exc).__name__}")
+            except TimeoutError:
+                self._fail(k, left, f"no answer from the Ray worker on {group.backend.where} "
+                                    f"within {group.backend.batch_timeout_s:g} s")
+
+    def _fail(self, k: int, left: dict[int, Job], why: str) -> None:
+        for job in list(left.values()):
+            self._record(Outcome(job.index, error=ProviderError("transient", why)), job)
+        self._free(k, len(left))
+        left.clear()
 
     def _record(self, outcome: Outcome, job: Job | None) -> None:
         if job is not None:
@@ -361,8 +627,9 @@ class _Dispatch:
     async def _collect_stats(self) -> None:
         for k, worker in enumerate(self.group.workers):
             try:
-                report = await worker.take_stats.remote()
-            except Exception:  # a worker lost at the very end: its counters are lost
+                with anyio.fail_after(self.group.backend.connect_timeout_s):
+                    report = await worker.take_stats.remote()
+            except Exception:  # a worker lost (or stuck) at the very end: its counters are lost
                 continue
             self.group.health[k] = report["health"]
             self.group.dead = self.group.dead or report["dead"]
