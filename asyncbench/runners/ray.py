@@ -98,11 +98,8 @@ def connect(ray: Any, address: str | None, timeout_s: float) -> None:
         except OSError as exc:
             raise UserError(f"cannot reach Ray at {address}: {_first_line(exc)}; check --ray-address "
                             "(the head's GCS port, `ray start --head --port`)") from None
-    if address is None or (target is not None and target[0] in LOOPBACK):
-        # Ray's switch for a cluster on one host's loopback (read when Ray resolves a
-        # local address); set before `import ray` in a fresh process, patched otherwise
-        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-        ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
+    if address is None or (target is not None and target[0] in LOOPBACK and not _also_outside(ray, target[1])):
+        _keep_loopback(ray)
     kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
                               "include_dashboard": False}
     if address:
@@ -128,18 +125,43 @@ def connect(ray: Any, address: str | None, timeout_s: float) -> None:
                         "check --ray-address (auto | HOST:PORT | ray://HOST:10001)")
 
 
-class LeasedLimiter:
-    """The scheduler's limiter interface inside a worker: requests and tokens are taken
-    from a local lease, leased in blocks from the group's limiter actor (one call per
-    block). No call at all while no limit applies: no `--rpm`/`--tpm`, no rate-limit
-    header seen, no 429."""
+def _reachable(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=2.0).close()
+    except OSError:
+        return False
+    return True
 
-    def __init__(self, handle: Any, limited: bool, block: int) -> None:
+
+def _also_outside(ray: Any, port: int) -> bool:
+    """Whether the cluster given as 127.0.0.1:PORT also listens on the host's outside
+    address: a cluster started without Ray's one-host switch, whose nodes registered
+    under that address, where Ray's own rewrite of 127.0.0.1 is right."""
+    outside = ray.util.get_node_ip_address()
+    return outside not in LOOPBACK and _reachable(outside, port)
+
+
+def _keep_loopback(ray: Any) -> None:
+    """Ray rewrites 127.0.0.1 (as a cluster's or this node's address) to the host's
+    outside address unless its one-host switch is set: set it, before `import ray` in a
+    fresh worker process, and in this already imported one."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+class LeasedLimiter:
+    """The scheduler's limiter interface inside a worker: requests and tokens are leased
+    from the group's limiter actor in blocks, one call for every request then waiting in
+    this worker (a block is used at once: leases kept for later would let a worker send
+    a stored burst on top of the bucket's). No call at all while no limit applies: no
+    `--rpm`/`--tpm`, no rate-limit header seen, no 429."""
+
+    def __init__(self, handle: Any, limited: bool) -> None:
         self.handle = handle
         self.limited = limited
-        self.block = block
         self.requests = 0
         self.tokens = 0
+        self.waiting = 0
         self.paused_until = 0.0
         self.info: dict[str, float] = {}  # the latest headers, sent with the next lease
         self._lock: anyio.Lock | None = None
@@ -152,14 +174,18 @@ class LeasedLimiter:
             return
         if self._lock is None:  # anyio primitives are made inside the actor's event loop
             self._lock = anyio.Lock()
-        async with self._lock:  # one lease in flight per worker; FIFO
-            if self.requests < 1 or self.tokens < tokens:
-                info, self.info = self.info, {}
-                granted = await self.handle.lease.remote(self.block, tokens, info)
-                self.requests += granted
-                self.tokens += granted * tokens
-            self.requests -= 1
-            self.tokens -= tokens
+        self.waiting += 1
+        try:
+            async with self._lock:  # one lease in flight per worker; FIFO
+                if self.requests < 1 or self.tokens < tokens:
+                    info, self.info = self.info, {}
+                    granted = await self.handle.lease.remote(self.waiting, tokens, info)
+                    self.requests += granted
+                    self.tokens += granted * tokens
+                self.requests -= 1
+                self.tokens -= tokens
+        finally:
+            self.waiting -= 1
 
     def pause(self, seconds: float) -> None:
         self.paused_until = max(self.paused_until, time.monotonic() + seconds)
@@ -234,7 +260,7 @@ class GenerationWorker:
         self.slots: asyncio.Semaphore | None = None
         provider = make_provider(spec, api_key)
         provider.max_response_bytes = max_response_bytes
-        self._args = (provider, timeout_s, max_attempts, LeasedLimiter(limiter, limited, concurrency))
+        self._args = (provider, timeout_s, max_attempts, LeasedLimiter(limiter, limited))
 
     def ready(self) -> tuple[str, str]:
         """(node id, node IP) of the node this worker runs on."""
@@ -469,10 +495,10 @@ class _WorkerGroup:
     def _new_worker(self, k: int, node: str | None) -> Any:
         b = self.backend
         delay = b.worker_delays[k] if k < len(b.worker_delays) else 0.0
-        if node is not None:  # round-robin over the nodes; elsewhere if that one is gone
+        if node is not None:  # round-robin over the nodes (a lost one's replacement: anywhere)
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-            strategy: Any = NodeAffinitySchedulingStrategy(node, soft=True)
+            strategy: Any = NodeAffinitySchedulingStrategy(node, soft=False)
         else:
             strategy = "SPREAD"
         return b._worker_cls.options(scheduling_strategy=strategy).remote(
@@ -502,7 +528,9 @@ class _WorkerGroup:
             if self.replaced_in_slot[k] >= MAX_REPLACEMENTS:
                 return False
             self.backend.ray.kill(dead)
-            self.workers[k] = self._new_worker(k, None)
+            # on another node than the lost one (which Ray may think alive for a while)
+            others = [node for node in self.backend._alive_nodes() if node != self.node_of[k]]
+            self.workers[k] = self._new_worker(k, others[k % len(others)] if others else None)
             self.node_of[k] = ""
             self.replaced += 1
             self.replaced_in_slot[k] += 1
