@@ -85,11 +85,15 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def connect(ray: Any, address: str | None, timeout_s: float) -> None:
+def connect(ray: Any, address: str | None, timeout_s: float) -> threading.Event:
     """`ray.init` with a deadline. A loopback address stays loopback (Ray otherwise
     rewrites 127.0.0.1 to the host's other address, where a loopback cluster does not
     listen); a port that refuses is said at once; an answer that never comes ends after
-    `timeout_s`, the `ray.init` call left behind in a daemon thread."""
+    `timeout_s`, the `ray.init` call left behind in a daemon thread.
+
+    The thread that called `ray.init` stays alive until the returned event is set: the
+    processes of a local instance it started die with it (parent-death signal)."""
+    started = time.monotonic()
     where = address or "a new local instance on 127.0.0.1"
     target = _host_port(address) if address else None
     if target is not None:
@@ -107,22 +111,28 @@ def connect(ray: Any, address: str | None, timeout_s: float) -> None:
     else:
         kwargs["_node_ip_address"] = "127.0.0.1"
     failure: list[BaseException] = []
+    connected, release = threading.Event(), threading.Event()
 
     def init() -> None:
         try:
             ray.init(**kwargs)
         except BaseException as exc:  # handed to the caller's thread
             failure.append(exc)
+            return
+        connected.set()
+        release.wait()
 
     thread = threading.Thread(target=init, name="asyncbench-ray-init", daemon=True)
     thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
+    while not connected.wait(0.05) and thread.is_alive() and time.monotonic() < started + timeout_s:
+        pass
+    if not connected.is_set() and thread.is_alive():
         raise UserError(f"no answer from Ray at {where} within {timeout_s:g} s (is its head running and "
                         "reachable from this machine?); check --ray-address")
     if failure:
         raise UserError(f"cannot connect to Ray at {where}: {_first_line(failure[0])}; "
                         "check --ray-address (auto | HOST:PORT | ray://HOST:10001)")
+    return release
 
 
 def _reachable(host: str, port: int) -> bool:
@@ -354,8 +364,7 @@ class RayRunner:
         # one batch can take as long as its slowest job's retries (scheduler.max_retry_s)
         self.batch_timeout_s = 900.0 + 2 * timeout_s
         self._started = not ray.is_initialized()
-        if self._started:
-            connect(ray, address, connect_timeout_s)
+        self._release = connect(ray, address, connect_timeout_s) if self._started else None
         self._limiter_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(LimiterActor)
         self._worker_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(GenerationWorker)
         self._apply = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_apply)
@@ -461,8 +470,10 @@ class RayRunner:
                 self.ray.kill(w)
             self.ray.kill(group.limiter)
         self._groups.clear()
-        if self._started:
+        if self._release is not None:
             self.ray.shutdown()
+            self._release.set()
+            self._release = None
 
 
 class _WorkerGroup:
