@@ -117,6 +117,7 @@ async def compare(runners: dict[str, Any], client: Any, args: argparse.Namespace
         wall, cpu = min(w for w, _ in rows), min(c for _, c in rows)
         print(f"{name:13s} wall {wall:6.2f} s ({args.n / wall:6.0f} req/s, x{local_wall / wall:.2f} local's "
               f"throughput)  driver CPU {1000 * cpu / args.n:.3f} ms/request (x{cpu / local_cpu:.2f} local)")
+    await client.provider.aclose()
 
 
 if __name__ == "__main__":

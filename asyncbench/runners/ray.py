@@ -23,35 +23,33 @@ Who does what:
 - Nothing waits on Ray without a deadline: connecting, starting actors, each batch and
   each scoring call end in one line naming the cluster's address.
 
+The actors are in ray_actors.py, connecting (`ray.init` with a deadline, loopback kept
+as loopback) in ray_connect.py; this module is the driver's side.
+
 `--max-cost` is applied at dispatch from each request's cost estimate (prompt +
 max_tokens at list price), which can only err on the safe side.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import math
-import os
-import socket
-import threading
-import time
 from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
-from dataclasses import asdict
 from typing import Any
 
 import anyio
 import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ..client import ModelClient
 from ..errors import ProviderError, UserError
-from ..limits import RateLimiter
-from ..providers import ModelSpec, make_provider
+from ..providers import ModelSpec
 from ..providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
-from ..scheduler import Budget, EndpointPool, Job, Outcome, Scheduler, SchedulerStats
+from ..scheduler import Budget, Job, Outcome, SchedulerStats
 from ..types import Response
 from .base import add_stats
+from .ray_actors import GenerationWorker, LimiterActor
+from .ray_connect import connect, first_line, import_ray
 
 # Replacement workers started for one worker slot before its remaining jobs are failed.
 MAX_REPLACEMENTS = 3
@@ -59,272 +57,6 @@ MAX_REPLACEMENTS = 3
 CONNECT_TIMEOUT_S = 60.0
 # One scoring call (all its tasks) at most.
 TASK_TIMEOUT_S = 3600.0
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise UserError("--backend ray needs Ray: pip install 'asyncbench[ray]'") from None
-    return ray
-
-
-def _host_port(address: str) -> tuple[str, int] | None:
-    """HOST and PORT of a plain `HOST:PORT` address (None for auto, ray://...)."""
-    if address == "auto" or "://" in address:
-        return None
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise UserError(f"--ray-address {address!r} is not HOST:PORT; use auto, HOST:PORT or ray://HOST:10001")
-    return host.strip("[]"), int(port)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def connect(ray: Any, address: str | None, timeout_s: float) -> threading.Event:
-    """`ray.init` with a deadline. A loopback address stays loopback (Ray otherwise
-    rewrites 127.0.0.1 to the host's other address, where a loopback cluster does not
-    listen); a port that refuses is said at once; an answer that never comes ends after
-    `timeout_s`, the `ray.init` call left behind in a daemon thread.
-
-    The thread that called `ray.init` stays alive until the returned event is set: the
-    processes of a local instance it started die with it (parent-death signal)."""
-    started = time.monotonic()
-    where = address or "a new local instance on 127.0.0.1"
-    target = _host_port(address) if address else None
-    if target is not None:
-        try:
-            socket.create_connection(target, timeout=min(5.0, timeout_s)).close()
-        except OSError as exc:
-            raise UserError(f"cannot reach Ray at {address}: {_first_line(exc)}; check --ray-address "
-                            "(the head's GCS port, `ray start --head --port`)") from None
-    if address is None or (target is not None and target[0] in LOOPBACK and not _also_outside(ray, target[1])):
-        _keep_loopback(ray)
-    kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
-                              "include_dashboard": False}
-    if address:
-        kwargs["address"] = address
-    else:
-        kwargs["_node_ip_address"] = "127.0.0.1"
-    failure: list[BaseException] = []
-    connected, release = threading.Event(), threading.Event()
-
-    def init() -> None:
-        try:
-            ray.init(**kwargs)
-        except BaseException as exc:  # handed to the caller's thread
-            failure.append(exc)
-            return
-        connected.set()
-        release.wait()
-
-    thread = threading.Thread(target=init, name="asyncbench-ray-init", daemon=True)
-    thread.start()
-    while not connected.wait(0.05) and thread.is_alive() and time.monotonic() < started + timeout_s:
-        pass
-    if not connected.is_set() and thread.is_alive():
-        raise UserError(f"no answer from Ray at {where} within {timeout_s:g} s (is its head running and "
-                        "reachable from this machine?); check --ray-address")
-    if failure:
-        raise UserError(f"cannot connect to Ray at {where}: {_first_line(failure[0])}; "
-                        "check --ray-address (auto | HOST:PORT | ray://HOST:10001)")
-    return release
-
-
-def _reachable(host: str, port: int) -> bool:
-    try:
-        socket.create_connection((host, port), timeout=2.0).close()
-    except OSError:
-        return False
-    return True
-
-
-def _also_outside(ray: Any, port: int) -> bool:
-    """Whether the cluster given as 127.0.0.1:PORT also listens on the host's outside
-    address: a cluster started without Ray's one-host switch, whose nodes registered
-    under that address, where Ray's own rewrite of 127.0.0.1 is right."""
-    outside = ray.util.get_node_ip_address()
-    return outside not in LOOPBACK and _reachable(outside, port)
-
-
-def _keep_loopback(ray: Any) -> None:
-    """Ray rewrites 127.0.0.1 (as a cluster's or this node's address) to the host's
-    outside address unless its one-host switch is set: set it, before `import ray` in a
-    fresh worker process, and in this already imported one."""
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    ray._private.ray_constants.ENABLE_RAY_CLUSTER = False
-
-
-class LeasedLimiter:
-    """The scheduler's limiter interface inside a worker: requests and tokens are leased
-    from the group's limiter actor in blocks, one call for every request then waiting in
-    this worker (a block is used at once: leases kept for later would let a worker send
-    a stored burst on top of the bucket's). No call at all while no limit applies: no
-    `--rpm`/`--tpm`, no rate-limit header seen, no 429."""
-
-    def __init__(self, handle: Any, limited: bool) -> None:
-        self.handle = handle
-        self.limited = limited
-        self.requests = 0
-        self.tokens = 0
-        self.waiting = 0
-        self.paused_until = 0.0
-        self.info: dict[str, float] = {}  # the latest headers, sent with the next lease
-        self._lock: anyio.Lock | None = None
-
-    async def acquire(self, tokens: int) -> None:
-        wait = self.paused_until - time.monotonic()
-        if wait > 0:
-            await anyio.sleep(wait)
-        if not self.limited:
-            return
-        if self._lock is None:  # anyio primitives are made inside the actor's event loop
-            self._lock = anyio.Lock()
-        self.waiting += 1
-        try:
-            async with self._lock:  # one lease in flight per worker; FIFO
-                if self.requests < 1 or self.tokens < tokens:
-                    info, self.info = self.info, {}
-                    granted = await self.handle.lease.remote(self.waiting, tokens, info)
-                    self.requests += granted
-                    self.tokens += granted * tokens
-                self.requests -= 1
-                self.tokens -= tokens
-        finally:
-            self.waiting -= 1
-
-    def pause(self, seconds: float) -> None:
-        self.paused_until = max(self.paused_until, time.monotonic() + seconds)
-        self.limited = True  # a 429: a limit applies, whatever was configured
-        self.handle.pause.remote(seconds)
-
-    def observe(self, info: dict[str, float]) -> None:
-        if info:
-            self.info = dict(info)
-            if info.get("limit_requests") or info.get("limit_tokens"):
-                self.limited = True
-
-
-class LimiterActor:
-    """One RateLimiter for an endpoint group, shared by every worker through leases (an
-    async actor: a lease waiting for its bucket does not block other calls)."""
-
-    def __init__(self, rpm: float | None, tpm: float | None) -> None:
-        self.rpm, self.tpm = rpm, tpm
-        self.limiter: RateLimiter | None = None
-        self._lock: anyio.Lock | None = None
-
-    def _get(self) -> RateLimiter:
-        if self.limiter is None:  # anyio primitives are made inside the actor's event loop
-            self.limiter = RateLimiter(self.rpm, self.tpm)
-            self._lock = anyio.Lock()
-        return self.limiter
-
-    async def lease(self, n: int, tokens: int, info: dict[str, float]) -> int:
-        """Up to `n` requests of `tokens` tokens each, charged now (a block never bigger
-        than the request bucket holds); how many were granted."""
-        lim = self._get()
-        lim.observe(info)
-        if lim.requests is not None:
-            n = max(1, min(n, int(lim.requests.capacity)))
-        assert self._lock is not None
-        async with self._lock:
-            while True:
-                now = time.monotonic()
-                wait = max(0.0, lim.paused_until - now)
-                if lim.requests is not None:
-                    wait = max(wait, lim.requests.wait_time(n, now))
-                if lim.tokens is not None:
-                    wait = max(wait, lim.tokens.wait_time(n * tokens, now))
-                if wait <= 0:
-                    break
-                lim.stats.waited_s += wait
-                await anyio.sleep(wait)
-            if lim.requests is not None:
-                lim.requests.take(n)
-            if lim.tokens is not None:
-                lim.tokens.take(n * tokens)
-        return n
-
-    async def pause(self, seconds: float) -> None:
-        self._get().pause(seconds)
-
-
-class GenerationWorker:
-    """Sends the batches it is handed through the ordinary scheduler machinery (retries,
-    endpoint pool with health checks, the leased limiter), and streams the outcomes back
-    as they finish."""
-
-    def __init__(self, spec: ModelSpec, api_key: str | None, concurrency: int, timeout_s: float,
-                 max_attempts: int, limiter: Any, limited: bool, delay_s: float = 0.0,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
-        self.spec = spec
-        self.concurrency = concurrency
-        self.delay_s = delay_s
-        self.pool: EndpointPool | None = None
-        self.scheduler: Scheduler | None = None
-        self.slots: asyncio.Semaphore | None = None
-        provider = make_provider(spec, api_key)
-        provider.max_response_bytes = max_response_bytes
-        self._args = (provider, timeout_s, max_attempts, LeasedLimiter(limiter, limited))
-
-    def ready(self) -> tuple[str, str]:
-        """(node id, node IP) of the node this worker runs on."""
-        ctx = import_ray().get_runtime_context()
-        return ctx.get_node_id(), import_ray().util.get_node_ip_address()
-
-    def _scheduler(self) -> Scheduler:
-        if self.scheduler is None:  # anyio primitives are made inside the actor's event loop
-            provider, timeout_s, max_attempts, limiter = self._args
-            self.pool = EndpointPool(self.spec.base_urls, self.concurrency)
-            self.scheduler = Scheduler(provider, self.pool, limiter, timeout_s=timeout_s, max_attempts=max_attempts)
-            self.slots = asyncio.Semaphore(self.pool.capacity())
-        return self.scheduler
-
-    async def _one(self, scheduler: Scheduler, job: Job) -> Outcome:
-        assert self.slots is not None
-        async with self.slots:
-            if self.delay_s:
-                await asyncio.sleep(self.delay_s)
-            try:
-                return await scheduler.process(job)
-            except Exception as exc:  # a bug must not leave the batch waiting for ever
-                return Outcome(job.index, error=ProviderError("fatal", f"Ray worker: {type(exc).__name__}: {exc}"))
-
-    async def run_batch(self, jobs: list[Job]) -> AsyncIterator[list[Outcome]]:
-        """Every job of the batch, at most the pool's capacity at once; yields the outcomes
-        finished since the previous yield (one message for several under load)."""
-        scheduler = self._scheduler()
-        done: list[Outcome] = []
-        wake = asyncio.Event()
-
-        async def one(job: Job) -> None:
-            done.append(await self._one(scheduler, job))
-            wake.set()
-
-        tasks = [asyncio.ensure_future(one(job)) for job in jobs]
-        left = len(jobs)
-        try:
-            while left:
-                await wake.wait()
-                wake.clear()
-                out = done[:]
-                del done[:]
-                left -= len(out)
-                yield out
-        finally:
-            for task in tasks:
-                task.cancel()
-
-    def take_stats(self) -> dict[str, Any]:
-        """Counters since the last call, and endpoint health."""
-        scheduler = self._scheduler()
-        stats, scheduler.stats = asdict(scheduler.stats), SchedulerStats()
-        return {"stats": stats, "health": self.pool.health() if self.pool else [], "dead": scheduler.dead}
 
 
 def _group_key(spec: ModelSpec) -> tuple[str, str]:
@@ -458,7 +190,7 @@ class RayRunner:
                 ray.cancel(ref, force=True)
             raise ProviderError("fatal", f"scoring on Ray at {self.where} took over {TASK_TIMEOUT_S:g} s") from None
         except ray.exceptions.RayError as exc:
-            raise ProviderError("fatal", f"scoring on Ray at {self.where} failed: {_first_line(exc)}") from None
+            raise ProviderError("fatal", f"scoring on Ray at {self.where} failed: {first_line(exc)}") from None
         return results
 
     def bind(self, store: Any, run_id: str) -> None:
@@ -596,7 +328,7 @@ class _Dispatch:
         await self._collect_stats()
         return [self.outcomes[i] for i in self.order]
 
-    async def _pump(self, k: int, inbox: anyio.abc.ObjectReceiveStream[Job], tg: anyio.abc.TaskGroup) -> None:
+    async def _pump(self, k: int, inbox: MemoryObjectReceiveStream[Job], tg: anyio.abc.TaskGroup) -> None:
         cap = self.group.capacity
         async with inbox:
             while True:
