@@ -248,6 +248,7 @@ def test_a_node_killed_mid_run_repeats_only_its_in_flight_requests(tmp_path, sta
     # Sent twice: at most what the lost node had in flight, its one worker's share of
     # --concurrency 4 on each of the two endpoints (2 x 2), and at most the jobs the
     # driver handed again (its queued ones among them, which had never been sent).
+    print(f"node kill: {len(seen_twice)} sent twice, {backend['requests_resent']} handed again, {backend}")
     assert len(log) - len(set(log)) == len(seen_twice) <= min(2 * 2, backend["requests_resent"]), (seen_twice, backend)
 
 
