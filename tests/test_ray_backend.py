@@ -188,6 +188,9 @@ def test_ray_matches_local_and_keeps_the_global_rpm(tmp_path, shared_data, start
     nodes = ray["backend"]["nodes"]  # one worker on each node, and both answered requests
     assert len(nodes) == 2 and all(n["requests"] > 0 and n["workers"] == 1 for n in nodes), nodes
     assert sum(n["requests"] for n in nodes) == ray["samples"]["total"]
+    # fewer actor calls than requests: jobs in batches, rate-limit tokens leased in blocks
+    total = ray["samples"]["total"]
+    assert ray["backend"]["batches"] < total and 0 < ray["backend"]["limiter_leases"] < total, ray["backend"]
 
     stats = [s.stats(log=True) for s in sims]
     assert sum(st["requests"] for st in stats) == ray["samples"]["total"] and sum(st["rate_limited"] for st in stats) == 0
@@ -232,6 +235,7 @@ def test_a_node_killed_mid_run_repeats_only_its_in_flight_requests(tmp_path, sta
     assert summary["samples"]["answered"] == summary["samples"]["total"] == n
     backend = summary["backend"]
     assert backend["workers_replaced"] >= 1 and sum(n["requests"] for n in backend["nodes"]) == n, backend
+    assert backend["batches"] < n and backend["limiter_leases"] == 0, backend  # no limit: no limiter call
 
     con = duckdb.connect(str(tmp_path / "kill.duckdb"), read_only=True)
     done_before = [sid for (sid,) in con.execute(

@@ -55,6 +55,8 @@ from .ray_connect import connect, first_line, import_ray
 MAX_REPLACEMENTS = 3
 # Connecting to the cluster and starting actors: a dead or unreachable GCS must not hang.
 CONNECT_TIMEOUT_S = 60.0
+# How long a pump holds a batch for more jobs while its worker is busy anyway.
+COALESCE_S = 0.02
 # One scoring call (all its tasks) at most.
 TASK_TIMEOUT_S = 3600.0
 
@@ -156,8 +158,9 @@ class RayRunner:
 
     def placement(self) -> dict[str, Any]:
         """Where the work went, for run.json: jobs answered per worker slot and per node,
-        workers replaced, and jobs handed again to a replacement after their worker was
-        lost (an upper bound on requests sent twice)."""
+        workers replaced, jobs handed again to a replacement after their worker was lost
+        (an upper bound on requests sent twice), and the actor calls made for them
+        (batches of jobs, limiter leases)."""
         groups = list(self._groups.values())
         by_node: Counter[str] = Counter()
         workers_on: Counter[str] = Counter()
@@ -170,6 +173,7 @@ class RayRunner:
                   "workers": workers_on[node]} for node in sorted(set(by_node) | set(workers_on))]
         return {"workers_replaced": sum(g.replaced for g in groups),
                 "requests_resent": sum(g.resent for g in groups),
+                "batches": sum(g.batches for g in groups), "limiter_leases": sum(g.leases for g in groups),
                 "jobs_per_worker": [sum(g.served[k] for g in groups) for k in range(self.n_workers)],
                 "nodes": nodes}
 
@@ -230,6 +234,8 @@ class _WorkerGroup:
         self.health: dict[int, list[dict[str, Any]]] = {}
         self.replaced = 0
         self.resent = 0
+        self.batches = 0  # actor calls carrying jobs
+        self.leases = 0  # limiter calls the workers made
         self.replaced_in_slot = [0] * len(self.workers)
         self.served = [0] * len(self.workers)  # jobs answered through each worker slot
         self.served_by_node: Counter[str] = Counter()
@@ -339,11 +345,14 @@ class _Dispatch:
                     batch = [await inbox.receive()]
                 except anyio.EndOfStream:
                     return
-                while len(batch) + self.outstanding[k] < 2 * cap:
-                    try:
-                        batch.append(inbox.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
+                # a busy worker can wait a moment for a fuller batch (jobs that trickle in
+                # would otherwise go one call each); an idle one gets the job at once
+                with anyio.move_on_after(COALESCE_S if self.outstanding[k] else 0):
+                    while len(batch) + self.outstanding[k] < 2 * cap:
+                        try:
+                            batch.append(await inbox.receive())
+                        except anyio.EndOfStream:
+                            break
                 self.outstanding[k] += len(batch)
                 tg.start_soon(self._send, k, batch)
 
@@ -364,6 +373,7 @@ class _Dispatch:
                     await group.ready(k)
                 with anyio.fail_after(group.backend.batch_timeout_s):
                     stream = worker.run_batch.options(num_returns="streaming").remote(list(left.values()))
+                    group.batches += 1
                     async for ref in stream:
                         answered = await ref
                         for outcome in answered:
@@ -403,6 +413,7 @@ class _Dispatch:
             except Exception:  # a worker lost (or stuck) at the very end: its counters are lost
                 continue
             self.group.health[k] = report["health"]
+            self.group.leases += report["leases"]
             self.group.dead = self.group.dead or report["dead"]
             for name, value in report["stats"].items():
                 setattr(self.stats, name, getattr(self.stats, name) + value)

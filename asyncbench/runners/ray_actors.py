@@ -33,6 +33,7 @@ class LeasedLimiter:
         self.requests = 0
         self.tokens = 0
         self.waiting = 0
+        self.leases = 0  # calls to the limiter actor
         self.paused_until = 0.0
         self.info: dict[str, float] = {}  # the latest headers, sent with the next lease
         self._lock: anyio.Lock | None = None
@@ -51,6 +52,7 @@ class LeasedLimiter:
                 if self.requests < 1 or self.tokens < tokens:
                     info, self.info = self.info, {}
                     granted = await self.handle.lease.remote(self.waiting, tokens, info)
+                    self.leases += 1
                     self.requests += granted
                     self.tokens += granted * tokens
                 self.requests -= 1
@@ -182,7 +184,11 @@ class GenerationWorker:
                 task.cancel()
 
     def take_stats(self) -> dict[str, Any]:
-        """Counters since the last call, and endpoint health."""
+        """Counters since the last call (the scheduler's, and leases taken), and endpoint
+        health."""
         scheduler = self._scheduler()
         stats, scheduler.stats = asdict(scheduler.stats), SchedulerStats()
-        return {"stats": stats, "health": self.pool.health() if self.pool else [], "dead": scheduler.dead}
+        limiter = self._args[3]
+        leases, limiter.leases = limiter.leases, 0
+        return {"stats": stats, "leases": leases, "health": self.pool.health() if self.pool else [],
+                "dead": scheduler.dead}
