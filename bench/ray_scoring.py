@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,16 +59,12 @@ def main() -> None:
     print(f"local (process pool, {os.cpu_count()} processes): {local_wall:.2f} s, {len(items) / local_wall:,.0f} predictions/s")
 
     os.environ.update(ENV)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ray_bin = str(Path(sys.executable).with_name("ray"))
-    subprocess.run([ray_bin, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
-                    "--include-dashboard=false", "--disable-usage-stats"], env=ENV, check=True, capture_output=True)
-    try:
-        from asyncbench.runners.ray import RayRunner
+    from asyncbench.runners.ray import RayRunner
 
-        backend = RayRunner(f"127.0.0.1:{port}", workers=2, concurrency=32, timeout_s=120, max_attempts=6)
+    # no address: a Ray of this process's own (ray.init), ended by aclose (ray.shutdown),
+    # so nothing outlives the script and no other cluster on the host is touched
+    backend = RayRunner(None, workers=2, concurrency=32, timeout_s=120, max_attempts=6)
+    try:
         for label in ("cold", "warm"):
             t = time.perf_counter()
             remote = score_many(*columns, map_chunks=backend.map_chunks)
@@ -78,9 +72,8 @@ def main() -> None:
             assert remote == local, "Ray and local scores differ"
             print(f"ray ({label}, 2 CPUs): {wall:.2f} s, {len(items) / wall:,.0f} predictions/s; "
                   f"throughput ratio ray/local {local_wall / wall:.2f}")
-        anyio.run(backend.aclose)
     finally:
-        subprocess.run([ray_bin, "stop", "--force"], env=ENV, capture_output=True)
+        anyio.run(backend.aclose)
     print("scores identical: yes")
 
 

@@ -3,21 +3,28 @@
 Who does what:
 - The driver (the `asyncbench run` process) owns the cache: it looks answers up, hands
   the misses out, receives results as they complete and writes them. It stays the only
-  DuckDB writer, so a worker crash loses only that worker's in-flight requests.
-- Generation workers are async actors, each running the ordinary scheduler machinery
-  (retries, endpoint pool with health checks, least-outstanding routing), with
-  `--concurrency` divided between them so the per-endpoint concurrency stays what the
-  user asked for. Work is pulled: each worker has that many slots, and a slot takes the
-  next job from the driver when its previous one is done, so a slow worker never keeps
-  a backlog; jobs are read from the stream as slots free up, so the first request
-  leaves while the rest of the data is still being read. Actors start once per run,
-  and only when a request must be sent.
-- One limiter actor per endpoint group holds the RPM/TPM buckets. Every worker takes
-  from it before each request and reports rate-limit headers and Retry-After to it, so
-  ten workers never send ten times the RPM.
-- If a worker dies, the driver starts a replacement and gives it the jobs that were in
-  flight on the dead one; completed ones are never sent again.
-- Scoring: chunks of predictions go to Ray tasks (`map_chunks`), one CPU each.
+  DuckDB writer, so a lost worker or node loses only that worker's in-flight requests.
+- Generation workers are async actors spread over the cluster's nodes, each running the
+  ordinary scheduler machinery (retries, endpoint pool with health checks,
+  least-outstanding routing), with `--concurrency` divided between them so each endpoint
+  still sees at most what the user asked for. Jobs go out in batches, one actor call per
+  batch (Ray puts a large batch in the object store once), and come back as a stream of
+  the outcomes finished since the last message. A worker holds at most two batches'
+  worth, and gets the next batch when half of that is answered, so a slow worker never
+  keeps a backlog and the first request leaves while the rest of the data is being read.
+- One limiter actor per endpoint group holds the RPM/TPM buckets, on the driver's node.
+  Workers lease requests and tokens from it in blocks (one call per block, none at all
+  while no limit applies), so ten workers never send ten times the RPM. Rate-limit
+  headers ride along with the next lease; a 429's Retry-After is passed on at once.
+- If a worker dies (its node lost), the driver starts a replacement and gives it the
+  jobs of that worker that had no answer yet; answered ones are never sent again.
+- Scoring: chunks of predictions go to Ray tasks (`map_chunks`), one CPU each, spread
+  over the nodes.
+- Nothing waits on Ray without a deadline: connecting, starting actors, each batch and
+  each scoring call end in one line naming the cluster's address.
+
+The actors are in ray_actors.py, connecting (`ray.init` with a deadline, loopback kept
+as loopback) in ray_connect.py; this module is the driver's side.
 
 `--max-cost` is applied at dispatch from each request's cost estimate (prompt +
 max_tokens at list price), which can only err on the safe side.
@@ -25,114 +32,33 @@ max_tokens at list price), which can only err on the safe side.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import math
+from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
-from dataclasses import asdict
 from typing import Any
 
 import anyio
 import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ..client import ModelClient
 from ..errors import ProviderError, UserError
-from ..limits import RateLimiter
-from ..providers import ModelSpec, make_provider
+from ..providers import ModelSpec
 from ..providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
-from ..scheduler import Budget, EndpointHealth, EndpointPool, Job, Outcome, Scheduler, SchedulerStats
+from ..scheduler import Budget, EndpointHealth, Job, Outcome, SchedulerStats
 from ..types import Response
-from .base import Counting, OnEvent, RunnerReport, add_stats
+from .base import JSON, Counting, OnEvent, RunnerReport, add_stats
+from .ray_actors import GenerationWorker, LimiterActor
+from .ray_connect import connect, first_line, import_ray
 
-# Replacement workers started for one shard before its remaining jobs are failed.
+# Replacement workers started for one worker slot before its remaining jobs are failed.
 MAX_REPLACEMENTS = 3
-
-
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise UserError("--backend ray needs Ray: pip install 'asyncbench[ray]'") from None
-    return ray
-
-
-class RemoteLimiter:
-    """The scheduler's limiter interface, backed by the limiter actor shared by all
-    workers. `pause` and `observe` are fire-and-forget: the scheduler calls them
-    synchronously and the actor applies them in order."""
-
-    def __init__(self, handle: Any) -> None:
-        self.handle = handle
-
-    async def acquire(self, tokens: int) -> None:
-        await self.handle.acquire.remote(tokens)
-
-    def pause(self, seconds: float) -> None:
-        self.handle.pause.remote(seconds)
-
-    def observe(self, info: dict[str, float]) -> None:
-        if info:
-            self.handle.observe.remote(dict(info))
-
-
-class LimiterActor:
-    """One RateLimiter for an endpoint group, shared by every worker (an async actor:
-    waiting acquirers do not block each other's calls)."""
-
-    def __init__(self, rpm: float | None, tpm: float | None) -> None:
-        self.rpm, self.tpm = rpm, tpm
-        self.limiter: RateLimiter | None = None
-
-    def _get(self) -> RateLimiter:
-        if self.limiter is None:  # anyio primitives are made inside the actor's event loop
-            self.limiter = RateLimiter(self.rpm, self.tpm)
-        return self.limiter
-
-    async def acquire(self, tokens: int) -> None:
-        await self._get().acquire(tokens)
-
-    async def pause(self, seconds: float) -> None:
-        self._get().pause(seconds)
-
-    async def observe(self, info: dict[str, float]) -> None:
-        self._get().observe(info)
-
-
-class GenerationWorker:
-    """Sends the jobs it is handed through the ordinary scheduler machinery (retries,
-    endpoint pool with health checks, the shared limiter), one call per job: the driver
-    hands a worker a new job when one of its slots frees, so work goes to whichever
-    worker is free (a slow worker never holds a backlog)."""
-
-    def __init__(self, spec: ModelSpec, api_key: str | None, concurrency: int, timeout_s: float,
-                 max_attempts: int, limiter: Any, delay_s: float = 0.0,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
-        self.spec = spec
-        self.concurrency = concurrency
-        self.delay_s = delay_s
-        self.pool: EndpointPool | None = None
-        self.scheduler: Scheduler | None = None
-        provider = make_provider(spec, api_key)
-        provider.max_response_bytes = max_response_bytes
-        self._args = (provider, timeout_s, max_attempts, RemoteLimiter(limiter))
-
-    def _scheduler(self) -> Scheduler:
-        if self.scheduler is None:  # anyio primitives are made inside the actor's event loop
-            provider, timeout_s, max_attempts, limiter = self._args
-            self.pool = EndpointPool(self.spec.base_urls, self.concurrency)
-            self.scheduler = Scheduler(provider, self.pool, limiter, timeout_s=timeout_s, max_attempts=max_attempts)
-        return self.scheduler
-
-    async def run_one(self, job: Job) -> Outcome:
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
-        return await self._scheduler().process(job)
-
-    def take_stats(self) -> dict[str, Any]:
-        """Counters since the last call, and endpoint health."""
-        scheduler = self._scheduler()
-        stats, scheduler.stats = asdict(scheduler.stats), SchedulerStats()
-        return {"stats": stats, "health": self.pool.health() if self.pool else [], "dead": scheduler.dead}
+# Connecting to the cluster and starting actors: a dead or unreachable GCS must not hang.
+CONNECT_TIMEOUT_S = 60.0
+# How long a pump holds a batch for more jobs while its worker is busy anyway.
+COALESCE_S = 0.02
+# One scoring call (all its tasks) at most.
+TASK_TIMEOUT_S = 3600.0
 
 
 def _group_key(spec: ModelSpec) -> tuple[str, str]:
@@ -151,13 +77,16 @@ class RayRunner:
     name = "ray"
 
     def __init__(self, address: str | None, workers: int, concurrency: int, timeout_s: float,
-                 max_attempts: int, worker_delays: Sequence[float] = ()) -> None:
+                 max_attempts: int, worker_delays: Sequence[float] = (),
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         """`worker_delays`: an artificial per-request delay for each worker, to measure and
-        test how work spreads when one worker is slower than the others."""
+        test how work spreads when one worker is slower than the others.
+        `connect_timeout_s`: connecting and starting actors, at most."""
         if workers < 1:
             raise UserError(f"--ray-workers must be at least 1 (got {workers})")
         self.ray = ray = import_ray()
         self.address = address
+        self.where = address or "local"
         self._stats = SchedulerStats()
         self.aborted: str | None = None
         self.n_workers = workers
@@ -165,33 +94,39 @@ class RayRunner:
         self.timeout_s = timeout_s
         self.max_attempts = max_attempts
         self.worker_delays = tuple(worker_delays)
+        self.connect_timeout_s = connect_timeout_s
+        # one batch can take as long as its slowest job's retries (scheduler.max_retry_s)
+        self.batch_timeout_s = 900.0 + 2 * timeout_s
         self._started = not ray.is_initialized()
-        if self._started:
-            quiet: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
-                                     "include_dashboard": False}
-            try:
-                if address:
-                    ray.init(address=address, **quiet)
-                else:  # a private local instance, on loopback only
-                    ray.init(_node_ip_address="127.0.0.1", **quiet)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise UserError(f"cannot connect to Ray at {address or 'a new local instance'}: "
-                                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; "
-                                "check --ray-address (auto | HOST:PORT | ray://HOST:10001)") from None
+        self._release = connect(ray, address, connect_timeout_s) if self._started else None
         self._limiter_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(LimiterActor)
         self._worker_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(GenerationWorker)
-        self._apply = ray.remote(num_cpus=1)(_apply)
+        self._apply = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_apply)
         self._groups: dict[tuple[str, str], _WorkerGroup] = {}
 
+    def _on_driver_node(self) -> Any:
+        """Scheduling on the driver's node: the limiter lives and dies with the run."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return NodeAffinitySchedulingStrategy(self.ray.get_runtime_context().get_node_id(), soft=True)
+
+    def _alive_nodes(self) -> list[str]:
+        """Node ids to spread workers over (the driver's own first)."""
+        own = self.ray.get_runtime_context().get_node_id()
+        others = [n["NodeID"] for n in self.ray.nodes() if n.get("Alive") and n["NodeID"] != own]
+        return [own, *sorted(others)]
+
     # -- generation -----------------------------------------------------------------
-    def group(self, spec: ModelSpec, api_key: str | None, rpm: float | None, tpm: float | None,
-              max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> _WorkerGroup:
+    async def group(self, spec: ModelSpec, api_key: str | None, rpm: float | None, tpm: float | None,
+                    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> _WorkerGroup:
         """The limiter actor and workers of one endpoint group, made once (on its first
         request to send) and reused for every purpose (eval, judge, prior)."""
         key = _group_key(spec)
         if key not in self._groups:
-            limiter = self._limiter_cls.remote(rpm, tpm)
-            self._groups[key] = _WorkerGroup(self, spec, api_key, limiter, max_response_bytes)
+            limiter = self._limiter_cls.options(scheduling_strategy=self._on_driver_node()).remote(rpm, tpm)
+            group = _WorkerGroup(self, spec, api_key, limiter, bool(rpm or tpm), max_response_bytes)
+            await group.start()
+            self._groups[key] = group
         return self._groups[key]
 
     async def run(self, client: ModelClient, jobs: AsyncIterable[Job], on_event: OnEvent, *,
@@ -201,8 +136,8 @@ class RayRunner:
         if first is None:  # everything cached: no actors started
             return self._report(client, SchedulerStats())
         lim = client.limiter
-        group = self.group(client.spec, client.api_key, lim.configured_rpm, lim.configured_tpm,
-                           client.provider.max_response_bytes)
+        group = await self.group(client.spec, client.api_key, lim.configured_rpm, lim.configured_tpm,
+                                 client.provider.max_response_bytes)
 
         def cost_of(r: Response) -> float:
             return client.price.cost(r.usage)
@@ -217,9 +152,10 @@ class RayRunner:
         return self._report(client, dispatch.stats)
 
     def _report(self, client: ModelClient, stats: SchedulerStats) -> RunnerReport:
-        backend = self.describe()
-        return RunnerReport(stats, self.endpoint_health(client), self.aborted, backend,
-                            list(backend["jobs_per_worker"]))
+        """This run's report: its counts, the client's endpoints, run.json's "backend"
+        (placement: requests and workers per node) and jobs per worker."""
+        per_worker = [sum(g.served[k] for g in self._groups.values()) for k in range(self.n_workers)]
+        return RunnerReport(stats, self.endpoint_health(client), self.aborted, self.describe(), per_worker)
 
     def stats(self) -> SchedulerStats:
         return self._stats
@@ -228,16 +164,45 @@ class RayRunner:
         group = self._groups.get(_group_key(client.spec))
         return group.endpoint_health() if group is not None else []
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": "ray", "address": self.address or "local", "workers": self.n_workers,
-                "workers_replaced": sum(g.replaced for g in self._groups.values()),
-                "jobs_per_worker": [sum(g.served[k] for g in self._groups.values()) for k in range(self.n_workers)]}
+    def placement(self) -> dict[str, JSON]:
+        """Where the work went, for run.json: jobs answered per worker slot and per node,
+        workers replaced, jobs handed again to a replacement after their worker was lost
+        (an upper bound on requests sent twice), and the actor calls made for them
+        (batches of jobs, limiter leases)."""
+        groups = list(self._groups.values())
+        by_node: Counter[str] = Counter()
+        workers_on: Counter[str] = Counter()
+        ips: dict[str, str] = {}
+        for g in groups:
+            by_node.update(g.served_by_node)
+            workers_on.update(g.node_of[k] for k in range(len(g.workers)) if g.node_of[k])
+            ips.update(g.node_ip)
+        nodes: list[JSON] = [{"node": node[:12], "ip": ips.get(node, ""), "requests": by_node[node],
+                  "workers": workers_on[node]} for node in sorted(set(by_node) | set(workers_on))]
+        return {"workers_replaced": sum(g.replaced for g in groups),
+                "requests_resent": sum(g.resent for g in groups),
+                "batches": sum(g.batches for g in groups), "limiter_leases": sum(g.leases for g in groups),
+                "jobs_per_worker": [sum(g.served[k] for g in groups) for k in range(self.n_workers)],
+                "nodes": nodes}
+
+    def describe(self) -> dict[str, JSON]:
+        return {"name": "ray", "address": self.where, "workers": self.n_workers, **self.placement()}
 
     # -- scoring --------------------------------------------------------------------
     def map_chunks(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
-        """`[fn(*args) for args in calls]`, each call a Ray task on one CPU."""
-        fn_ref = self.ray.put(fn)
-        results: list[Any] = self.ray.get([self._apply.remote(fn_ref, *args) for args in calls])
+        """`[fn(*args) for args in calls]`, each call a Ray task on one CPU, spread over
+        the nodes; at most TASK_TIMEOUT_S for the lot."""
+        ray = self.ray
+        fn_ref = ray.put(fn)
+        refs = [self._apply.remote(fn_ref, *args) for args in calls]
+        try:
+            results: list[Any] = ray.get(refs, timeout=TASK_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            for ref in refs:
+                ray.cancel(ref, force=True)
+            raise ProviderError("fatal", f"scoring on Ray at {self.where} took over {TASK_TIMEOUT_S:g} s") from None
+        except ray.exceptions.RayError as exc:
+            raise ProviderError("fatal", f"scoring on Ray at {self.where} failed: {first_line(exc)}") from None
         return results
 
     async def aclose(self) -> None:
@@ -246,44 +211,81 @@ class RayRunner:
                 self.ray.kill(w)
             self.ray.kill(group.limiter)
         self._groups.clear()
-        if self._started:
+        if self._release is not None:
             self.ray.shutdown()
+            self._release.set()
+            self._release = None
 
 
 class _WorkerGroup:
-    """The workers of one model client and their shared limiter."""
+    """The workers of one model client, their shared limiter, and where they ran."""
 
-    def __init__(self, backend: RayRunner, spec: ModelSpec, api_key: str | None, limiter: Any,
+    def __init__(self, backend: RayRunner, spec: ModelSpec, api_key: str | None, limiter: Any, limited: bool,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self.backend = backend
         self.max_response_bytes = max_response_bytes
         self.spec = spec
         self.api_key = api_key
         self.limiter = limiter
+        self.limited = limited
         # per-endpoint concurrency is a global setting: each worker gets its share
         self.per_worker = max(1, math.ceil(backend.concurrency / backend.n_workers))
-        self.workers = [self._new_worker(k) for k in range(backend.n_workers)]
+        # requests one worker has in flight at most (its pool's capacity)
+        self.capacity = self.per_worker * max(1, len(spec.base_urls))
+        nodes = backend._alive_nodes()
+        self.workers = [self._new_worker(k, nodes[k % len(nodes)]) for k in range(backend.n_workers)]
+        self.node_of = [""] * len(self.workers)
+        self.node_ip: dict[str, str] = {}
         self.health: dict[int, list[dict[str, Any]]] = {}
         self.replaced = 0
+        self.resent = 0
+        self.batches = 0  # actor calls carrying jobs
+        self.leases = 0  # limiter calls the workers made
         self.replaced_in_slot = [0] * len(self.workers)
         self.served = [0] * len(self.workers)  # jobs answered through each worker slot
+        self.served_by_node: Counter[str] = Counter()
         self.dead: str | None = None
 
-    def _new_worker(self, k: int) -> Any:
+    def _new_worker(self, k: int, node: str | None) -> Any:
         b = self.backend
         delay = b.worker_delays[k] if k < len(b.worker_delays) else 0.0
-        return b._worker_cls.options(scheduling_strategy="SPREAD").remote(
-            self.spec, self.api_key, self.per_worker, b.timeout_s, b.max_attempts, self.limiter, delay,
-            self.max_response_bytes)
+        if node is not None:  # round-robin over the nodes (a lost one's replacement: anywhere)
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            strategy: Any = NodeAffinitySchedulingStrategy(node, soft=False)
+        else:
+            strategy = "SPREAD"
+        return b._worker_cls.options(scheduling_strategy=strategy).remote(
+            self.spec, self.api_key, self.per_worker, b.timeout_s, b.max_attempts, self.limiter, self.limited,
+            delay, self.max_response_bytes)
+
+    async def ready(self, k: int) -> None:
+        """Wait (bounded) until worker k runs, and note its node."""
+        b = self.backend
+        try:
+            with anyio.fail_after(b.connect_timeout_s):
+                node, ip = await self.workers[k].ready.remote()
+        except TimeoutError:
+            raise UserError(f"Ray at {b.where}: a generation worker did not start within "
+                            f"{b.connect_timeout_s:g} s (are the cluster's nodes up?)") from None
+        self.node_of[k], self.node_ip[node] = node, ip
+
+    async def start(self) -> None:
+        async with anyio.create_task_group() as tg:
+            for k in range(len(self.workers)):
+                tg.start_soon(self.ready, k)
 
     def replace_dead(self, k: int, dead: Any) -> bool:
-        """A replacement for worker k, which died (once, however many of its slots saw
+        """A replacement for worker k, which died (once, however many of its batches saw
         it die); False when the slot has had too many."""
         if self.workers[k] is dead:
             if self.replaced_in_slot[k] >= MAX_REPLACEMENTS:
                 return False
             self.backend.ray.kill(dead)
-            self.workers[k] = self._new_worker(k)
+            # on another node than the lost one (which Ray may think alive for a while)
+            others = [node for node in self.backend._alive_nodes() if node != self.node_of[k]]
+            self.workers[k] = self._new_worker(k, others[k % len(others)] if others else None)
+            self.node_of[k] = ""
             self.replaced += 1
             self.replaced_in_slot[k] += 1
         return True
@@ -301,29 +303,30 @@ class _WorkerGroup:
 
 
 class _Dispatch:
-    """One `run` over the workers of one group. Jobs are read from the stream as slots
-    free up (the first request leaves before the stream is fully read); each worker has
-    `per_worker` slots, and each slot takes the next job when its previous one is done,
-    so a slow worker gets fewer jobs. A job whose worker died goes to a replacement;
-    a job with an outcome is never sent again."""
+    """One `run` over the workers of one group. A feeder reads the job stream (only as
+    far as the workers have room: the first request leaves before the stream is read to
+    its end); each worker's pump hands it a batch when its outstanding jobs drop to one
+    pool's capacity, of what is waiting, up to two capacities outstanding, so a slow
+    worker gets fewer jobs. A batch whose worker died goes, minus its answered jobs, to
+    a replacement; a job with an outcome is never sent again."""
 
-    def __init__(self, group: _WorkerGroup, budget: Budget, on_outcome: Callable[[Outcome], None],
+    def __init__(self, group: _WorkerGroup, budget: Budget, on_event: OnEvent,
                  cost_of: Callable[[Response], float]) -> None:
         self.group = group
         self.budget = budget
-        self.on_outcome = on_outcome
+        self.on_event = on_event
         self.cost_of = cost_of
         self.stats = SchedulerStats()
         self.outcomes: dict[int, Outcome] = {}
         self.order: list[int] = []
+        self.outstanding = [0] * len(group.workers)
+        self.freed = [anyio.Event() for _ in group.workers]
 
     async def run(self, first: Job, rest: AsyncIterator[Job]) -> list[Outcome]:
-        n = len(self.group.workers)
-        send, receive = anyio.create_memory_object_stream[Job](max_buffer_size=0)
+        send, receive = anyio.create_memory_object_stream[Job](max_buffer_size=self.group.capacity)
         async with anyio.create_task_group() as tg:
-            for k in range(n):
-                for _ in range(self.group.per_worker):
-                    tg.start_soon(self._slot, k, receive.clone())
+            for k in range(len(self.group.workers)):
+                tg.start_soon(self._pump, k, receive.clone(), tg)
             receive.close()
             async with send:
                 async for job in _chain(first, rest):
@@ -336,39 +339,86 @@ class _Dispatch:
         await self._collect_stats()
         return [self.outcomes[i] for i in self.order]
 
-    async def _slot(self, k: int, inbox: anyio.abc.ObjectReceiveStream[Job]) -> None:
-        ray = self.group.backend.ray
+    async def _pump(self, k: int, inbox: MemoryObjectReceiveStream[Job], tg: anyio.abc.TaskGroup) -> None:
+        cap = self.group.capacity
         async with inbox:
-            async for job in inbox:
-                while True:
-                    worker = self.group.workers[k]
-                    try:
-                        outcome = await worker.run_one.remote(job)
-                    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-                        if not self.group.replace_dead(k, worker):
-                            err = ProviderError("transient", f"Ray worker lost {MAX_REPLACEMENTS + 1} times: "
-                                                             f"{type(exc).__name__}")
-                            self._record(Outcome(job.index, error=err), job)
+            while True:
+                while self.outstanding[k] > cap:
+                    self.freed[k] = event = anyio.Event()
+                    await event.wait()
+                try:
+                    batch = [await inbox.receive()]
+                except anyio.EndOfStream:
+                    return
+                # a busy worker can wait a moment for a fuller batch (jobs that trickle in
+                # would otherwise go one call each); an idle one gets the job at once
+                with anyio.move_on_after(COALESCE_S if self.outstanding[k] else 0):
+                    while len(batch) + self.outstanding[k] < 2 * cap:
+                        try:
+                            batch.append(await inbox.receive())
+                        except anyio.EndOfStream:
                             break
-                        continue
-                    self.group.served[k] += 1
-                    self._record(outcome, job)
-                    break
+                self.outstanding[k] += len(batch)
+                tg.start_soon(self._send, k, batch)
+
+    def _free(self, k: int, n: int) -> None:
+        self.outstanding[k] -= n
+        self.freed[k].set()
+
+    async def _send(self, k: int, batch: list[Job]) -> None:
+        """One batch through worker k (and its replacements), outcomes recorded as they
+        stream back."""
+        group, ray = self.group, self.group.backend.ray
+        lost = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
+        left = {job.index: job for job in batch}
+        while left:
+            worker = group.workers[k]
+            try:
+                if not group.node_of[k]:
+                    await group.ready(k)
+                with anyio.fail_after(group.backend.batch_timeout_s):
+                    stream = worker.run_batch.options(num_returns="streaming").remote(list(left.values()))
+                    group.batches += 1
+                    async for ref in stream:
+                        answered = await ref
+                        for outcome in answered:
+                            group.served[k] += 1
+                            group.served_by_node[group.node_of[k]] += 1
+                            self._record(outcome, left.pop(outcome.index))
+                        self._free(k, len(answered))
+                if left:  # the stream ended short: never expected, but never hang on it
+                    raise ray.exceptions.RayActorError()
+            except lost as exc:
+                if group.replace_dead(k, worker):
+                    group.resent += len(left)
+                    continue
+                self._fail(k, left, f"Ray worker lost {MAX_REPLACEMENTS + 1} times: {type(exc).__name__}")
+            except TimeoutError:
+                self._fail(k, left, f"no answer from the Ray worker on {group.backend.where} "
+                                    f"within {group.backend.batch_timeout_s:g} s")
+
+    def _fail(self, k: int, left: dict[int, Job], why: str) -> None:
+        for job in list(left.values()):
+            self._record(Outcome(job.index, error=ProviderError("transient", why)), job)
+        self._free(k, len(left))
+        left.clear()
 
     def _record(self, outcome: Outcome, job: Job | None) -> None:
         if job is not None:
             actual = self.cost_of(outcome.response) if outcome.response is not None else 0.0
             self.budget.settle(job.est_cost, actual)
         self.outcomes[outcome.index] = outcome
-        self.on_outcome(outcome)
+        self.on_event(outcome)
 
     async def _collect_stats(self) -> None:
         for k, worker in enumerate(self.group.workers):
             try:
-                report = await worker.take_stats.remote()
-            except Exception:  # a worker lost at the very end: its counters are lost
+                with anyio.fail_after(self.group.backend.connect_timeout_s):
+                    report = await worker.take_stats.remote()
+            except Exception:  # a worker lost (or stuck) at the very end: its counters are lost
                 continue
             self.group.health[k] = report["health"]
+            self.group.leases += report["leases"]
             self.group.dead = self.group.dead or report["dead"]
             for name, value in report["stats"].items():
                 setattr(self.stats, name, getattr(self.stats, name) + value)
