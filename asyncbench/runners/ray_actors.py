@@ -8,7 +8,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypedDict
 
 import anyio
 
@@ -16,8 +16,18 @@ from ..errors import ProviderError
 from ..limits import RateLimiter
 from ..providers import ModelSpec, make_provider
 from ..providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
-from ..scheduler import EndpointPool, Job, Outcome, Scheduler, SchedulerStats
+from ..scheduler import EndpointHealth, EndpointPool, Job, Outcome, Scheduler, SchedulerStats
 from .ray_connect import import_ray
+
+
+class WorkerReport(TypedDict):
+    """What a worker's `take_stats` hands the driver: its scheduler's counters since the
+    last call, the limiter leases it took, its endpoints' health, whether it gave up."""
+
+    stats: dict[str, int]
+    leases: int
+    health: list[EndpointHealth]
+    dead: str | None
 
 
 class LeasedLimiter:
@@ -183,7 +193,7 @@ class GenerationWorker:
             for task in tasks:
                 task.cancel()
 
-    def take_stats(self) -> dict[str, Any]:
+    def take_stats(self) -> WorkerReport:
         """Counters since the last call (the scheduler's, and leases taken), and endpoint
         health."""
         scheduler = self._scheduler()
