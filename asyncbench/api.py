@@ -76,7 +76,7 @@ class Options(TypedDict, total=False):
     # MiniLongBench
     estimate_method: Literal["irt", "direct", "blend"]
     estimate_params: str  # "shipped", "release" or a directory
-    # LongBench adaptive testing (bench/adaptive.py)
+    # LongBench adaptive testing (benchmarks/longbench/adaptive.py)
     adaptive: bool
     target_se: float
     adaptive_batch: int

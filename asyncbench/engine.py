@@ -131,7 +131,7 @@ async def _generate(p: RunPlan, engine: Engine, ctx: RunContext, tally: Tally) -
         tg.start_soon(engine.writer)
         try:
             prepared = await _prepare(p, ctx, tally)
-            if p.caps.administer is not None:  # adaptive: the benchmark chooses each batch (bench/adaptive.py)
+            if p.caps.administer is not None:  # adaptive: the benchmark chooses each batch (benchmarks/longbench/adaptive.py)
                 outcome = await _administer(p, prepared, engine, ctx, tally)
             else:
                 generated = await engine.generate(p.client, prepared.requests, "eval", prepared.kept,

@@ -85,7 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _add_benchmark_options(p: argparse.ArgumentParser) -> None:
-    """Each benchmark's own flags, as it declares them (bench/*: OPTIONS)."""
+    """Each benchmark's own flags, as it declares them (benchmarks/*: OPTIONS)."""
     from ..benchmarks import benchmark_classes
 
     seen: set[str] = set()

@@ -42,7 +42,7 @@ items are asked:
   when the caller reports the budget spent.
 
 `AdaptiveTest` holds the state and is driven by a caller that answers batches of item
-indices: the run engine (bench/adaptive.py, through the cache, ledger and budget)
+indices: the run engine (benchmarks/longbench/adaptive.py, through the cache, ledger and budget)
 or the offline replay (bench/adaptive_replay.py).
 """
 

@@ -389,7 +389,7 @@ ADAPTIVE_ONLY = ("target_se", "adaptive_batch", "adaptive_start", "adaptive_max_
 @dataclass
 class LongBench(_LongBenchFamily):
     name: str = "longbench"
-    # adaptive testing (bench/adaptive.py): parse_benchmark picks AdaptiveLongBench
+    # adaptive testing (benchmarks/longbench/adaptive.py): parse_benchmark picks AdaptiveLongBench
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--adaptive", "LongBench: ask samples adaptively (by information per token about the Overall) "
                   "and estimate the full-LongBench Overall; needs --target-se", kind="flag"),
