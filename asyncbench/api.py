@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
-from .benchmarks.base import Scores
 from .config import RunConfig
 from .errors import UserError
 from .report.samples import SampleRecord, load_samples
@@ -105,7 +104,7 @@ class EvalResult:
     benchmark: str
     model: str
     complete: bool
-    scores: Scores
+    scores: dict[str, Any]  # run.json's "scores": the benchmark's score object as JSON
     cost: dict[str, float]
     summary: RunSummary = field(repr=False)
     cache: Path = field(repr=False)
@@ -208,4 +207,4 @@ def load_run(run_id: str, cache: str | Path | None = None) -> EvalResult:
                         f"`asyncbench run --resume {found}`")
     summary = RunSummary.from_json(summary_json)
     return EvalResult(run_id=found, benchmark=benchmark, model=model, complete=summary.complete,
-                      scores=summary.scores or {}, cost=summary.cost_usd, summary=summary, cache=path)
+                      scores=summary.scores.to_json() if summary.scores is not None else {}, cost=summary.cost_usd, summary=summary, cache=path)

@@ -4,7 +4,8 @@ and the shape of the dry-run estimate (estimate.py makes it).
 
 run.json is `RunSummary.to_json()`: the same keys, in the same order, as it always had,
 so runs stored by earlier versions read back (`RunSummary.from_json`) and users' scripts
-keep working.
+keep working. Its scores are the benchmark's own score object (`Benchmark.SCORES`), made
+JSON (`to_json`) only there and read back through the same type.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
-from .benchmarks.base import Scores
+from .benchmarks import score_type
+from .benchmarks.scores import ScoreSet
 from .ledger import InvocationFigures, Ledger, SampleEntry, TaskFigures, account, hint_for, next_step, partial_label
 from .percentiles import percentiles
 from .providers.base import ModelSpec
@@ -110,7 +112,7 @@ class RunSummary:
     this_invocation: InvocationFigures
     partial: str | None
     next_step: str | None
-    scores: Scores | None
+    scores: ScoreSet | None  # the benchmark's score type; None: an interrupted invocation
     started_at: str | None = None
     wall_s: float | None = None
     unpriced: list[str] = field(default_factory=list)  # models whose cost is unknown: their dollars read 0
@@ -140,7 +142,7 @@ class RunSummary:
         if self.interrupted:
             return {**head, "interrupted": True, **figures, "samples_so_far": self.samples_so_far,
                     "this_invocation": self.this_invocation, "partial": self.partial, "next_step": self.next_step,
-                    "scores": self.scores}
+                    "scores": self._scores_json()}
         return {
             **head, "started_at": self.started_at, "wall_s": self.wall_s, **figures,
             "partial": self.partial, "this_invocation": self.this_invocation, "unpriced": self.unpriced,
@@ -148,8 +150,11 @@ class RunSummary:
             "throughput_rps": self.throughput_rps, "truncation": self.truncation, "endpoints": self.endpoints,
             "backend": self.backend, "aborted": self.aborted, "failures": self.failures,
             "failure_groups": self.failure_groups, "hints": self.hints, "next_step": self.next_step,
-            "excluded": self.excluded, "prepare": self.prepare, "scores": self.scores,
+            "excluded": self.excluded, "prepare": self.prepare, "scores": self._scores_json(),
         }
+
+    def _scores_json(self) -> dict[str, object] | None:
+        return self.scores.to_json() if self.scores is not None else None
 
     @classmethod
     def from_json(cls, data: str | bytes | Mapping[str, object]) -> RunSummary:
@@ -161,7 +166,7 @@ class RunSummary:
             complete=bool(raw.get("complete")), samples=raw.get("samples") or {}, by_task=raw.get("by_task") or {},
             cost_usd=raw.get("cost_usd") or {}, tokens=raw.get("tokens") or {}, invocations=invocations,
             this_invocation=_block(raw, "this_invocation", invocations[-1] if invocations else {}),
-            partial=raw.get("partial"), next_step=raw.get("next_step"), scores=raw.get("scores"),
+            partial=raw.get("partial"), next_step=raw.get("next_step"), scores=_scores(raw),
             started_at=raw.get("started_at"), wall_s=raw.get("wall_s"), unpriced=raw.get("unpriced") or [],
             prices_version=raw.get("prices_version"), latency_ms=_block(raw, "latency_ms"),
             throughput_rps=raw.get("throughput_rps"), truncation=_block(raw, "truncation"),
@@ -174,6 +179,12 @@ class RunSummary:
     def redacted(self) -> RunSummary:
         """The same summary with every string redacted (URL user-info, keys echoed back)."""
         return replace(RunSummary.from_json(redact_json(self.to_json())), out_dir=self.out_dir)
+
+
+def _scores(raw: Any) -> ScoreSet | None:
+    """A stored run's scores, read through its benchmark's score type (None: none)."""
+    scores = raw.get("scores")
+    return score_type(raw["benchmark"]).from_json(scores) if scores is not None else None
 
 
 def _block(raw: Any, key: str, default: object = None) -> Any:
@@ -190,7 +201,7 @@ class Closing:
     endpoints: list[dict[str, object]]
     backend: dict[str, object]
     aborted: str | None
-    scores: Scores
+    scores: ScoreSet
     prepare: dict[str, object]
     truncated: dict[str, int]
     limits: Mapping[str, object]

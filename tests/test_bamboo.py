@@ -98,7 +98,7 @@ def test_score_and_aggregate_with_gold_and_malformed_answers():
     scores = anyio.run(bench.score, samples, preds, None)
     results = [SampleResult(sample_id=s.id, task=s.task, status="ok", prediction=p, score=sc, meta=s.meta)
                for s, p, sc in zip(samples, preds, scores)]
-    rep = bench.aggregate(results)
+    rep = bench.aggregate(results).to_json()
     n_odd = sum(1 for i, s in enumerate(samples) if s.task == "paperqa_4k" and i % 2)
     assert rep["by_task"]["paperqa_4k"] == round(100 * n_odd / 100, 2)
     assert rep["format_errors"]["paperqa_4k"] == 100 - n_odd

@@ -92,7 +92,7 @@ def test_score_and_aggregate(loaded) -> None:
         else:
             assert sc == 0.0  # a QA-shaped verdict has no precision: a failed judgement scores 0, as the release
     results = [SampleResult(s.id, s.task, "ok", score=sc, meta=dict(s.meta)) for s, sc in zip(samples, scores)]
-    rep = bench.aggregate(results)
+    rep = bench.aggregate(results).to_json()
     assert rep["by_task_length"]["kv_retrieval"] == {"2k": 100.0, "4k": 0.0, "8k": 100.0}
     assert not rep["unscored"]
     assert rep["overall_tasks"] == ["kv_retrieval", "single_doc_qa"]

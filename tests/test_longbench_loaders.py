@@ -234,7 +234,7 @@ def test_score_and_aggregate(data_dir):
         SampleResult(sample_id=s.id, task=s.task, status="ok", score=sc, truncated_tokens=7 * i, meta=s.meta)
         for i, (s, sc) in enumerate(zip(samples, scores))
     ] + [SampleResult(sample_id="x", task="trec", status="failed")]
-    agg = MiniLongBench().aggregate(results)
+    agg = MiniLongBench().aggregate(results).to_json()
     assert agg["truncated"] == {"n": len(samples) - 1, "tokens": 7 * sum(range(len(samples)))}
     assert agg["n_failed"] == 1 and agg["n_scored"] == len(samples)
     assert agg["by_task"]["trec"] == pytest.approx(100.0) and agg["by_task"]["hotpotqa"] == pytest.approx(0.0)
@@ -257,13 +257,13 @@ def test_longbench_e_aggregates_by_length(data_dir):
         SampleResult(sample_id=s.id, task=s.task, status="ok", score=1.0 if s.meta["length"] < 4000 else 0.0, meta=s.meta)
         for s in samples
     ]
-    agg = LongBenchE().aggregate(results)
+    agg = LongBenchE().aggregate(results).to_json()
     assert agg["by_task"]["hotpotqa"] == pytest.approx(round(100 * 3 / 13, 2))
     bins = agg["by_length"]
     assert bins["0-4k"]["by_task"]["hotpotqa"] == 100.0
     assert bins["4-8k"]["by_task"]["hotpotqa"] == 0.0 and bins["8k+"]["by_task"]["hotpotqa"] == 0.0
     assert agg["overall_zh"] is None and agg["truncated"] == {"n": 0, "tokens": 0}
-    failed = LongBenchE().aggregate([SampleResult(sample_id="a", task="hotpotqa", status="failed", truncated_tokens=5)])
+    failed = LongBenchE().aggregate([SampleResult(sample_id="a", task="hotpotqa", status="failed", truncated_tokens=5)]).data
     assert failed["overall"] is None and failed["n_failed"] == 1 and failed["truncated"] == {"n": 1, "tokens": 5}
 
 

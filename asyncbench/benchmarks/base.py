@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ProviderError
 from ..types import Purpose, Request, Response, Sample, SampleResult
@@ -41,42 +41,6 @@ class CliOption:
     def key(self) -> str:
         """The option's name in `LoadOptions.extra` (and so in the run id)."""
         return self.flag.lstrip("-").replace("-", "_")
-
-
-class Scores(TypedDict, total=False):
-    """What `aggregate` returns: the paper's numbers (in its scale, e.g. x100) and how
-    they were made. A typed value (every key any benchmark reports, with its type), kept
-    a plain mapping so run.json is the same JSON whatever reads it."""
-
-    overall: float | None
-    overall_en: float | None
-    overall_zh: float | None
-    # MiniLongBench: the plain means over the 237 anchors (its `overall` is the estimate)
-    anchor_average: float | None
-    anchor_average_en: float | None
-    anchor_average_zh: float | None
-    by_task: dict[str, float]
-    by_category: dict[str, float]
-    by_length: dict[str, Any]
-    diff_16k_minus_4k: dict[str, Any]
-    truncated: dict[str, int]
-    n_scored: int
-    n_failed: int
-    estimate: dict[str, Any]  # MiniLongBench: the full-LongBench estimate
-    format_errors: dict[str, int]  # BAMBOO
-    detail: dict[str, dict[str, Any]]  # BAMBOO: metric parts per task
-    by_task_length: dict[str, dict[str, float]]  # 100-LongBench
-    overall_tasks: list[str]
-    unscored: dict[str, dict[str, int]]
-    prior_knowledge: dict[str, Any]
-    unbuildable: dict[str, dict[str, str]]
-    base_lengths: list[str]
-    base_ability_from: str  # 100-LongBench: the release's base set or the paper's Eq. 1
-    longscore: dict[str, Any] | None
-    longscore_by_task: dict[str, dict[str, Any] | None]
-    # 95% bootstrap intervals [lo, hi] of the numbers above, in their scale and tree shape
-    # (overall*, by_category, by_task, by_length where the benchmark averages them)
-    ci95: dict[str, Any]
 
 
 # One adaptive round: the samples asked, what the engine made of their requests, their results.
@@ -212,10 +176,11 @@ class Benchmark(ABC):
         """One score in [0, 1] per prediction; None where scoring itself failed."""
 
     @abstractmethod
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
-        """`{"overall": float, "by_task": {task: float}, ...}` as the paper reports
-        (scores in the paper's scale, e.g. x100 for LongBench). `report` is what
-        `prepare` returned (exclusions, load notes), for benchmarks whose tables show it."""
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> ScoreSet:
+        """The numbers as the paper reports them (`overall`, `by_task`, ..., in the paper's
+        scale, e.g. x100 for LongBench), as the benchmark's own score type (`SCORES`,
+        whose TypedDict declares its keys). `report` is what `prepare` returned
+        (exclusions, load notes), for benchmarks whose tables show it."""
 
     @abstractmethod
     def resampling_plan(self, results: list[SampleResult]) -> Plan:

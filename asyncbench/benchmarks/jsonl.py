@@ -19,7 +19,8 @@ from ..errors import UserError
 from ..jsonl_io import iter_json_objects
 from ..metrics import registry as metrics
 from ..types import Sample, SampleResult
-from .base import Benchmark, LoadOptions, RunContext, Scores
+from .base import Benchmark, LoadOptions, RunContext
+from .scores import ScoreSet, TaskScores
 
 if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
     from ..estimators.intervals import Plan, Tree
@@ -92,6 +93,7 @@ class JsonlBenchmark(Benchmark):
     """`jsonl:PATH`: the user's own samples, one JSON object a line, streamed."""
 
     STREAMS: ClassVar[bool] = True
+    SCORES: ClassVar[type[ScoreSet]] = TaskScores
 
     def __init__(self, path: str) -> None:
         self.path = Path(path).expanduser()
@@ -146,13 +148,13 @@ class JsonlBenchmark(Benchmark):
         return [metrics.score(s.metric, pred, s.answers, s.meta) if s.metric and s.answers else None
                 for s, pred in zip(samples, predictions)]
 
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> TaskScores:
         from ..estimators.intervals import intervals
 
         by_task = _scored_by_task(results)
         tasks = {t: 100 * sum(v) / len(v) for t, v in by_task.items()}
-        return {"overall": sum(tasks.values()) / len(tasks) if tasks else None, "by_task": tasks,
-                "ci95": intervals(self.resampling_plan(results))}
+        return TaskScores.of({"overall": sum(tasks.values()) / len(tasks) if tasks else None, "by_task": tasks,
+                              "ci95": intervals(self.resampling_plan(results))})
 
     def resampling_plan(self, results: list[SampleResult]) -> Plan:
         """Each task a stratum of its scored samples; overall is the mean over tasks."""

@@ -1,8 +1,9 @@
 """A benchmark's scores as one typed object, and how the report shows them.
 
-`aggregate` makes run.json's "scores" (a JSON tree, the same whatever reads it); the
-report reads it back through the benchmark's `ScoreSet` subclass (`Benchmark.SCORES`),
-which says which scores are columns and in what order, how they are labelled, what the
+`aggregate` returns the benchmark's `ScoreSet` subclass (`Benchmark.SCORES`), made by
+its `of` from a TypedDict that declares that benchmark's keys; run.json's "scores" is its
+`to_json()` (a JSON tree, the same whatever reads it), and a stored run's is read back
+through the same type (`from_json`). The type says which scores are columns and in what order, how they are labelled, what the
 terminal summary prints under the table, and whether it shows an estimate of another
 benchmark on a board of its own. The report names no benchmark: it asks the score type.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, TypedDict
 
 # Renders a score tree (and the matching tree of [lo, hi] intervals) for a person.
 Show = Callable[[Any, Any], str]
@@ -135,3 +136,19 @@ class ScoreSet:
         return [f"[bold]{key.replace('_', ' ')}[/]: {show(self.data[key], ci.get(key))}"
                 + (f" ({partial})" if partial else "")
                 for key in self.LINE_KEYS if key in self.data and self.data[key] not in (None, {})]
+
+
+class TaskScoresJson(TypedDict):
+    """The generic scores (a `jsonl:` file): the mean per task (x100) and over tasks."""
+
+    overall: float | None
+    by_task: dict[str, float]
+    ci95: dict[str, Any]  # 95% bootstrap intervals [lo, hi], in the tree shape of the numbers
+
+
+class TaskScores(ScoreSet):
+    """Scores by task and their mean: what a benchmark without a paper's table reports."""
+
+    @classmethod
+    def of(cls, data: TaskScoresJson) -> Self:
+        return cls(dict(data))

@@ -142,7 +142,7 @@ async def score_records(records: list[dict[str, Any]], data_dir: Path | None, op
     results = [SampleResult(sample_id=s.id, task=s.task, status="failed" if s.meta.get("score_error") else "ok",
                             prediction=p, score=sc, meta=s.meta, error=s.meta.get("score_error"))
                for s, p, sc in zip(samples, preds, scores)]
-    return dict(bench.aggregate(results))
+    return bench.aggregate(results).to_json()
 
 
 def _table(report: dict[str, Any]) -> str:

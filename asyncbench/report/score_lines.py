@@ -1,16 +1,15 @@
 """How the terminal summary shows a run's scores: the rows they add to its table and the
 lines after it. What is particular to one benchmark (MiniLongBench's estimate from its
-237 anchors, 100-LongBench's LongScore, BAMBOO's lengths) its score type says
-(`Benchmark.SCORES`: `title_note`, `summary_lines`), so neither this module nor
-`summary.print_summary` knows a benchmark by name.
+237 anchors, 100-LongBench's LongScore, BAMBOO's lengths) the run's score object says
+(`RunSummary.scores`, of its `Benchmark.SCORES` type: `title_note`, `summary_lines`), so
+neither this module nor `summary.print_summary` knows a benchmark by name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from ..benchmarks import score_type
+from ..benchmarks.scores import ScoreSet
 from ..run_summary import RunSummary
 
 
@@ -56,22 +55,23 @@ def _overall(value: Any, partial: str | None, interval: Any = None) -> str:
     return f"({text}) {partial}" if partial else text
 
 
-def _scores(summary: RunSummary) -> Mapping[str, Any]:
-    return summary.scores or {}
+def scores_of(summary: RunSummary) -> ScoreSet:
+    """The run's score object (its benchmark's score type); an empty one where the
+    invocation was interrupted before scoring."""
+    return summary.scores if summary.scores is not None else ScoreSet()
 
 
 def score_title(summary: RunSummary) -> str:
     """The score table's title: what its numbers are averages over."""
-    return "Scores" + score_type(summary.benchmark).from_json(_scores(summary)).title_note()
+    return "Scores" + scores_of(summary).title_note()
 
 
 def score_rows(summary: RunSummary) -> list[tuple[str, str]]:
     """(label, score) rows the table shows below its tasks: categories, then overalls."""
-    scores = _scores(summary)
-    partial = summary.partial
-    ci = scores.get("ci95") or {}
+    typed = scores_of(summary)
+    scores, partial, ci = typed.data, summary.partial, typed.ci95
     rows = []
-    for cat, value in (scores.get("by_category") or {}).items():
+    for cat, value in typed.by_category.items():
         rows.append((f"[italic]{cat}[/]", _fmt(value) + plus_minus((ci.get("by_category") or {}).get(cat))
                      + (" (partial)" if partial else "")))
     for key, value in scores.items():
@@ -90,16 +90,16 @@ def score_rows(summary: RunSummary) -> list[tuple[str, str]]:
 def score_lines(summary: RunSummary) -> list[str]:
     """The lines after the score table: what an overall covers, then the benchmark's own
     (its score type's `summary_lines`: an estimate of another benchmark, scores by length)."""
-    scores = _scores(summary)
-    lines = [f"[bold]{key.replace('_', ' ')}[/]: {readable(value)}" for key, value in scores.items()
+    scores = scores_of(summary)
+    lines = [f"[bold]{key.replace('_', ' ')}[/]: {readable(value)}" for key, value in scores.data.items()
              if key.startswith("overall") and isinstance(value, list)]
-    return lines + score_type(summary.benchmark).from_json(scores).summary_lines(readable, summary.partial)
+    return lines + scores.summary_lines(readable, summary.partial)
 
 
 def score_notes(summary: RunSummary) -> list[str]:
     """What a benchmark could not build (settled, so no re-run is advised for it), and
     the tasks an overall leaves out."""
-    scores = _scores(summary)
+    scores = scores_of(summary).data
     lines = []
     for task, cells in (scores.get("unbuildable") or {}).items():
         for length, why in cells.items():

@@ -12,7 +12,7 @@ from rich.table import Table
 from ..ledger import SAMPLE_STATUSES, TaskFigures
 from ..pricing import NOTIONAL, is_simulator
 from ..run_summary import FailureGroup, RunSummary
-from .score_lines import _fmt, plus_minus, readable, score_lines, score_notes, score_rows, score_title
+from .score_lines import _fmt, plus_minus, readable, score_lines, score_notes, score_rows, score_title, scores_of
 
 __all__ = ["plus_minus", "print_summary", "readable"]
 
@@ -56,15 +56,15 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
 
 def _score_table(summary: RunSummary) -> Table:
     """Each task's score, samples and cost, then the rows the scores add (score_rows)."""
-    scores = summary.scores or {}
+    scores = scores_of(summary)
     by_task, partial = summary.by_task, summary.partial
-    ci = scores.get("ci95") or {}
+    ci = scores.ci95
     table = Table(title=score_title(summary) + (f" — {partial}" if partial else ""), show_lines=False)
     table.add_column("task")
     table.add_column("score ±95% CI" if ci else "score", justify="right")
     table.add_column("samples", justify="right")
     table.add_column("USD", justify="right")
-    scored = scores.get("by_task") or {}
+    scored = scores.by_task
     for task, value in scored.items():
         t = by_task.get(task)
         mark = _partial(t) if t else ""

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ...errors import UserError
 from ...metrics import registry as metrics
 from ...types import Sample, SampleResult
-from ..base import BadRow, Benchmark, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
+from ..base import BadRow, Benchmark, CliOption, Loaded, LoadOptions, RunContext, notes_of
 from ..scores import ScoreSet
 from . import metrics as M
 from .sandbox import Program
@@ -374,7 +374,7 @@ class BambooBenchmark(Benchmark):
         """The PrivateEval paraphrase table, read (once per process) from the data."""
         return load_private_eval(bamboo_dir(self.data_dir)).keywords
 
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> BambooScores:
         """Per dataset and level in percent (F1 for hallucination detection, with P/R in
         `detail`), per level, 16k - 4k, and format errors. Format errors are re-derived
         from the predictions, which is cheap and needs nothing from scoring time."""
@@ -389,16 +389,16 @@ class BambooBenchmark(Benchmark):
             detail[task] = summarise_results(task, by_task_rows[task], private)
             by_task[task] = detail[task]["score"]
         levels = M.level_report(by_task)
-        out: Scores = {
+        return BambooScores.of({
             "overall": round(sum(by_task.values()) / len(by_task), 2) if by_task else None,
             "by_task": {t: round(v, 2) for t, v in by_task.items()},
             "by_length": levels["by_length"],
             "diff_16k_minus_4k": levels["diff_16k_minus_4k"],
-        }
-        out["ci95"] = intervals(self.resampling_plan(results))
-        out["format_errors"] = {t: d["format_errors"] for t, d in detail.items()}
-        out["detail"] = {t: {k: (round(v, 2) if isinstance(v, float) else v) for k, v in d.items()} for t, d in detail.items()}
-        return out
+            "ci95": intervals(self.resampling_plan(results)),
+            "format_errors": {t: d["format_errors"] for t, d in detail.items()},
+            "detail": {t: {k: (round(v, 2) if isinstance(v, float) else v) for k, v in d.items()}
+                       for t, d in detail.items()},
+        })
 
     def resampling_plan(self, results: list[SampleResult]) -> Plan:
         """The bootstrap plan of `aggregate`: each task a stratum whose samples sharing a

@@ -3,12 +3,29 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar, Self, TypedDict
 
 from ..scores import ScoreSet
 
 
+class BambooScoresJson(TypedDict):
+    """BAMBOO's scores, in run.json's order: percent per `<dataset>_<level>` task and
+    their mean, the mean per level, 16k - 4k, intervals, format errors, metric parts."""
+
+    overall: float | None
+    by_task: dict[str, float]
+    by_length: dict[str, float]
+    diff_16k_minus_4k: dict[str, Any]  # {"datasets": {dataset: 16k - 4k}, "average": float | None}
+    ci95: dict[str, Any]
+    format_errors: dict[str, int]
+    detail: dict[str, dict[str, Any]]  # metric parts per task (P/R/F1 for hallucination detection)
+
+
 class BambooScores(ScoreSet):
+    @classmethod
+    def of(cls, data: BambooScoresJson) -> Self:
+        return cls(dict(data))
+
     COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "diff_16k_minus_4k", "by_task")
     OWN_KINDS: ClassVar[tuple[str, ...]] = ("diff_16k_minus_4k",)
     LINE_KEYS: ClassVar[tuple[str, ...]] = ("by_length", "diff_16k_minus_4k")

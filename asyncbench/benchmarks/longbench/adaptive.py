@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import UserError
 from ...types import Sample, SampleResult
-from ..base import Ask, Round, Scores
+from ..base import Ask, Round
 from .benchmark import LongBench, aggregate_results
+from .scores import LongBenchScores
 from .table import FIRST_LINE_DATASETS
 
 if TYPE_CHECKING:
@@ -130,12 +131,12 @@ class AdaptiveLongBench(LongBench):
         return rounds, {"adaptive": {k: report[k] for k in ("stop_reason", "trajectory", "target_se", "pool_size")},
                         "excluded_reason": "not asked: the adaptive test stopped before it (--adaptive)"}
 
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> LongBenchScores:
         """LongBench's numbers over the samples asked (not full-LongBench scores: they are
         the samples the test chose), and the estimate of the full-LongBench Overall."""
         out = aggregate_results(results, by_length=False)
         out["estimate"] = self.estimate(results, (report or {}).get("adaptive") or {})
-        return out
+        return self.SCORES.of(out)
 
     def estimate(self, results: list[SampleResult], how: dict[str, Any]) -> dict[str, Any]:
         scored = [r for r in results if r.status == "ok" and r.score is not None]

@@ -36,10 +36,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ...errors import UserError, did_you_mean
 from ...jsonl_io import iter_json_objects, read_json_object
 from ...types import Sample, SampleResult
-from ..base import Benchmark, CliOption, LoadOptions, RunContext, Scores
-from ..scores import ScoreSet
+from ..base import Benchmark, CliOption, LoadOptions, RunContext
 from .prompts import LongBenchConfig, fill_prompt, load_config
-from .scores import LongBenchEScores, LongBenchScores, MiniLongBenchScores
+from .scores import LongBenchEScores, LongBenchScores, LongBenchScoresJson, MiniLongBenchScores
 from .table import (
     CODE_DATASETS,
     FIRST_LINE_DATASETS,
@@ -327,7 +326,7 @@ def resampling_plan(results: list[SampleResult]) -> Plan:
                 if r.status == "ok" and r.score is not None)
 
 
-def aggregate_results(results: list[SampleResult], *, by_length: bool) -> Scores:
+def aggregate_results(results: list[SampleResult], *, by_length: bool) -> LongBenchScoresJson:
     """The paper's numbers (x100) via asyncbench.benchmarks.longbench.aggregate, plus how many samples were
     scored, failed (no score: left out of the averages), and truncated (and by how many
     tokens in total). Length bins only for LongBench-E, whose design is length-balanced.
@@ -337,7 +336,7 @@ def aggregate_results(results: list[SampleResult], *, by_length: bool) -> Scores
     from .aggregate import aggregate_longbench
 
     scored = [r for r in results if r.status == "ok" and r.score is not None]
-    out: Scores = {"overall": None, "overall_en": None, "overall_zh": None, "by_task": {}, "by_category": {},
+    out: LongBenchScoresJson = {"overall": None, "overall_en": None, "overall_zh": None, "by_task": {}, "by_category": {},
                    "ci95": intervals(resampling_plan(results))}
     if scored:
         agg = aggregate_longbench(
@@ -367,7 +366,7 @@ class _LongBenchFamily(Benchmark):
 
     name: str = ""
     by_length: bool = False
-    SCORES: ClassVar[type[ScoreSet]] = LongBenchScores
+    SCORES: ClassVar[type[LongBenchScores]] = LongBenchScores
     # where the official model2maxlen.json (prompt budgets per model) is: budget.py
     MODEL2MAXLEN: ClassVar[str | None] = "longbench"
     LONG_CONTEXT: ClassVar[bool] = True  # a run needs the model's context (budget.py)
@@ -375,8 +374,8 @@ class _LongBenchFamily(Benchmark):
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
         return await score_longbench(samples, predictions, getattr(ctx, "map_chunks", None))
 
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
-        return aggregate_results(results, by_length=self.by_length)
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> LongBenchScores:
+        return self.SCORES.of(aggregate_results(results, by_length=self.by_length))
 
     def resampling_plan(self, results: list[SampleResult]) -> Plan:
         return resampling_plan(results)
@@ -415,7 +414,7 @@ class LongBench(_LongBenchFamily):
 class LongBenchE(_LongBenchFamily):
     name: str = "longbench-e"
     by_length: bool = True
-    SCORES: ClassVar[type[ScoreSet]] = LongBenchEScores
+    SCORES: ClassVar[type[LongBenchScores]] = LongBenchEScores
 
     def load(self, opts: LoadOptions) -> list[Sample]:
         datasets = select_tasks(LONGBENCH_E_DATASETS, opts.tasks, self.name, suffix="_e")
@@ -427,7 +426,7 @@ class MiniLongBench(_LongBenchFamily):
     """The 237 anchors; `aggregate` adds the estimate of the full LongBench score."""
 
     name: str = "minilongbench"
-    SCORES: ClassVar[type[ScoreSet]] = MiniLongBenchScores
+    SCORES: ClassVar[type[LongBenchScores]] = MiniLongBenchScores
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--estimate-method", "MiniLongBench: headline estimate method", choices=("irt", "direct", "blend"),
                   default="blend"),
@@ -447,7 +446,7 @@ class MiniLongBench(_LongBenchFamily):
     def load(self, opts: LoadOptions) -> list[Sample]:
         return load_minilongbench(opts)
 
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> Scores:
+    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> LongBenchScores:
         """`overall` is the headline estimate of the full-LongBench Overall (x100, None when
         it is not available); the plain mean over the 237 anchors is `anchor_average` (and
         `anchor_average_en`/`_zh`): the anchors are chosen to be informative, not
@@ -463,7 +462,7 @@ class MiniLongBench(_LongBenchFamily):
         est = self.estimate(results)
         out["overall"] = round(100 * est["overall"], 2) if est.get("available") else None
         out["estimate"] = est
-        return out
+        return self.SCORES.of(out)
 
     def estimate(self, results: list[SampleResult]) -> dict[str, Any]:
         """The estimates of full LongBench from the 237 anchor scores, with `overall_ci90`.

@@ -4,7 +4,7 @@ from its estimate of the full LongBench, the estimate's lines in the terminal su
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, TypedDict
 
 from ..scores import ScoreSet, Show
 from .table import CATEGORIES
@@ -34,11 +34,36 @@ def _estimate_lines(est: Any) -> list[str]:
     return []
 
 
+class LongBenchScoresJson(TypedDict, total=False):
+    """The LongBench family's scores (x100), in run.json's order: LongBench's, LongBench-E's
+    (with `by_length`), MiniLongBench's (the anchors' means as `anchor_average*`, `overall`
+    its estimate) and adaptive LongBench's (with its `estimate`)."""
+
+    overall: float | None
+    overall_en: float | None
+    overall_zh: float | None
+    by_task: dict[str, float]
+    by_category: dict[str, float]
+    ci95: dict[str, Any]  # 95% bootstrap intervals [lo, hi] of the numbers above, same tree shape
+    by_length: dict[str, Any]  # LongBench-E: each bin's overall ({en, zh, all}), categories, datasets
+    truncated: dict[str, int]  # {"n": samples cut, "tokens": tokens removed}
+    n_scored: int
+    n_failed: int
+    anchor_average: float | None
+    anchor_average_en: float | None
+    anchor_average_zh: float | None
+    estimate: dict[str, Any]  # MiniLongBench's or adaptive testing's estimate of full LongBench
+
+
 class LongBenchScores(ScoreSet):
     """LongBench: Overall (EN, ZH), six categories, 21 datasets; an adaptive run adds its
     `estimate` of the full-LongBench Overall."""
 
     COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "overall_en", "overall_zh", "by_category", "by_task")
+
+    @classmethod
+    def of(cls, data: LongBenchScoresJson) -> Self:
+        return cls(dict(data))
 
     @classmethod
     def column_hint(cls) -> list[str]:

@@ -29,7 +29,7 @@ from ...estimators.longscore import BASE_LABEL, DEFAULT_BASE, longscore, parse_l
 from ...metrics import judge
 from ...metrics import registry as metrics
 from ...types import Response, Sample, SampleResult
-from ..base import Benchmark, CliOption, Loaded, LoadOptions, RunContext, Scores, notes_of
+from ..base import Benchmark, CliOption, Loaded, LoadOptions, RunContext, notes_of
 from ..longbench.table import first_line
 from ..scores import ScoreSet
 from .generator import Generator, Unbuildable
@@ -317,14 +317,14 @@ class LongBench100(Benchmark):
         return scores
 
     # -- aggregate ------------------------------------------------------------------------
-    def aggregate(self, results: list[SampleResult], prepared: dict[str, Any] | None = None) -> Scores:
+    def aggregate(self, results: list[SampleResult], prepared: dict[str, Any] | None = None) -> LongBench100Scores:
         from ...estimators.intervals import intervals
 
         cells, unscored = _cells(results)
         by_task_length = {task: {l: 100 * sum(v) / len(v) for l, v in c.items()} for task, c in cells.items()}
         combined = _combine(by_task_length)
         by_length, complete = combined["by_length"], combined["overall_tasks"]
-        report: Scores = {
+        return LongBench100Scores.of({
             "overall": combined["overall"],
             "by_task": combined["by_task"],
             "by_length": by_length,
@@ -337,11 +337,10 @@ class LongBench100(Benchmark):
             "base_ability_from": ("release: its base set (each QA/summary task's answer-bearing article alone, under "
                                   "8k tokens; synthetic tasks at 2k/4k/6k)" if self.base_ability == "release"
                                   else f"paper (Eq. 1): the mean over {', '.join(self.base_lengths)}"),
-        }
-        report["ci95"] = intervals(self.resampling_plan(results))
-        report["longscore"] = self._longscore(by_length)
-        report["longscore_by_task"] = {t: self._longscore(c) for t, c in by_task_length.items()}
-        return report
+            "ci95": intervals(self.resampling_plan(results)),
+            "longscore": self._longscore(by_length),
+            "longscore_by_task": {t: self._longscore(c) for t, c in by_task_length.items()},
+        })
 
     def resampling_plan(self, results: list[SampleResult]) -> Plan:
         """The bootstrap plan of `aggregate`: each (task, length) cell a stratum of its

@@ -4,14 +4,37 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, TypedDict
 
 from ..scores import ScoreSet
 
 _LONGSCORE_LABELS = {"base_ability": "base ability", "avg_score": "avg score (longer)", "avg_lc": "avg LongScore"}
 
 
+class LongBench100ScoresJson(TypedDict):
+    """100-LongBench's scores, in run.json's order: by task, by length, by both, the tasks
+    the overall covers, what was not scored or built, prior knowledge, LongScore."""
+
+    overall: float | None
+    by_task: dict[str, float]
+    by_length: dict[str, float]
+    by_task_length: dict[str, dict[str, float]]
+    overall_tasks: list[str]
+    unscored: dict[str, dict[str, int]]
+    prior_knowledge: dict[str, Any]
+    unbuildable: dict[str, dict[str, str]]
+    base_lengths: list[str]
+    base_ability_from: str  # the release's base set or the paper's Eq. 1
+    ci95: dict[str, Any]
+    longscore: dict[str, Any] | None
+    longscore_by_task: dict[str, dict[str, Any] | None]
+
+
 class LongBench100Scores(ScoreSet):
+    @classmethod
+    def of(cls, data: LongBench100ScoresJson) -> Self:
+        return cls(dict(data))
+
     COLUMNS: ClassVar[tuple[str, ...]] = ("overall", "by_length", "longscore", "by_task")
     OWN_KINDS: ClassVar[tuple[str, ...]] = ("longscore",)
     LINE_KEYS: ClassVar[tuple[str, ...]] = ("by_length", "longscore")
