@@ -104,3 +104,33 @@ def test_the_report_names_no_benchmark() -> None:
                   if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
                   and n.value.lower() in banned]
     assert not found, found
+
+
+def test_aggregate_returns_the_benchmark_s_own_score_type_with_its_declared_keys() -> None:
+    """Each benchmark's `aggregate` gives its `SCORES` object, whose keys are the ones its
+    TypedDict declares (the JSON `of` took), and a run summary carries that object: run.json
+    is its `to_json()`, read back through the same type."""
+    from typing import get_type_hints
+
+    from asyncbench.benchmarks.bamboo.scores import BambooScoresJson
+    from asyncbench.benchmarks.longbench.scores import LongBenchScoresJson
+    from asyncbench.benchmarks.longbench100.scores import LongBench100ScoresJson
+    from asyncbench.benchmarks.scores import TaskScoresJson
+    from asyncbench.types import SampleResult
+
+    declared = {"longbench": LongBenchScoresJson, "longbench-e": LongBenchScoresJson,
+                "minilongbench": LongBenchScoresJson, "bamboo": BambooScoresJson,
+                "100-longbench": LongBench100ScoresJson, "jsonl": TaskScoresJson}
+    results = [SampleResult(sample_id="t/2k/0", task="qasper", status="ok", score=0.5,
+                            meta={"dataset": "qasper", "length": 3000}),
+               SampleResult(sample_id="t/2k/1", task="qasper", status="failed")]
+    for name, cls in benchmark_classes().items():
+        bench = cls("x.jsonl") if name == "jsonl" else cls.configured({}, None)
+        scores = bench.aggregate(results if name != "100-longbench" else
+                                 [SampleResult(sample_id=r.sample_id, task=r.task, status=r.status, score=r.score)
+                                  for r in results])
+        assert type(scores) is cls.SCORES, name
+        assert set(scores.data) <= set(get_type_hints(declared[name])), (name, set(scores.data))
+        run = RunSummary.from_json({**_summary(name, scores.to_json(), None), "complete": True})
+        assert type(run.scores) is cls.SCORES and run.scores == scores, name
+        assert run.to_json()["scores"] == scores.to_json()
