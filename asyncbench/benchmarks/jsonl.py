@@ -20,7 +20,7 @@ from ..jsonl_io import iter_json_objects
 from ..metrics import registry as metrics
 from ..types import Sample, SampleResult
 from .base import Benchmark, LoadOptions, RunContext
-from .scores import ScoreSet, TaskScores
+from .scores import TaskScores
 
 if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
     from ..estimators.intervals import Plan, Tree
@@ -93,7 +93,7 @@ class JsonlBenchmark(Benchmark):
     """`jsonl:PATH`: the user's own samples, one JSON object a line, streamed."""
 
     STREAMS: ClassVar[bool] = True
-    SCORES: ClassVar[type[ScoreSet]] = TaskScores
+    SCORES: ClassVar[type[TaskScores]] = TaskScores
 
     def __init__(self, path: str) -> None:
         self.path = Path(path).expanduser()
@@ -153,8 +153,8 @@ class JsonlBenchmark(Benchmark):
 
         by_task = _scored_by_task(results)
         tasks = {t: 100 * sum(v) / len(v) for t, v in by_task.items()}
-        return TaskScores.of({"overall": sum(tasks.values()) / len(tasks) if tasks else None, "by_task": tasks,
-                              "ci95": intervals(self.resampling_plan(results))})
+        return self.SCORES.of({"overall": sum(tasks.values()) / len(tasks) if tasks else None, "by_task": tasks,
+                                "ci95": intervals(self.resampling_plan(results))})
 
     def resampling_plan(self, results: list[SampleResult]) -> Plan:
         """Each task a stratum of its scored samples; overall is the mean over tasks."""

@@ -39,7 +39,6 @@ from ...errors import UserError
 from ...metrics import registry as metrics
 from ...types import Sample, SampleResult
 from ..base import BadRow, Benchmark, CliOption, Loaded, LoadOptions, RunContext, notes_of
-from ..scores import ScoreSet
 from . import metrics as M
 from .sandbox import Program
 from .scores import BambooScores
@@ -254,7 +253,7 @@ def select(tasks: list[str] | None, length: str) -> list[tuple[str, str, bool]]:
 
 @dataclass
 class BambooBenchmark(Benchmark):
-    SCORES: ClassVar[type[ScoreSet]] = BambooScores
+    SCORES: ClassVar[type[BambooScores]] = BambooScores
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--length", "BAMBOO: 4k | 16k | both", choices=("4k", "16k", "both")),
         CliOption("--strict-data", "stop at an unreadable data row (default: exclude it, with its file, line and "
@@ -389,7 +388,7 @@ class BambooBenchmark(Benchmark):
             detail[task] = summarise_results(task, by_task_rows[task], private)
             by_task[task] = detail[task]["score"]
         levels = M.level_report(by_task)
-        return BambooScores.of({
+        return self.SCORES.of({
             "overall": round(sum(by_task.values()) / len(by_task), 2) if by_task else None,
             "by_task": {t: round(v, 2) for t, v in by_task.items()},
             "by_length": levels["by_length"],

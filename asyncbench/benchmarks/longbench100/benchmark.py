@@ -31,7 +31,6 @@ from ...metrics import registry as metrics
 from ...types import Response, Sample, SampleResult
 from ..base import Benchmark, CliOption, Loaded, LoadOptions, RunContext, notes_of
 from ..longbench.table import first_line
-from ..scores import ScoreSet
 from .generator import Generator, Unbuildable
 from .release import PRIOR_PROMPT, load_release
 from .scores import LongBench100Scores
@@ -118,7 +117,7 @@ class LongBench100(Benchmark):
     """The 100-LongBench benchmark (seed 002)."""
 
     name = "100-longbench"
-    SCORES: ClassVar[type[ScoreSet]] = LongBench100Scores
+    SCORES: ClassVar[type[LongBench100Scores]] = LongBench100Scores
     MODEL2MAXLEN: ClassVar[str | None] = "longbench100"  # the release's per-model prompt budgets (budget.py)
     # every model request as the release sends it (requests.py): no truncation, the
     # release's system message and sampling for API models, the raw prompt for open ones
@@ -324,7 +323,7 @@ class LongBench100(Benchmark):
         by_task_length = {task: {l: 100 * sum(v) / len(v) for l, v in c.items()} for task, c in cells.items()}
         combined = _combine(by_task_length)
         by_length, complete = combined["by_length"], combined["overall_tasks"]
-        return LongBench100Scores.of({
+        return self.SCORES.of({
             "overall": combined["overall"],
             "by_task": combined["by_task"],
             "by_length": by_length,
