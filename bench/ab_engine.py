@@ -6,13 +6,15 @@ Workloads (the real CLI, `asyncbench run jsonl:...`, against the simulator on 12
 fresh cache each run): 1,000 unique 2k-8k-word prompts at 200 ms latency and concurrency
 64; 20,000 small prompts at concurrency 256 without latency. Each tree runs with its own
 code first on PYTHONPATH; runs alternate A, B, A, B... so machine noise hits both alike.
-Prints the median run wall (`wall_s` of run.json) and process wall per tree and the ratio.
+Prints the median run wall (`wall_s` of run.json), process wall and process CPU (user +
+system) per tree and the ratios.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,18 +28,21 @@ from engine_throughput import write_data
 from asyncbench.sim.testing import sim_subprocess
 
 
-def one(tree: Path, data: Path, url: str, concurrency: int) -> tuple[float, float]:
+def one(tree: Path, data: Path, url: str, concurrency: int) -> tuple[float, float, float]:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{data}", "--model", "openai-compat:sim",
                "--base-url", url + "/v1", "--cache", f"{tmp}/c.duckdb", "--out", tmp, "--no-progress",
                "--concurrency", str(concurrency)]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         # cwd outside both trees: `python -m` puts the working directory before PYTHONPATH
         done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(tree)), cwd=tmp)
         wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode != 0:
             raise SystemExit(f"{tree}: exit {done.returncode}: {done.stderr[-2000:]}")
-        return json.loads(Path(tmp, "run.json").read_text())["wall_s"], wall
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return json.loads(Path(tmp, "run.json").read_text())["wall_s"], wall, cpu
 
 
 def main() -> None:
@@ -53,14 +58,15 @@ def main() -> None:
         for label, data, sim_args, conc in cases:
             if only not in data.name:
                 continue
-            walls: dict[Path, list[tuple[float, float]]] = {a: [], b: []}
+            walls: dict[Path, list[tuple[float, float, float]]] = {a: [], b: []}
             with sim_subprocess(sim_args) as url:
-                for _ in range(repeats):
-                    for tree in (a, b):
+                for r in range(repeats):
+                    for tree in ((a, b) if r % 2 == 0 else (b, a)):  # who goes first alternates too
                         walls[tree].append(one(tree, data, url, conc))
-            med = {t: (statistics.median(w[0] for w in v), statistics.median(w[1] for w in v)) for t, v in walls.items()}
-            print(f"| {label} | old run {med[a][0]:.2f} s (process {med[a][1]:.2f}) | new run {med[b][0]:.2f} s "
-                  f"(process {med[b][1]:.2f}) | new/old {med[b][0] / med[a][0]:.3f} |", flush=True)
+            med = {t: [statistics.median(w[i] for w in v) for i in range(3)] for t, v in walls.items()}
+            print(f"| {label} | old run {med[a][0]:.2f} s (process {med[a][1]:.2f}, CPU {med[a][2]:.2f}) | "
+                  f"new run {med[b][0]:.2f} s (process {med[b][1]:.2f}, CPU {med[b][2]:.2f}) | "
+                  f"new/old {med[b][0] / med[a][0]:.3f} (CPU {med[b][2] / med[a][2]:.3f}) |", flush=True)
 
 
 if __name__ == "__main__":
