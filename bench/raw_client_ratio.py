@@ -1,0 +1,137 @@
+"""asyncbench's client CPU per request against a raw aiohttp loop (issue 27, first acceptance bullet).
+
+    PYTHONPATH=$PWD .venv/bin/python bench/raw_client_ratio.py [--big N] [--small N]
+
+For each workload both clients run back to back on the same jsonl file against the same
+simulator (`asyncbench.sim`, latency 0, its own process): asyncbench is the real CLI
+(`python -m asyncbench.cli run jsonl:FILE ...`, a fresh cache), the raw side is this file
+run as `raw URL FILE C`: one aiohttp ClientSession, an asyncio.Semaphore(C), the same
+bodies asyncbench sends (a jsonl `prompt` row is raw text, so openai-compat posts it to
+/v1/completions: `openai_wire.request_body`), JSON answers parsed, nothing written. Each measured command runs
+under its own `python -c` wrapper, so RUSAGE_CHILDREN of that wrapper is the command's own
+user+sys CPU and peak RSS (ru_maxrss). CPU, not wall: the 2-core machine is shared and wall
+time is inflated by load, CPU much less. The script reports; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from engine_throughput import write_data
+
+from asyncbench.sim.testing import sim_subprocess
+
+WRAP = """
+import json, resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": done.returncode, "cpu": ru.ru_utime + ru.ru_stime, "rss_kb": ru.ru_maxrss,
+                  "stderr": done.stderr[-2000:]}))
+"""
+
+
+def measured(cmd: list[str], cwd: str) -> dict:
+    """The command's own CPU-s and peak RSS, through a wrapper process that runs only it."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    out = subprocess.run([sys.executable, "-c", WRAP, *cmd], capture_output=True, text=True, cwd=cwd, env=env, check=True)
+    res = json.loads(out.stdout)
+    if res["rc"] not in (0, 1):
+        raise SystemExit(f"{cmd[:4]} exited {res['rc']}: {res['stderr']}")
+    return res
+
+
+def asyncbench_cmd(data: Path, url: str, tmp: str, c: int) -> list[str]:
+    return [sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{data}", "--model", "openai-compat:sim",
+            "--base-url", url + "/v1", "--cache", f"{tmp}/c.duckdb", "--out", tmp, "--no-progress",
+            "--concurrency", str(c)]
+
+
+def raw_cmd(data: Path, url: str, c: int) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), "raw", url, str(data), str(c)]
+
+
+async def raw_loop(url: str, data: str, c: int) -> None:
+    """The physical floor: read, build the body, POST, parse the JSON answer; nothing else."""
+    import aiohttp
+
+    sem = asyncio.Semaphore(c)
+    endpoint = url + "/v1/completions"
+    errors = 0
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=c)) as session:
+        async def one(body: dict) -> None:
+            nonlocal errors
+            try:
+                async with session.post(endpoint, json=body) as r:
+                    answer = await r.json()
+                    if r.status != 200 or not answer["choices"][0]["text"]:
+                        errors += 1
+            finally:
+                sem.release()
+
+        tasks = set()
+        with open(data) as fh:
+            for line in fh:
+                row = json.loads(line)
+                body = {"model": "sim", "max_tokens": row["max_tokens"], "temperature": 0.0, "prompt": row["prompt"]}
+                await sem.acquire()
+                t = asyncio.create_task(one(body))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
+        await asyncio.gather(*tasks)
+    if errors:
+        raise SystemExit(f"raw loop: {errors} failed requests")
+
+
+def row(label: str, n: int, a: dict, r: dict) -> str:
+    ams, rms = 1000 * a["cpu"] / n, 1000 * r["cpu"] / n
+    return (f"| {label} | {ams:.2f} | {rms:.2f} | {ams / rms:.2f} | {a['rss_kb'] / 1024:,.0f} MB | "
+            f"{r['rss_kb'] / 1024:,.0f} MB |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--small", type=int, default=20_000, help="prompts in the small workloads")
+    ap.add_argument("--big", type=int, default=100_000, help="prompts in the big (and warm) workload")
+    ap.add_argument("--long", type=int, default=1_000, help="40 KB prompts")
+    args = ap.parse_args()
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    print("| workload | asyncbench ms CPU/req | raw aiohttp ms CPU/req | ratio | asyncbench peak RSS | raw peak RSS |")
+    print("|---|---|---|---|---|---|", flush=True)
+    with tempfile.TemporaryDirectory() as d, sim_subprocess(["--latency-ms", "0"]) as url:
+        tmp = Path(d)
+        small, big, long = tmp / "small.jsonl", tmp / "big.jsonl", tmp / "long.jsonl"
+        write_data(small, args.small, (5, 20), 4)
+        write_data(big, args.big, (5, 20), 4, seed=1)
+        _, chars = write_data(long, args.long, (5000, 5000), 16, seed=2)  # ~40 KB each
+        work = [(f"{args.small // 1000}k small, C=64", small, 64, args.small),
+                (f"{args.small // 1000}k small, C=256", small, 256, args.small),
+                (f"{args.long:,} x {chars / args.long / 1000:.0f} KB prompts, C=64", long, 64, args.long),
+                (f"{args.big // 1000}k small, C=256", big, 256, args.big)]
+        for label, data, c, n in work:
+            with tempfile.TemporaryDirectory() as run_dir:
+                a = measured(asyncbench_cmd(data, url, run_dir, c), run_dir)
+                r = measured(raw_cmd(data, url, c), run_dir)
+                print(row(label, n, a, r), flush=True)
+                if data is big:
+                    w = measured(asyncbench_cmd(data, url, run_dir, c), run_dir)
+                    sent = json.loads(Path(run_dir, "run.json").read_text())["this_invocation"]["requests"]
+                    print(f"| {args.big // 1000}k warm re-run ({sent} requests), C=256 | {w['cpu']:.2f} CPU-s in all | | | "
+                          f"{w['rss_kb'] / 1024:,.0f} MB | |", flush=True)
+    print(f"load average at end: {os.getloadavg()}", flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "raw":
+        asyncio.run(raw_loop(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    else:
+        main()
