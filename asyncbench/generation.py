@@ -53,8 +53,6 @@ STREAM_CHUNK = 256
 # before they are sent anyway (the first is normally answered well within the provider's
 # 5-minute cache TTL).
 PREFIX_WAIT_S = 240.0
-# Why a sample the benchmark's prepare() left out is excluded (run.json "prepare" says more).
-EXCLUDED_BY_RULE = "left out by the benchmark's own rule (see run.json prepare)"
 # The writer's pace: at most one batch (one commit, one journal file) per this many seconds.
 WRITE_EVERY_S = 0.025
 

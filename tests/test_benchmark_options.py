@@ -60,22 +60,3 @@ def test_every_registered_benchmark_is_a_benchmark_and_parses() -> None:
         spec = "jsonl:/nonexistent.jsonl" if name == "jsonl" else name
         bench, tasks = parse_benchmark(spec)
         assert isinstance(bench, cls) and tasks is None
-
-
-def test_nothing_probes_a_benchmark_with_hasattr_or_getattr() -> None:
-    """A benchmark's optional capabilities are base-class attributes with defaults: the
-    package asks them, never `hasattr(benchmark, ...)` / `getattr(benchmark, ...)`."""
-    import ast
-    from pathlib import Path
-
-    import asyncbench
-
-    found = []
-    for path in Path(asyncbench.__file__).parent.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                    node.func.id in ("hasattr", "getattr") and node.args:
-                target = ast.unparse(node.args[0])
-                if "bench" in target.lower() or (target in ("cls", "self") and "benchmarks" in path.parts):
-                    found.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
-    assert not found, found
