@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -42,7 +43,7 @@ from .scheduler import Budget, EndpointHealth, Job, Outcome, SchedulerStats
 from .secrets import redact, secret_values, strip_userinfo
 from .store import Store
 from .store.batch_journal import BatchJournal, finished_files, unresolved
-from .store.journal import Journal
+from .store.journal import Journal, ingest
 from .store.rows import CachedResponse, FailureRow, ResponseRow
 from .types import Purpose, Request, Response, Sample, Usage
 
@@ -54,7 +55,7 @@ STREAM_CHUNK = 256
 # 5-minute cache TTL).
 PREFIX_WAIT_S = 240.0
 # The writer's pace: at most one batch (one commit, one journal file) per this many seconds.
-WRITE_EVERY_S = 0.025
+WRITE_EVERY_S = 1.0
 
 
 @dataclass
@@ -82,7 +83,6 @@ class Engine:
         self.budget = budget
         self.latencies = Latencies()
         self.secrets = secret_values()
-        self.pending_responses: list[ResponseRow] = []
         self.pending_failures: list[FailureRow] = []
         self.pending_ledger: list[RequestEntry] = []
         self.pending_prompts: list[tuple[str, str]] = []  # (key, prompt as sent), eval and judge
@@ -115,28 +115,38 @@ class Engine:
 
     async def flush(self) -> None:
         async with self._db_lock:
-            responses, self.pending_responses = self.pending_responses, []
-            failures, self.pending_failures = self.pending_failures, []
-            ledger, self.pending_ledger = self.pending_ledger, []
-            prompts, self.pending_prompts = self.pending_prompts, []
-            batches, self.pending_batches = self.pending_batches, []
-            if responses or failures or ledger or prompts or batches:
-                journal = self.journal.rotate()  # what arrives from now on goes to a new file
-                await anyio.to_thread.run_sync(self._write, responses, failures, ledger, prompts, batches)
+            journal, pending = self.journal.rotate(), self._take_pending()  # what comes next: a new file
+            if journal is not None or any(pending):
+                await anyio.to_thread.run_sync(self._write, journal, *pending)
                 self.journal.done(journal)  # committed: the journal of this batch is not needed
-            for event in batches:  # after the commit: what the store now holds
+            for event in pending[3]:  # after the commit: what the store now holds
                 await self._committed(event)
 
-    def _write(self, responses: list[ResponseRow], failures: list[FailureRow], ledger: list[RequestEntry],
+    def _take_pending(self) -> tuple[list[FailureRow], list[RequestEntry], list[tuple[str, str]],
+                                     list[BatchRecord | BatchState | JournalsResolved | BatchLookup]]:
+        pending = (self.pending_failures, self.pending_ledger, self.pending_prompts, self.pending_batches)
+        self.pending_failures, self.pending_ledger, self.pending_prompts, self.pending_batches = [], [], [], []
+        return pending
+
+    def write_now(self) -> None:
+        """Everything received and queued, into the store now, synchronously (an
+        interrupted invocation, as the event loop is torn down). Batch records stay queued:
+        a submission's journal resolves them on the next run (runners/batch.py)."""
+        journal, (failures, ledger, prompts, _) = self.journal.rotate(), self._take_pending()
+        self._write(journal, failures, ledger, prompts)
+        self.journal.done(journal)
+
+    def _write(self, journal: Path | None, failures: list[FailureRow], ledger: list[RequestEntry],
                prompts: list[tuple[str, str]],
                batches: Sequence[BatchRecord | BatchState | JournalsResolved | BatchLookup] = ()) -> None:
         """One batch in one opening of the file (other processes get it between batches),
-        in one transaction: an answer and the ledger row that paid for it land together.
-        Then the batch records, in order (a batch is marked collected after its answers
-        are in)."""
+        in one transaction: the paid answers of the batch's journal file (each with the
+        ledger row that paid for it), the failures, the other ledger rows. Then the batch
+        records, in order (a batch is marked collected after its answers are in)."""
         with self.store.session():
             with self.store.transaction():
-                self.store.cache.put_responses(responses)
+                if journal is not None:
+                    ingest(self.store, journal)
                 self.store.cache.put_failures(failures)
                 self.store.runs.put_ledger_requests(self.run_id, ledger)
                 self.store.runs.put_prompts(prompts)
@@ -401,11 +411,11 @@ class _Generation:
         self.sources[i] = "sent"
         engine.paid_keys.add(self.keys[i])
         # saved: the batch discount (what the list price would have been, less what was paid)
-        engine.pending_ledger.append(self._entry(
+        entry = self._entry(
             i, "sent", prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cached_prompt_tokens=usage.cached_prompt_tokens, cache_write_tokens=usage.cache_write_tokens, cost_usd=cost,
             saved_usd=self.client.price.cost(usage) - cost if resp.discount != 1.0 else 0.0,
-            latency_ms=resp.latency_ms, attempts=attempts))
+            latency_ms=resp.latency_ms, attempts=attempts)
         engine.latencies.fresh.append(resp.latency_ms)
         canonical = req.canonical()
         # the prompt itself is benchmark data (and the key is its hash): keep only its size
@@ -418,19 +428,24 @@ class _Generation:
             cached_prompt_tokens=resp.usage.cached_prompt_tokens, latency_ms=resp.latency_ms, cost_usd=cost,
             served_by=strip_userinfo(resp.endpoint), created_at=time.time(),
             cache_write_tokens=resp.usage.cache_write_tokens)
-        engine.pending_responses.append(row)
-        engine.journal.append(row, engine.pending_ledger[-1])  # on disk now: a crash keeps it
-        self._keep_prompt(i)
+        # on disk now (a crash keeps it), and how it reaches the store: the writer's batch
+        # ingests this journal file (store/journal.py)
+        engine.journal.append(row, entry, self._prompt_text(i))
         self.progress.add("sent", usage.prompt_tokens + usage.completion_tokens, cost)
 
-    def _keep_prompt(self, i: int) -> None:
-        """Queue the prompt as sent (after truncation) for the per-sample view: once per
-        request key, when it is sent; an answer served from the cache was kept when paid."""
+    def _prompt_text(self, i: int) -> str:
+        """The prompt as sent (after truncation), for the per-sample view, secrets redacted."""
         req = self.requests[i]
         text = req.prompt if req.prompt is not None else json.dumps(req.messages, ensure_ascii=False)
         if self.engine.secrets and any(s in text for s in self.engine.secrets):
             text = redact(text)
-        self.engine.pending_prompts.append((self.keys[i], text))
+        return text
+
+    def _keep_prompt(self, i: int) -> None:
+        """Queue the prompt of a request that failed (an answered one is kept with its
+        journal line): once per request key; an answer served from the cache was kept when
+        paid."""
+        self.engine.pending_prompts.append((self.keys[i], self._prompt_text(i)))
 
     def _failed(self, i: int, err: ProviderError, attempts: int) -> None:
         self.sources[i] = "failed"

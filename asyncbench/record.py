@@ -76,10 +76,8 @@ def book_interrupted(p: RunPlan, store: Store, engine: Engine,
     rows still queued, book its requests and wall time, and write run.json from the
     ledger (no scores: they need every sample). Synchronous: the event loop is being
     torn down, and the store's own lock waits for a batch a worker thread is writing."""
-    pending = (engine.pending_responses, engine.pending_failures, engine.pending_ledger, engine.pending_prompts)
-    engine.pending_responses, engine.pending_failures, engine.pending_ledger, engine.pending_prompts = [], [], [], []
     with store.session():
-        engine._write(*pending)  # the journal holds them too: replaying them later adds nothing twice
+        engine.write_now()  # a journal file ingested twice later (replayed) adds nothing twice
         book_stats(invocation, engine, p.started)
         store.runs.put_invocation(p.run_id, invocation)
         summary = interrupted_summary(p.benchmark_name, p.run_id, p.client.spec, store.runs.ledger(p.run_id),

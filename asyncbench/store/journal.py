@@ -9,6 +9,12 @@ is committed its journal file is deleted (a new one takes the answers that arriv
 meanwhile). The next run on the cache replays the files of processes that are gone:
 responses by key (INSERT OR IGNORE), ledger rows only where the same row is not already
 stored, so a file deleted late is not counted twice.
+
+The journal line is also how a paid answer reaches DuckDB: a batch is committed by DuckDB
+reading the batch's journal file itself (`ingest`, read_json), so each answer — its cache
+row, its ledger row and the prompt as sent — is serialised once, by `json.dumps` here, and
+parsed natively; converting the same rows from Python values statement by statement cost
+several times more CPU than the HTTP request that produced them (issue 27).
 """
 
 from __future__ import annotations
@@ -17,11 +23,11 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from ..ledger import RequestEntry
 from .file import Store
-from .rows import RESPONSE_COLUMNS, ResponseRow
+from .rows import LEDGER_COLUMNS, RESPONSE_COLUMNS, ResponseRow
 
 
 def journal_dir(cache: Path) -> Path:
@@ -38,26 +44,33 @@ class Journal:
         self._prefix = f"{socket.gethostname()}-{os.getpid()}-"
         self._n = 0
         self._fh: IO[str] | None = None
+        self.lines = 0  # answers in the current file
         self.path = self._next()
 
     def _next(self) -> Path:
         self._n += 1
         path = self.dir / f"{self._prefix}{self._n}.jsonl"
         self._fh = path.open("a", encoding="utf-8")
+        self.lines = 0
         return path
 
-    def append(self, response: ResponseRow, entry: RequestEntry) -> None:
-        """One answer, on disk (in the OS's hands) before this returns. Answers arrive one
-        per event-loop turn, so deferring the flush to the turn's end saved ~2k of 20k
-        flushes (~0.02 s) in a 20,000-answer run: not worth a weaker promise."""
+    def append(self, response: ResponseRow, entry: RequestEntry, prompt: str | None = None) -> None:
+        """One answer (with the prompt as sent, for the per-sample view), on disk (in the
+        OS's hands) before this returns. Answers arrive one per event-loop turn, so
+        deferring the flush to the turn's end saved ~2k of 20k flushes (~0.02 s) in a
+        20,000-answer run: not worth a weaker promise."""
         assert self._fh is not None
-        self._fh.write(json.dumps({"run_id": self.run_id, "response": response, "ledger": vars(entry)},
-                                  ensure_ascii=False) + "\n")
+        self._fh.write(json.dumps({"run_id": self.run_id, "response": response, "ledger": vars(entry),
+                                   "prompt": prompt}, ensure_ascii=False) + "\n")
         self._fh.flush()
+        self.lines += 1
 
-    def rotate(self) -> Path:
-        """Start a new file for what arrives next; the old one is deleted by `done` once
-        the batch holding its answers is committed."""
+    def rotate(self) -> Path | None:
+        """Start a new file for what arrives next and return the old one (None: it holds
+        nothing, and is kept for what comes); the old one is ingested, then deleted by
+        `done` once the batch holding its answers is committed."""
+        if not self.lines:
+            return None
         old = self.path
         if self._fh is not None:
             self._fh.close()
@@ -65,8 +78,9 @@ class Journal:
         return old
 
     @staticmethod
-    def done(path: Path) -> None:
-        path.unlink(missing_ok=True)
+    def done(path: Path | None) -> None:
+        if path is not None:
+            path.unlink(missing_ok=True)
 
     def close(self) -> None:
         """At the end of a run (everything committed): remove the last, empty file."""
@@ -99,24 +113,51 @@ def replay(store: Store) -> int:
     files = [p for p in sorted(folder.glob("*.jsonl")) if not _alive(p.stem)]
     replayed = 0
     for path in files:
-        lines: list[tuple[str, ResponseRow, RequestEntry]] = []
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    lines.append(_parse(line))
-                except ValueError:
-                    break  # the last line, cut by the crash
-        if lines:
-            with store.transaction():
-                store.cache.put_responses([response for _, response, _ in lines])
-                store.runs.put_ledger_requests_once([(run_id, entry) for run_id, _, entry in lines])
-            replayed += len(lines)
+        with store.transaction():
+            replayed += ingest(store, path, replay=True)
         path.unlink(missing_ok=True)
     return replayed
 
 
-def _parse(line: str) -> tuple[str, ResponseRow, RequestEntry]:
-    """One journal line: its run, its cache row and its ledger row (ValueError: cut)."""
-    record = json.loads(line)
-    row: Any = {c: record["response"].get(c) for c in RESPONSE_COLUMNS}  # JSON: as the journal wrote it
-    return str(record["run_id"]), row, RequestEntry(**record["ledger"])
+_TYPES = {"key": "VARCHAR", "provider": "VARCHAR", "model": "VARCHAR", "endpoint": "VARCHAR",
+          "request_json": "VARCHAR", "text": "VARCHAR", "finish_reason": "VARCHAR", "prompt_tokens": "BIGINT",
+          "completion_tokens": "BIGINT", "cached_prompt_tokens": "BIGINT", "latency_ms": "DOUBLE",
+          "cost_usd": "DOUBLE", "served_by": "VARCHAR", "created_at": "DOUBLE", "cache_write_tokens": "BIGINT",
+          "invocation": "INTEGER", "purpose": "VARCHAR", "task": "VARCHAR", "source": "VARCHAR",
+          "sample_id": "VARCHAR", "saved_usd": "DOUBLE", "attempts": "INTEGER"}
+
+
+def _struct(columns: tuple[str, ...]) -> str:
+    return "STRUCT(" + ", ".join(f"{c} {_TYPES[c]}" for c in columns) + ")"
+
+
+_LINE = (f"{{run_id: 'VARCHAR', response: '{_struct(RESPONSE_COLUMNS)}', ledger: '{_struct(LEDGER_COLUMNS)}', "
+         "prompt: 'VARCHAR'}")
+_LEDGER = ", ".join(LEDGER_COLUMNS)
+_SAME_ROW = " AND ".join(f"l.{c} IS NOT DISTINCT FROM j.ledger.{c}"
+                         for c in ("invocation", "key", "purpose", "source", "sample_id"))
+
+
+def ingest(store: Store, path: Path, replay: bool = False) -> int:
+    """A journal file's answers into the store, inside the caller's transaction: DuckDB
+    reads the file (every line whole: it was closed before this), inserts the cache rows
+    (a key already stored is kept), the ledger rows and the prompts. `replay`: the file of
+    a process that died — its last line may be cut (skipped), and a ledger row already
+    stored (the batch was committed, the file not yet deleted) is not added twice.
+    Returns the number of answers read."""
+    con = store.con
+    con.execute(f"CREATE OR REPLACE TEMP TABLE journal_batch AS SELECT * FROM read_json(?, "
+                f"format='newline_delimited', columns={_LINE}, maximum_object_size=1073741824, "
+                f"ignore_errors={'true' if replay else 'false'}) WHERE response.key IS NOT NULL", [str(path)])
+    try:
+        con.execute("INSERT OR IGNORE INTO responses SELECT response.* FROM journal_batch")
+        once = f" WHERE NOT EXISTS (SELECT 1 FROM ledger_requests l WHERE l.run_id = j.run_id AND {_SAME_ROW})"
+        con.execute(f"INSERT INTO ledger_requests (run_id, {_LEDGER}) SELECT j.run_id, "
+                    + ", ".join(f"j.ledger.{c}" for c in LEDGER_COLUMNS)
+                    + f" FROM journal_batch j{once if replay else ''}")
+        con.execute("INSERT OR IGNORE INTO prompts SELECT DISTINCT ON (response.key) response.key, prompt "
+                    "FROM journal_batch WHERE prompt IS NOT NULL")
+        (n,) = store.one("SELECT count(*) FROM journal_batch")
+    finally:
+        con.execute("DROP TABLE IF EXISTS journal_batch")
+    return int(n)
