@@ -165,6 +165,11 @@ class Limiter(Protocol):
 
     async def acquire(self, tokens: int) -> None: ...
 
+    def free(self) -> bool:
+        """Nothing could make a request wait now (no limit, no pause): the scheduler then
+        skips `acquire` and the cancel scope around it (per-request CPU, issue 27)."""
+        ...
+
     def pause(self, seconds: float) -> None: ...
 
     def observe(self, info: dict[str, float]) -> None: ...
@@ -196,8 +201,7 @@ class RateLimiter:
         nothing can make a request wait: it goes without taking the lock (most
         self-hosted runs, where a lock round-trip per request was 2% of the client's CPU).
         """
-        if (self.requests is None and self.tokens is None and not self._lock.locked()
-                and time.monotonic() >= self.paused_until):
+        if self.free():
             return
         async with self._lock:
             while True:
@@ -215,6 +219,10 @@ class RateLimiter:
                 self.requests.take(1)
             if self.tokens is not None:
                 self.tokens.take(tokens)
+
+    def free(self) -> bool:
+        return (self.requests is None and self.tokens is None and not self._lock.locked()
+                and time.monotonic() >= self.paused_until)
 
     def pause(self, seconds: float) -> None:
         """Stop all sending for `seconds` (Retry-After, or remaining hit zero), at most

@@ -28,6 +28,7 @@ from typing import TypedDict
 
 import anyio
 import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from .errors import ProviderError
 from .limits import Limiter
@@ -236,7 +237,8 @@ class Scheduler:
         if not self.budget.reserve(job.est_cost):
             raise _BudgetReached()
         try:
-            await self._unless_dead(self.limiter.acquire(job.tokens))
+            if not self.limiter.free():
+                await self._unless_dead(self.limiter.acquire(job.tokens))
             ep = await self.pool.acquire()
         except BaseException:
             self.budget.settle(job.est_cost, 0.0)
@@ -374,9 +376,9 @@ class Scheduler:
             n_workers = max(1, min(len(jobs), n_workers))
         send, receive = anyio.create_memory_object_stream[Job](max_buffer_size=2 * n_workers)
 
-        async def worker(inbox: anyio.abc.ObjectReceiveStream[Job]) -> None:
+        async def worker(inbox: MemoryObjectReceiveStream[Job]) -> None:
             async with inbox:
-                async for job in inbox:
+                while (job := await _next(inbox)) is not None:
                     outcome = await self._process(job)
                     outcomes[job.index] = outcome
                     if self.on_outcome:
@@ -399,6 +401,21 @@ class Scheduler:
         if source_error is not None:
             raise source_error
         return [outcomes[i] for i in order]
+
+
+async def _next(inbox: MemoryObjectReceiveStream[Job]) -> Job | None:
+    """The next job (None: no more). One already waiting is taken without a checkpoint:
+    `async for` on the stream yields to the event loop for every item, which was a few
+    percent of a fast run's CPU; the worker yields anyway when it sends the request."""
+    try:
+        return inbox.receive_nowait()
+    except anyio.WouldBlock:
+        try:
+            return await inbox.receive()
+        except anyio.EndOfStream:
+            return None
+    except anyio.EndOfStream:
+        return None
 
 
 async def _aiter(items: Iterable[Job]) -> AsyncIterator[Job]:

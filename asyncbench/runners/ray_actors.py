@@ -48,6 +48,9 @@ class LeasedLimiter:
         self.info: dict[str, float] = {}  # the latest headers, sent with the next lease
         self._lock: anyio.Lock | None = None
 
+    def free(self) -> bool:
+        return not self.limited and time.monotonic() >= self.paused_until
+
     async def acquire(self, tokens: int) -> None:
         wait = self.paused_until - time.monotonic()
         if wait > 0:
