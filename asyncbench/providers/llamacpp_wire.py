@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ProviderError
-from .http import post_object
+from .http import post_object, tokenizer_client
 
 OWNED_BY = "llamacpp"
 
@@ -61,10 +61,9 @@ class LlamaCppTokenizer:
     name = "llama.cpp /tokenize"
 
     def __init__(self, root: str, headers: dict[str, str], timeout: float = 60.0) -> None:
-        import httpx
 
         self.root = root
-        self.client = httpx.Client(headers=headers, timeout=timeout)  # the run's --timeout
+        self.client = tokenizer_client(root, headers, timeout)  # the run's --timeout
         self.special = self._special_ids()
         # A SentencePiece vocabulary prefixes a space ("a" -> "▁a"); its decoder strips it.
         self.strip_space = self._text(self._tokenize("a", add_special=False)).startswith(" ")

@@ -12,7 +12,7 @@ import anyio
 from ..errors import ProviderError
 from ..types import ApiKind, Request, Response
 from .base import ProviderBase
-from .http import HTTPClient, post_object, unreachable_reason
+from .http import HTTPClient, post_object, tokenizer_client, unreachable_reason
 from .llamacpp_wire import LlamaCppTokenizer, is_llamacpp, slot_context
 from .openai_wire import parse_body, request_body
 
@@ -31,10 +31,9 @@ class VLLMTokenizer:
     name = "vllm /tokenize"
 
     def __init__(self, root: str, model: str, headers: dict[str, str], timeout: float = 60.0) -> None:
-        import httpx
 
         self.root, self.model = root, model
-        self.client = httpx.Client(headers=headers, timeout=timeout)  # the run's --timeout
+        self.client = tokenizer_client(root, headers, timeout)  # the run's --timeout
         self._around: tuple[int, int] | None = None
         self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
 

@@ -21,7 +21,7 @@ from ..errors import ProviderError, UserError
 from ..tokenizers import approx_count
 from ..types import ApiKind, Request, Response, Usage
 from .base import ProviderBase
-from .http import HTTPClient, unreachable_reason
+from .http import HTTPClient, tokenizer_client, unreachable_reason
 from .openai_wire import parse_body, request_body
 
 
@@ -42,12 +42,11 @@ class ServerTokenizer:
     name = "tgi /tokenize"
 
     def __init__(self, url: str, headers: dict[str, str], strip_space: bool = False, timeout: float = 60.0) -> None:
-        import httpx
 
         self.url = url
         self.strip_space = strip_space
         self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
-        self.client = httpx.Client(headers=headers, timeout=timeout)  # the run's --timeout
+        self.client = tokenizer_client(url, headers, timeout)  # the run's --timeout
 
     def tokens(self, text: str) -> list[tuple[int, int] | None]:
         """Each token's byte span, None for a special (empty-span) token."""
