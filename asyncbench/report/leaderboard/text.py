@@ -114,7 +114,8 @@ def text(lb: Leaderboard) -> str:
         header, body = table
         t = RichTable(title=escape(title))
         for i, h in enumerate(header):
-            t.add_column(escape(h), justify="left" if i < 2 else "right", overflow="fold")
+            # labels fold; numbers and intervals stay on one line
+            t.add_column(escape(h), justify="left" if i < 2 else "right", overflow="fold", no_wrap=i >= 2)
         for row in body:
             t.add_row(*(escape(c) for c in row))
         console.print(t)
