@@ -124,6 +124,7 @@ class Board:
     benchmark: str
     score_name: str  # the headline's key in the run's scores ("overall", "anchor_average")
     estimate_name: str | None  # the estimate column's title, when the benchmark has one
+    estimate_of: str | None  # what it estimates ("full LongBench"), beside the papers' overall
     entries: tuple[Entry, ...]  # complete runs by rank, then partial runs
     pairs: tuple[Pair, ...]  # every pair of scored entries, in board order
     references: tuple[ReferenceRow, ...]
@@ -194,10 +195,11 @@ def _interval(ci95: dict[str, Any], key: str) -> tuple[float, float] | None:
 
 def _entry(run: RunReport, kind: type[ScoreSet], key: str) -> Entry:
     scores = kind.from_json(run.scores)
-    estimate = scores.estimate() if kind.ESTIMATE_BOARD else None
+    # a benchmark estimating another: its `overall` is that estimate, as the run recorded it
+    estimate = scalar(run.scores.get("overall")) if kind.ESTIMATE_BOARD else None
     scored = sum(1 for r in run.samples if r.score is not None and r.status in SETTLED)
     return Entry(run.run_id, run.model, run.label, scalar(run.scores.get(key)), _interval(scores.ci95, key),
-                 scalar(estimate.get("overall")) if estimate else None, None, False, partial_mark(run), scored,
+                 estimate, None, False, partial_mark(run), scored,
                  run.ledger["samples"]["total"], {t: scalar(v) for t, v in scores.by_task.items()}, _cost(run),
                  str(run.cache or ""))
 
@@ -295,12 +297,13 @@ def _board(bench: str, members: list[RunReport], with_references: bool) -> Board
     entries = _ranked(ordered, pairs)
     tasks = tuple(dict.fromkeys(t for e in entries for t in e.tasks))
     refs, note = _references(bench, kind, tasks) if with_references else ([], "")
-    estimate_name = f"estimated {kind.ESTIMATE_BOARD.split(': estimated ', 1)[-1]}" if kind.ESTIMATE_BOARD else None
+    estimate_name = "est." if kind.ESTIMATE_BOARD else None
     n_resamples = _n_resamples()
     method = (f"rank = 1 + models distinguishably better (paired bootstrap of {key} on the samples both scored, "
               f"{n_resamples} resamples, 95% percentile interval; '{NOT_DISTINGUISHABLE}' where it covers 0); "
               "partial runs are listed below the complete ones, unranked")
-    return Board(bench, key, estimate_name, tuple(entries), tuple(pairs), tuple(refs), note, tasks,
+    estimate_of = kind.ESTIMATE_BOARD.split(": estimated ", 1)[-1] if kind.ESTIMATE_BOARD else None
+    return Board(bench, key, estimate_name, estimate_of, tuple(entries), tuple(pairs), tuple(refs), note, tasks,
                  tuple(_disagreements(entries, runs)), method)
 
 

@@ -23,7 +23,7 @@ def rank_text(e: Entry) -> str:
 
 
 def score_text(score: float | None, ci: tuple[float, float] | None) -> str:
-    return fmt_score(score) + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if score is not None and ci else "")
+    return fmt_score(score) + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if score is not None and ci else "")
 
 
 def _vs_next(e: Entry, board: Board) -> str:
@@ -38,21 +38,38 @@ def _usd(e: Entry) -> str:
     return fmt_usd(e.cost.usd) + ("*" if e.cost.notional else "") + ("+" if e.cost.unpriced else "")
 
 
-def ranking_table(board: Board) -> Table:
-    """Models by rank (partial ones last, unranked), then the papers' rows."""
+def short(label: str) -> str:
+    """A label without the provider ("openai-compat:sim [8c615a0e]" -> "sim [8c615a0e]"):
+    the terminal's narrow columns; the run id in brackets still tells runs apart."""
+    head, sep, rest = label.partition(":")
+    return rest if sep and " " not in head else label
+
+
+def ranking_table(board: Board, terse: bool = False) -> Table:
+    """Models by rank (partial ones last, unranked), then the papers' rows; `terse`: the
+    terminal's labels (`short`)."""
+    name = short if terse else str
     est = [board.estimate_name] if board.estimate_name else []
-    header = ["#", "model", f"{board.score_name} [95% CI]", *est, "vs next", "USD", "tokens in/out",
-              "p50/p95 ms"]
+    header = ["#", "model", "score [95% CI]", *est, "vs next", "USD", "tokens", "ms p50/95"]
     body = []
     for e in board.entries:
-        label = e.label + (f" ({e.partial})" if e.partial else "")
+        label = name(e.label) + (f" ({e.partial})" if e.partial else "")
         body.append([rank_text(e), label, score_text(e.score, e.ci95),
                      *([fmt_score(e.estimate)] if est else []), _vs_next(e, board), _usd(e),
-                     f"{fmt_num(e.cost.prompt_tokens)}/{fmt_num(e.cost.completion_tokens)}",
-                     f"{fmt_num(e.cost.p50_ms)}/{fmt_num(e.cost.p95_ms)}"])
-    body += [["paper", ref.name, fmt_score(ref.score), *([fmt_score(ref.estimate_target)] if est else []),
+                     f"{compact(e.cost.prompt_tokens)}/{compact(e.cost.completion_tokens)}",
+                     f"{compact(e.cost.p50_ms)}/{compact(e.cost.p95_ms)}"])
+    body += [["ref", ref.name, fmt_score(ref.score), *([fmt_score(ref.estimate_target)] if est else []),
               "", "", "", ""] for ref in headline_references(board)]
     return header, body
+
+
+def compact(v: float | None) -> str:
+    """A count or a latency in a few characters: 950, 12.3k, 2.06M."""
+    if v is None:
+        return "-"
+    if abs(v) >= 1e6:
+        return f"{v / 1e6:.3g}M"
+    return f"{v / 1e3:.3g}k" if abs(v) >= 1e4 else f"{v:.0f}"
 
 
 def headline_references(board: Board) -> list[ReferenceRow]:
@@ -64,20 +81,23 @@ def _label(run_id: str, board: Board) -> str:
     return next(e.label for e in board.entries if e.run_id == run_id)
 
 
-def pair_table(board: Board) -> Table:
+def pair_table(board: Board, terse: bool = False) -> Table:
+    name = short if terse else str
     header = ["higher", "lower", "diff", "95% CI", "p", "n", ""]
-    body = [[_label(p.higher, board), _label(p.lower, board), f"{p.diff:+.2f}", f"[{p.ci95[0]:+.2f}, {p.ci95[1]:+.2f}]",
+    body = [[name(_label(p.higher, board)), name(_label(p.lower, board)), f"{p.diff:+.2f}", f"[{p.ci95[0]:+.2f}, {p.ci95[1]:+.2f}]",
              f"{p.p:.4f}", fmt_num(p.n_matched), "distinguishable" if p.distinguishable else NOT_DISTINGUISHABLE]
             for p in board.pairs]
     return header, body
 
 
-def task_table(board: Board, references: bool = True) -> Table | None:
-    """Tasks as rows; each model (and paper) a column."""
+def task_table(board: Board, terse: bool = False) -> Table | None:
+    """Tasks as rows; each model and paper a column. `terse` (the terminal): the models
+    only, headed by rank and run id."""
     if not board.tasks:
         return None
-    refs = list(board.references) if references else []
-    header = ["task", *(e.label for e in board.entries), *(f"{r.name} (paper)" for r in refs)]
+    refs = [] if terse else list(board.references)
+    labels = [f"{rank_text(e)} [{e.run_id[:8]}]" for e in board.entries] if terse else [e.label for e in board.entries]
+    header = ["task", *labels, *(f"{r.name} (paper)" for r in refs)]
     body = [[t, *(fmt_score(e.tasks.get(t)) for e in board.entries), *(fmt_score(r.tasks.get(t)) for r in refs)]
             for t in board.tasks]
     return header, body
@@ -85,6 +105,10 @@ def task_table(board: Board, references: bool = True) -> Table | None:
 
 def notes(board: Board) -> list[str]:
     out = [board.method + "; vs next: '>' distinguishable from the model below, '≈' not."]
+    if board.estimate_of:
+        out.append(f"est.: each run's estimate of {board.estimate_of}, the number the papers' rows (their "
+                   f"{board.estimate_of} overall) compare with; the ranking uses {board.score_name}, which the "
+                   "intervals and paired comparisons cover.")
     if any(e.cost.notional for e in board.entries):
         out.append(f"USD*: {NOTIONAL}.")
     if any(e.cost.unpriced for e in board.entries):
@@ -103,6 +127,7 @@ def _pairs_title(board: Board) -> str:
 # -- terminal ------------------------------------------------------------------------------
 def text(lb: Leaderboard) -> str:
     """Rich tables rendered to plain text at most WIDTH columns wide."""
+    from rich import box
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table as RichTable
@@ -112,21 +137,22 @@ def text(lb: Leaderboard) -> str:
 
     def show(title: str, table: Table) -> None:
         header, body = table
-        t = RichTable(title=escape(title))
+        t = RichTable(title=escape(title), box=box.SIMPLE_HEAD)  # no vertical rules: room for the numbers
         for i, h in enumerate(header):
-            # labels fold; numbers and intervals stay on one line
-            t.add_column(escape(h), justify="left" if i < 2 else "right", overflow="fold", no_wrap=i >= 2)
+            # labels fold (never below a readable width); numbers and intervals stay on one line
+            t.add_column(escape(h), justify="left" if i < 2 else "right", overflow="fold", no_wrap=i >= 2,
+                         min_width=(3, 12)[i] if i < 2 else None)
         for row in body:
             t.add_row(*(escape(c) for c in row))
         console.print(t)
 
     for board in lb.boards:
-        show(f"{board.benchmark}: leaderboard", ranking_table(board))
+        show(f"{board.benchmark}: leaderboard by {board.score_name}", ranking_table(board, terse=True))
         if board.pairs:
-            show(_pairs_title(board), pair_table(board))
-        tt = task_table(board, references=_fits(board))
+            show(_pairs_title(board), pair_table(board, terse=True))
+        tt = task_table(board, terse=True)
         if tt and len(board.tasks) > 1:
-            show(f"{board.benchmark} by task", tt)
+            show(f"{board.benchmark} by task (with the papers' rows: --format md or html)", tt)
         for line in notes(board):
             console.print(escape(line))
     for line in lb.notes:
@@ -134,16 +160,11 @@ def text(lb: Leaderboard) -> str:
     return buf.getvalue()
 
 
-def _fits(board: Board) -> bool:
-    """Whether the by-task table with the papers' columns fits the terminal's width."""
-    return 14 + 12 * (len(board.entries) + len(board.references)) <= WIDTH
-
-
 # -- Markdown ------------------------------------------------------------------------------
 def markdown(lb: Leaderboard) -> str:
     out = ["# asyncbench leaderboard", "", f"Generated {lb.generated_at}.", ""]
     for board in lb.boards:
-        out += [f"## {board.benchmark}", "", _md(ranking_table(board)), ""]
+        out += [f"## {board.benchmark}", "", f"Ranked by {board.score_name}.", "", _md(ranking_table(board)), ""]
         if board.pairs:
             out += [f"### {_pairs_title(board)}", "", _md(pair_table(board)), ""]
         tt = task_table(board)
