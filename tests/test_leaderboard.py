@@ -6,6 +6,11 @@ requests (partial). Every number is checked against what the runs and `compare` 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +22,9 @@ from asyncbench.report.data import load_runs
 from asyncbench.report.leaderboard import Leaderboard, build_leaderboard, render_leaderboard
 from asyncbench.report.leaderboard.model import Entry
 from asyncbench.sim.testing import start_sim_subprocess, stop_sim_subprocess
+from asyncbench.store import Store
 
+REPO = Path(__file__).resolve().parents[1]
 FILLER = "The weather was mild that day and the birds sang in the old garden behind the house. "
 
 
@@ -212,3 +219,36 @@ def test_published_rows_beside_a_longbench_family_run(shared_data: Path, tmp_pat
     assert all(f"| ref | {r.name} |" in md for r in board.references)
     assert render_leaderboard(lb, "table").count("\n  ref ") == len(board.references)
     assert max(len(line) for line in render_leaderboard(lb, "table").splitlines()) <= 100
+
+
+@pytest.mark.slow
+def test_a_run_killed_before_it_finished_is_listed_unranked(runs: tuple[Path, dict[str, dict]]) -> None:
+    """A run killed mid-way (no summary, nothing recorded yet) is on the board as "not
+    finished", below the complete runs, with no score and no rank."""
+
+    cache, made = runs
+    tmp = cache.parent
+    sim, url = start_sim_subprocess(["--latency-ms", "400"])
+    try:
+        run = subprocess.Popen([sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{tmp / 'data.jsonl'}", "--model",
+                                "openai-compat:epsilon", "--base-url", url + "/v1", "--cache", str(cache), "--out",
+                                str(tmp / "killed"), "--no-progress", "--concurrency", "2"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(r.model.endswith(":epsilon") for r in Store(cache).runs.runs()):
+            time.sleep(0.2)
+        time.sleep(1.0)  # some requests in flight
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+    finally:
+        stop_sim_subprocess(sim)
+    killed = next(r for r in Store(cache).runs.runs() if r.model.endswith(":epsilon"))
+    assert not killed.summary_json
+    lb = build_leaderboard([*(s["run_id"] for s in made.values()), killed.run_id[:8]], cache)
+    board = lb.boards[0]
+    last = board.entries[-1]
+    assert last.run_id == killed.run_id and last.partial.startswith("not finished")
+    assert last.rank is None and last.score is None
+    assert all(p.higher != killed.run_id and p.lower != killed.run_id for p in board.pairs)
+    assert "not finished" in render_leaderboard(lb, "table")
