@@ -105,6 +105,7 @@ def test_ranking_intervals_and_pairs_equal_the_runs_and_compare(runs: tuple[Path
     for p in board.pairs:
         line = next(x for x in compare_runs(loaded[p.lower], loaded[p.higher]).lines if x.key == "overall")
         assert (p.diff, list(p.ci95), p.p, p.distinguishable) == (line.diff, line.ci, line.p, line.distinguishable)
+        assert p.diff >= 0  # oriented: the higher-scoring run on the common samples is `higher`
 
     # ranks: 1 + complete models distinguishably better, from `compare`'s verdicts
     for e in complete:

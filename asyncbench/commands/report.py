@@ -108,7 +108,8 @@ def _leaderboard(args: argparse.Namespace, fmt: str) -> int:
     from ..report.leaderboard.eval_set import read_set
     from ..store import default_cache_path
 
-    run_ids, notes = list(args.run_ids), ()
+    run_ids: list[str] = list(args.run_ids)
+    notes: tuple[str, ...] = ()
     if args.eval_set:
         wanted, notes = read_set(Path(args.eval_set).expanduser())
         run_ids += [r for r in wanted if r not in run_ids]

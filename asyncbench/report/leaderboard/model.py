@@ -86,8 +86,9 @@ class Entry:
 
 @dataclass(frozen=True)
 class Pair:
-    """Two models' paired comparison of the headline: `diff` = higher - lower (the order
-    of the board), its 95% paired bootstrap interval and permutation p-value."""
+    """Two models' paired comparison of the headline: `diff` = higher - lower (>= 0: the
+    one scoring more on the samples both scored is `higher`), as `compare_runs(lower,
+    higher)` gives it, with its 95% paired bootstrap interval and permutation p-value."""
 
     higher: str  # run id
     lower: str
@@ -213,22 +214,35 @@ def _order(entries: list[Entry]) -> list[Entry]:
 
 
 def _pairs(ordered: list[Entry], runs: dict[str, RunReport], key: str) -> list[Pair]:
-    """Every pair of entries with a score, compared on the samples both scored (the
-    lower one as A, so the difference is higher - lower)."""
+    """Every pair of entries with a score, compared on the samples both scored, in board
+    order. `adjacent`: next to each other within the complete or the partial runs."""
     scored = [e for e in ordered if e.score is not None]
     out = []
-    for i, hi in enumerate(scored):
+    for i, first in enumerate(scored):
         for j in range(i + 1, len(scored)):
-            lo = scored[j]
-            try:
-                c = compare_runs(runs[lo.run_id], runs[hi.run_id])
-            except UserError:  # no sample in common, or grouped differently: nothing to pair
-                continue
-            line = _headline_line(c, key)
-            if line is not None:
-                out.append(Pair(hi.run_id, lo.run_id, line.diff, (line.ci[0], line.ci[1]), line.p,
-                                line.distinguishable, c.n_matched, j == i + 1))
+            second = scored[j]
+            pair = _pair(runs[first.run_id], runs[second.run_id], key)
+            if pair is not None:
+                out.append(dataclasses.replace(pair, adjacent=j == i + 1 and bool(first.partial) == bool(second.partial)))
     return out
+
+
+def _pair(first: RunReport, second: RunReport, key: str) -> Pair | None:
+    """The paired comparison as `compare_runs(lower, higher)` gives it (higher: the run
+    scoring more on the samples both scored); None when the runs share no sample."""
+    try:
+        c = compare_runs(second, first)
+        line = _headline_line(c, key)
+        if line is not None and line.diff < 0:  # the later run scores more on the common samples
+            first, second = second, first
+            c = compare_runs(second, first)
+            line = _headline_line(c, key)
+    except UserError:  # no sample in common, or grouped differently: nothing to pair
+        return None
+    if line is None:
+        return None
+    return Pair(first.run_id, second.run_id, line.diff, (line.ci[0], line.ci[1]), line.p, line.distinguishable,
+                c.n_matched, False)
 
 
 def _headline_line(c: Comparison, key: str) -> Line | None:
@@ -242,7 +256,7 @@ def _ranked(ordered: list[Entry], pairs: list[Pair]) -> list[Entry]:
     beaten: dict[str, int] = dict.fromkeys(complete, 0)
     for p in pairs:
         if p.distinguishable and p.higher in complete and p.lower in complete:
-            beaten[p.lower if p.diff > 0 else p.higher] += 1
+            beaten[p.lower] += 1
     ranks = {run: 1 + n for run, n in beaten.items()}
     counts = [ranks[r] for r in ranks]
     return [dataclasses.replace(e, rank=ranks[e.run_id], tied=counts.count(ranks[e.run_id]) > 1)

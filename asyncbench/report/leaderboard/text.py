@@ -27,11 +27,20 @@ def score_text(score: float | None, ci: tuple[float, float] | None) -> str:
 
 
 def _vs_next(e: Entry, board: Board) -> str:
-    """The paired difference to the next model down: '>' distinguishable, '≈' not."""
-    pair = next((p for p in board.pairs if p.adjacent and p.higher == e.run_id), None)
+    """The paired difference to the next model down (among the complete, or the partial,
+    runs): '>' or '<' distinguishable, '≈' not."""
+    here = _position(board, e.run_id)
+    pair = next((p for p in board.pairs if p.adjacent and e.run_id in (p.higher, p.lower)
+                 and _position(board, p.lower if p.higher == e.run_id else p.higher) == here + 1), None)
     if pair is None:
         return ""
-    return f"{'>' if pair.distinguishable else '≈'} {pair.diff:+.2f}"
+    above = pair.higher == e.run_id
+    mark = (">" if above else "<") if pair.distinguishable else "≈"
+    return f"{mark} {pair.diff if above else -pair.diff:+.2f}"
+
+
+def _position(board: Board, run_id: str) -> int:
+    return next(i for i, x in enumerate(board.entries) if x.run_id == run_id)
 
 
 def _usd(e: Entry) -> str:
@@ -104,7 +113,7 @@ def task_table(board: Board, terse: bool = False) -> Table | None:
 
 
 def notes(board: Board) -> list[str]:
-    out = [board.method + "; vs next: '>' distinguishable from the model below, '≈' not."]
+    out = [board.method + "; vs next: the paired difference to the model below, '>' or '<' distinguishable, '≈' not."]
     if board.estimate_of:
         out.append(f"est.: each run's estimate of {board.estimate_of}, the number the papers' rows (their "
                    f"{board.estimate_of} overall) compare with; the ranking uses {board.score_name}, which the "
@@ -152,7 +161,8 @@ def text(lb: Leaderboard) -> str:
             show(_pairs_title(board), pair_table(board, terse=True))
         tt = task_table(board, terse=True)
         if tt and len(board.tasks) > 1:
-            show(f"{board.benchmark} by task (with the papers' rows: --format md or html)", tt)
+            with_papers = " (with the papers' rows: --format md or html)" if board.references else ""
+            show(f"{board.benchmark} by task{with_papers}", tt)
         for line in notes(board):
             console.print(escape(line))
     for line in lb.notes:
