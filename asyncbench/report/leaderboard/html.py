@@ -20,6 +20,10 @@ from ..samples import SampleRecord, load_samples
 from .model import Board, Leaderboard
 from .text import headline_references, notes, pair_table, ranking_table, task_table
 
+# the model columns read left-aligned, like the first one
+_LB_CSS = ('table[id^="leaderboard-"] td:nth-child(2),table[id^="pairs-"] td:nth-child(-n+2),'
+           'table[id^="pairs-"] th:nth-child(-n+2){text-align:left}')
+
 
 def _disagreement_table(board: Board) -> tuple[list[str], list[list[str]]]:
     header = ["sample", "task", *(e.label for e in board.entries)]
@@ -74,4 +78,4 @@ def html(lb: Leaderboard) -> str:
         parts += [viewer.sample_viewer(run, label, records, budgets[run]) for run, label, records in viewers]
         script = f"<script>{viewer.SCRIPT}</script>"
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>asyncbench leaderboard</title>"
-            f"<style>{_CSS}{viewer.CSS}</style></head><body>{''.join(parts)}{script}</body></html>\n")
+            f"<style>{_CSS}{_LB_CSS}{viewer.CSS}</style></head><body>{''.join(parts)}{script}</body></html>\n")

@@ -170,6 +170,8 @@ def partial_mark(run: RunReport) -> str:
     marks = []
     if not run.summary:
         marks.append("not finished")
+    elif run.status == "running":  # re-run, still running or killed: the scores are an earlier invocation's
+        marks.append("not finished (earlier scores)")
     elif run.status != "complete" and not run.partial:
         marks.append(f"run {run.status}")
     if run.partial:
