@@ -253,3 +253,36 @@ def test_a_run_killed_before_it_finished_is_listed_unranked(runs: tuple[Path, di
     assert last.rank is None and last.score is None
     assert all(p.higher != killed.run_id and p.lower != killed.run_id for p in board.pairs)
     assert "not finished" in render_leaderboard(lb, "table")
+
+
+@pytest.mark.parametrize("bench", ["longbench", "longbench-e", "100-longbench", "bamboo"])
+def test_published_rows_show_summary_numbers_only_over_the_tasks_run(bench: str) -> None:
+    """A run of every task the paper's table has sits beside the paper's overall, length
+    bins, LongScore...; a run of a subset beside the paper's per-task numbers only."""
+    from asyncbench.benchmarks import score_type
+    from asyncbench.report.baselines import references_for
+    from asyncbench.report.leaderboard.model import _references
+    from asyncbench.report.model import score_cells
+
+    kind = score_type(bench)
+    published = references_for(bench)
+    cells = [score_cells(r.scores, kind.COLUMNS, kind=kind) for r in published]
+    tasks = list(dict.fromkeys(t for r in published for t in [*(r.scores.get("by_task") or {}), *r.task_order]))
+    keys = tuple(dict.fromkeys([*(k for c in cells for k in c), *(f"task:{t}" for t in tasks)]))
+    full, note = _references(bench, kind, keys)
+    assert [r.name for r in full] == [r.name for r in published] and "did not run" not in note
+    for row, ref, c in zip(full, published, cells):
+        assert row.score == kind.from_json(ref.scores).overall
+        assert row.cells == {k: c.get(k) for k in keys}
+    some = tuple(k for k in keys if not k.startswith("task:")) + tuple(f"task:{t}" for t in tasks[:2])
+    subset, note = _references(f"{bench}:{','.join(tasks[:2]) or 'part'}", kind, some)
+    assert all(r.score is None and all(v is None for k, v in r.cells.items() if not k.startswith("task:"))
+               for r in subset)
+    by_name = {r.name: c for r, c in zip(published, cells)}
+    task_keys = [k for k in some if k.startswith("task:")]
+    # a paper without per-task numbers (LongBench-E's by length, 100-LongBench's LongScore) has nothing to show
+    assert [r.name for r in subset] == [r.name for r in published if any(by_name[r.name].get(k) is not None
+                                                                         for k in task_keys)]
+    assert all(row.cells[k] == by_name[row.name].get(k) for row in subset for k in task_keys)
+    summary = any(v is not None for c in cells for k, v in c.items() if not k.startswith("task:"))
+    assert ("did not run" in note) == summary  # BAMBOO's paper prints per-dataset numbers only

@@ -1,10 +1,10 @@
 """The leaderboard as one self-contained HTML file (inline CSS, data and script, like the
-report): per benchmark the ranking, the paired comparisons and the scores by task, then
+report): per benchmark the ranking, the paired comparisons and every other score, then
 the samples the models scored differently, side by side, and each model's sample viewer
 (report/viewer.py) holding those samples, to read what each one answered.
 
 Table ids are stable for tests and users: `leaderboard-<benchmark>`, `pairs-<benchmark>`,
-`tasks-<benchmark>`, `disagree-<benchmark>`, and the viewers' `samples-<run id>`.
+`scores-<benchmark>`, `disagree-<benchmark>`, and the viewers' `samples-<run id>`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .. import viewer
 from ..html import _CSS, _budgets, _table, slug
 from ..samples import SampleRecord, load_samples
 from .model import Board, Leaderboard
-from .text import headline_references, notes, pair_table, ranking_table, task_table
+from .text import cell_table, headline_references, notes, pair_table, ranking_table
 
 # the model columns read left-aligned, like the first one
 _LB_CSS = ('table[id^="leaderboard-"] td:nth-child(2),table[id^="pairs-"] td:nth-child(-n+2),'
@@ -50,9 +50,9 @@ def _board(board: Board) -> tuple[list[str], dict[str, Sequence[SampleRecord]]]:
     parts = [f"<h2>{escape(board.benchmark)}</h2>", _table(f"leaderboard-{s}", ranking, kinds)]
     if board.pairs:
         parts.append(f"<h3>Paired comparisons of {escape(board.score_name)}</h3>" + _table(f"pairs-{s}", pair_table(board)))
-    tt = task_table(board)
-    if tt:
-        parts.append("<h3>By task</h3>" + _table(f"tasks-{s}", tt))
+    cells = cell_table(board)
+    if cells:
+        parts.append("<h3>Every score</h3>" + _table(f"scores-{s}", cells))
     parts.append("<ul>" + "".join(f'<li class="note">{escape(line)}</li>' for line in notes(board)) + "</ul>")
     samples = _samples(board)
     if board.disagreements:

@@ -23,10 +23,15 @@ among the partial ones, marked with what is missing and without a rank: its scor
 covers other samples than the complete runs', so it is never ranked as if complete.
 Its paired comparisons are still shown, on the samples both scored.
 
-Runs are grouped by their benchmark exactly as run (`longbench:qasper,trec` is not
-`longbench`: the overall covers other tasks). A published overall is shown only where
-the runs cover every task the paper's overall averages; otherwise the published rows
-show their per-task numbers only (the by-task table).
+Besides the headline, every other score the benchmark reports (length bins, LongScore,
+categories, tasks: the report's columns, `report.model.score_cells`) is a cell of the
+board, for the models and the papers alike. Runs are grouped by their benchmark exactly
+as run (`longbench:qasper,trec` is not `longbench`: the overall covers other tasks). A
+paper's overall, length bins or LongScore are shown only where the runs cover every task
+the paper's table has (or, where the table does not list its tasks, the runs name no task
+subset); otherwise the paper's row shows its per-task numbers only. MiniLongBench's
+cells are averages over its anchors, so the papers' full-benchmark rows show only their
+overall there, beside the estimate.
 """
 
 from __future__ import annotations
@@ -43,9 +48,10 @@ from ...benchmarks.scores import ScoreSet, scalar
 from ...errors import UserError
 from ...ledger import SETTLED
 from ...pricing import is_simulator
-from ..baselines import Reference, references_for
+from ..baselines import references_for
 from ..compare import NOT_DISTINGUISHABLE, Comparison, Line, compare_runs
 from ..data import RunReport, latency_of, load_runs
+from ..model import score_cells
 
 MAX_DISAGREEMENTS = 500  # samples listed where models score differently (largest spread first)
 
@@ -79,7 +85,7 @@ class Entry:
     partial: str  # "" when complete, else what is missing ("partial 25/40", "not finished")
     scored: int  # samples with a score
     samples: int
-    tasks: dict[str, float | None]  # the run's own per-task scores
+    cells: dict[str, float | None]  # the run's other scores by column key ("task:qasper", "len:0-4k", ...)
     cost: Cost
     cache: str = dataclasses.field(default="", repr=False, compare=False)  # the store it came from
 
@@ -108,7 +114,7 @@ class ReferenceRow:
     source: str
     score: float | None  # the paper's overall where it is comparable with the board's score
     estimate_target: float | None  # the paper's overall, beside a board's estimate column
-    tasks: dict[str, float | None]
+    cells: dict[str, float | None]  # by the board's column keys; only where comparable with the runs'
 
 
 @dataclass(frozen=True)
@@ -130,7 +136,7 @@ class Board:
     pairs: tuple[Pair, ...]  # every pair of scored entries, in board order
     references: tuple[ReferenceRow, ...]
     reference_note: str
-    tasks: tuple[str, ...]
+    columns: tuple[tuple[str, str], ...]  # the cells' (key, label), in the benchmark's column order
     disagreements: tuple[Disagreement, ...]
     method: str
 
@@ -201,9 +207,9 @@ def _entry(run: RunReport, kind: type[ScoreSet], key: str) -> Entry:
     # a benchmark estimating another: its `overall` is that estimate, as the run recorded it
     estimate = scalar(run.scores.get("overall")) if kind.ESTIMATE_BOARD else None
     scored = sum(1 for r in run.samples if r.score is not None and r.status in SETTLED)
+    cells = {k: v for k, v in score_cells(run.scores, kind.COLUMNS, kind=kind).items() if k != key}
     return Entry(run.run_id, run.model, run.label, scalar(run.scores.get(key)), _interval(scores.ci95, key),
-                 estimate, None, False, partial_mark(run), scored,
-                 run.ledger["samples"]["total"], {t: scalar(v) for t, v in scores.by_task.items()}, _cost(run),
+                 estimate, None, False, partial_mark(run), scored, run.ledger["samples"]["total"], cells, _cost(run),
                  str(run.cache or ""))
 
 
@@ -265,27 +271,39 @@ def _ranked(ordered: list[Entry], pairs: list[Pair]) -> list[Entry]:
             if e.run_id in ranks else e for e in ordered]
 
 
-def _references(bench: str, kind: type[ScoreSet], tasks: tuple[str, ...]) -> tuple[list[ReferenceRow], str]:
-    """The papers' rows for the board, and a note on what their overall covers."""
-    refs: list[Reference] = references_for(bench)
+def _references(bench: str, kind: type[ScoreSet], columns: tuple[str, ...]) -> tuple[list[ReferenceRow], str]:
+    """The papers' rows for the board (cells by the board's column keys), and a note on
+    what they cover."""
+    tasks = {k[5:] for k in columns if k.startswith("task:")}
     rows, partial_cover = [], False
-    for ref in refs:
+    for ref in references_for(bench):
         published = kind.from_json(ref.scores)
-        by_task = {t: scalar(v) for t, v in published.by_task.items()}
-        overall = published.overall
-        if kind.ESTIMATE_BOARD:  # the paper's overall sits beside the estimate, not the anchor average
-            rows.append(ReferenceRow(ref.name, ref.source, None, overall, {t: by_task.get(t) for t in tasks}))
+        if kind.ESTIMATE_BOARD:  # the paper's overall beside the estimate; its cells are not the anchors'
+            rows.append(ReferenceRow(ref.name, ref.source, None, published.overall, {}))
             continue
-        covered = bool(by_task) and set(by_task) <= set(tasks)
-        partial_cover |= overall is not None and not covered
-        row = ReferenceRow(ref.name, ref.source, overall if covered else None, None, {t: by_task.get(t) for t in tasks})
-        if row.score is not None or any(v is not None for v in row.tasks.values()):
+        cells = score_cells(ref.scores, kind.COLUMNS, kind=kind)
+        listed = set(published.by_task) | set(ref.task_order)
+        covered = listed <= tasks if listed else ":" not in bench
+        partial_cover |= not covered and any(not k.startswith("task:") and v is not None for k, v in cells.items())
+        shown = {k: cells.get(k) for k in columns if covered or k.startswith("task:")}
+        row = ReferenceRow(ref.name, ref.source, published.overall if covered else None, None, shown)
+        if row.score is not None or any(v is not None for v in shown.values()):
             rows.append(row)
     sources = "; ".join(dict.fromkeys(r.source for r in rows))
     note = f"published rows (not ranked): {sources}" if rows else ""
     if partial_cover:
-        note += ". The papers' overall averages tasks these runs did not run: their rows show per-task numbers only"
+        note += (". The papers' overall and other summary numbers cover tasks these runs did not run: their rows "
+                 "show per-task numbers only")
     return rows, note
+
+
+def _label(key: str, kind: type[ScoreSet]) -> str:
+    """A cell's column label: the score type's own, else the key's name ("len:4k" -> "@4k")."""
+    own = kind.label(key)
+    if own is not None:
+        return own
+    prefix, _, name = key.partition(":")
+    return f"@{name}" if prefix == "len" else name or key
 
 
 def _disagreements(entries: list[Entry], runs: dict[str, RunReport]) -> list[Disagreement]:
@@ -311,15 +329,16 @@ def _board(bench: str, members: list[RunReport], with_references: bool) -> Board
     ordered = _order([_entry(r, kind, key) for r in members])
     pairs = _pairs(ordered, runs, key)
     entries = _ranked(ordered, pairs)
-    tasks = tuple(dict.fromkeys(t for e in entries for t in e.tasks))
-    refs, note = _references(bench, kind, tasks) if with_references else ([], "")
+    keys = tuple(dict.fromkeys(k for e in entries for k in e.cells))
+    refs, note = _references(bench, kind, keys) if with_references else ([], "")
     estimate_name = "est." if kind.ESTIMATE_BOARD else None
     n_resamples = _n_resamples()
     method = (f"rank = 1 + models distinguishably better (paired bootstrap of {key} on the samples both scored, "
               f"{n_resamples} resamples, 95% percentile interval; '{NOT_DISTINGUISHABLE}' where it covers 0); "
               "partial runs are listed below the complete ones, unranked")
     estimate_of = kind.ESTIMATE_BOARD.split(": estimated ", 1)[-1] if kind.ESTIMATE_BOARD else None
-    return Board(bench, key, estimate_name, estimate_of, tuple(entries), tuple(pairs), tuple(refs), note, tasks,
+    return Board(bench, key, estimate_name, estimate_of, tuple(entries), tuple(pairs), tuple(refs), note,
+                 tuple((k, _label(k, kind)) for k in keys),
                  tuple(_disagreements(entries, runs)), method)
 
 

@@ -1,7 +1,9 @@
-"""Text renderings of a `Leaderboard` (model.py): the terminal table (100 columns), Markdown, JSON.
+"""Text renderings of a `Leaderboard` (model.py): the terminal table (100 columns),
+Markdown, JSON.
 
 Each board is three tables built once here (the HTML file uses the same): the ranking
-(models, then the papers' rows), every paired comparison, and the scores by task.
+(models, then the papers' rows), every paired comparison, and every other score (length
+bins, LongScore, categories, tasks).
 """
 
 from __future__ import annotations
@@ -99,16 +101,16 @@ def pair_table(board: Board, terse: bool = False) -> Table:
     return header, body
 
 
-def task_table(board: Board, terse: bool = False) -> Table | None:
-    """Tasks as rows; each model and paper a column. `terse` (the terminal): the models
-    only, headed by rank and run id."""
-    if not board.tasks:
+def cell_table(board: Board, terse: bool = False) -> Table | None:
+    """Every other score (length bins, LongScore, categories, tasks) as rows; each model
+    and paper a column. `terse` (the terminal): the models only, headed by rank and run id."""
+    if not board.columns:
         return None
     refs = [] if terse else list(board.references)
     labels = [f"{rank_text(e)} [{e.run_id[:8]}]" for e in board.entries] if terse else [e.label for e in board.entries]
-    header = ["task", *labels, *(f"{r.name} (paper)" for r in refs)]
-    body = [[t, *(fmt_score(e.tasks.get(t)) for e in board.entries), *(fmt_score(r.tasks.get(t)) for r in refs)]
-            for t in board.tasks]
+    header = ["score", *labels, *(f"{r.name} (paper)" for r in refs)]
+    body = [[label, *(fmt_score(e.cells.get(k)) for e in board.entries), *(fmt_score(r.cells.get(k)) for r in refs)]
+            for k, label in board.columns]
     return header, body
 
 
@@ -159,10 +161,10 @@ def text(lb: Leaderboard) -> str:
         show(f"{board.benchmark}: leaderboard by {board.score_name}", ranking_table(board, terse=True))
         if board.pairs:
             show(_pairs_title(board), pair_table(board, terse=True))
-        tt = task_table(board, terse=True)
-        if tt and len(board.tasks) > 1:
+        cells = cell_table(board, terse=True)
+        if cells and len(board.columns) > 1:
             with_papers = " (with the papers' rows: --format md or html)" if board.references else ""
-            show(f"{board.benchmark} by task{with_papers}", tt)
+            show(f"{board.benchmark}: every score{with_papers}", cells)
         for line in notes(board):
             console.print(escape(line))
     for line in lb.notes:
@@ -177,9 +179,9 @@ def markdown(lb: Leaderboard) -> str:
         out += [f"## {board.benchmark}", "", f"Ranked by {board.score_name}.", "", _md(ranking_table(board)), ""]
         if board.pairs:
             out += [f"### {_pairs_title(board)}", "", _md(pair_table(board)), ""]
-        tt = task_table(board)
-        if tt:
-            out += [f"### {board.benchmark} by task", "", _md(tt), ""]
+        cells = cell_table(board)
+        if cells:
+            out += [f"### {board.benchmark}: every score", "", _md(cells), ""]
         out += [f"- {line}" for line in notes(board)] + [""]
     out += [f"- {line}" for line in lb.notes]
     return "\n".join(out).rstrip() + "\n"
