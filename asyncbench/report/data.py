@@ -153,12 +153,14 @@ def _load_one(store: Store, run: RunRow) -> RunReport:
     )
 
 
-def select_runs(stored: list[tuple[RunRow, Path]], wanted: list[str], where: str) -> list[tuple[RunRow, Path]]:
+def select_runs(stored: list[tuple[RunRow, Path]], wanted: list[str], where: str,
+                unfinished: bool = False) -> list[tuple[RunRow, Path]]:
     """Runs named by id or unique id prefix, in the order given; with none named, every
     finished run. A run id is a hash of the settings that change results and re-running
     the same command continues the same run, so "every run" is already "the latest of
     each model and setting". `stored` may come from several cache files (a run found in
-    two, e.g. a copy, counts once: the first file's), each with its file."""
+    two, e.g. a copy, counts once: the first file's), each with its file. `unfinished`:
+    a named run with no summary yet is taken too (the leaderboard marks it partial)."""
     unique: dict[str, tuple[RunRow, Path]] = {}
     for r in stored:
         unique.setdefault(r[0].run_id, r)
@@ -179,16 +181,18 @@ def select_runs(stored: list[tuple[RunRow, Path]], wanted: list[str], where: str
         if len(matches) > 1:
             raise UserError(f"run id prefix {want!r} matches {len(matches)} runs in {where}; give more characters")
         run = matches[0][0]
-        if not run.summary_json:
+        if not run.summary_json and not unfinished:
             raise UserError(f"run {run.run_id} has no summary yet (still running or interrupted); "
                             f"finish it with `asyncbench run --resume {run.run_id}`")
         picked.append(matches[0])
     return picked
 
 
-def load_runs(cache: str | Path | Sequence[str | Path], run_ids: list[str]) -> list[RunReport]:
+def load_runs(cache: str | Path | Sequence[str | Path], run_ids: list[str],
+              unfinished: bool = False) -> list[RunReport]:
     """Runs from one cache file or several (teams that run models on different machines
-    report them together); each file is read in one session, other processes wait."""
+    report them together); each file is read in one session, other processes wait.
+    `unfinished`: named runs with no summary yet are loaded too (see `select_runs`)."""
     paths = [Path(c).expanduser() for c in ([cache] if isinstance(cache, (str, Path)) else cache)]
     for path in paths:
         if not path.is_file():
@@ -197,7 +201,7 @@ def load_runs(cache: str | Path | Sequence[str | Path], run_ids: list[str]) -> l
     for path in paths:
         stored += [(r, path) for r in Store(path).runs.runs()]
     where = str(paths[0]) if len(paths) == 1 else f"{len(paths)} cache files ({', '.join(map(str, paths))})"
-    chosen = select_runs(stored, run_ids, where)
+    chosen = select_runs(stored, run_ids, where, unfinished)
     loaded: list[RunReport] = []
     for path in paths:
         mine = [r for r, cache in chosen if cache == path]
