@@ -508,7 +508,9 @@ def test_two_drivers_share_one_rate_limit(tmp_path, start_sim, ray_cluster):
     one simulator enforcing the RPM they were given: together they keep it (at most two
     429s; the requests take at least 0.9x the time the limit allows for them), and the
     shared limiter is gone once both have ended."""
-    rpm, n = 600, 60
+    # 5 requests/s: a request is 429'd when it reaches the server more than a slot
+    # (200 ms) earlier, relative to the one before, than the limiter granted it
+    rpm, n = 300, 40
     sim = start_sim("--rpm", str(rpm), "--latency-ms", "20")
     prompts: dict[str, list[str]] = {}
     procs = {}
