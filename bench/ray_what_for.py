@@ -112,6 +112,19 @@ def private_eval(address: str, rows: int, rounds: int) -> None:
     options = {"sandbox_workers": 2}
     backend = RayRunner(address, workers=1, concurrency=1, timeout_s=60, max_attempts=1)
     walls: dict[str, list[float]] = {"local": [], "ray": []}
+    per_node: dict[str, int] = {}
+
+    def spread(fn: Any, calls: list[tuple[Any, ...]]) -> list[Any]:
+        """`backend.map_chunks`, noting the node each chunk ran on."""
+        def where(*args: Any) -> tuple[str, Any]:
+            import ray
+            return ray.get_runtime_context().get_node_id(), fn(*args)
+
+        out = backend.map_chunks(where, calls)
+        for node, _ in out:
+            per_node[node[:8]] = per_node.get(node[:8], 0) + 1
+        return [result for _, result in out]
+
     try:
         t = time.perf_counter()
         cold = anyio.run(run_programs, programs, options, backend.map_chunks)
@@ -121,7 +134,7 @@ def private_eval(address: str, rows: int, rounds: int) -> None:
             local = anyio.run(run_programs, programs, options)
             walls["local"].append(time.perf_counter() - t)
             t = time.perf_counter()
-            remote = anyio.run(run_programs, programs, options, backend.map_chunks)
+            remote = anyio.run(run_programs, programs, options, spread)
             walls["ray"].append(time.perf_counter() - t)
             assert [o.status for o in remote] == [o.status for o in local] == [o.status for o in cold], \
                 "Ray and local verdicts differ"
@@ -131,7 +144,8 @@ def private_eval(address: str, rows: int, rounds: int) -> None:
     print(f"  local, 2 at a time: {', '.join(f'{w:.1f}' for w in walls['local'])} s; "
           f"{sum(o.passed for o in local)} of {len(programs)} passed")
     print(f"  Ray map_chunks, 2 nodes x 1 CPU, warm: {', '.join(f'{w:.1f}' for w in walls['ray'])} s; "
-          f"verdicts equal; best vs best: {best['local'] / best['ray']:.2f}x local's throughput")
+          f"verdicts equal; best vs best: {best['local'] / best['ray']:.2f}x local's throughput; "
+          f"chunks per node {sorted(per_node.values())}")
 
 
 def shared_limit(address: str, rpm: int, n: int) -> None:
