@@ -491,6 +491,12 @@ def _limits(options: dict[str, Any], which: str) -> Any:
     return Limits(cpu_s=_cpu_s(options, which))
 
 
+def sandbox_setup(options: dict[str, Any]) -> tuple[str, Any]:
+    """(interpreter, Limits) for PrivateEval programs, on the machine that runs them."""
+    python, which = sandbox_interpreter(options)
+    return python, _limits(options, which)
+
+
 async def run_programs(programs: list[Program], options: dict[str, Any],
                        map_chunks: Callable[..., list[Any]] | None = None) -> list[Any]:
     """Check PrivateEval completions (sandbox + trusted checker) with bounded workers, or
@@ -502,7 +508,7 @@ async def run_programs(programs: list[Program], options: dict[str, Any],
 
         from .sandbox_spread import check_spread
 
-        return await anyio.to_thread.run_sync(check_spread, programs, options, map_chunks)
+        return await anyio.to_thread.run_sync(check_spread, programs, options, map_chunks, sandbox_setup)
     from .sandbox_env import PROBE_IMPORTS
 
     workers = int(options.get("sandbox_workers") or os.cpu_count() or 2)

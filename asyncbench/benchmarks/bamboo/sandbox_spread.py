@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import UserError
-from .sandbox import Outcome, Program
+from .sandbox import Limits, Outcome, Program
 
 # Programs per task: a program costs about a second of CPU (interpreter, numpy/pandas
 # imports, checker), so a task is a few seconds, far above Ray's per-task overhead, and a
@@ -31,21 +31,24 @@ CHUNK_PROGRAMS = 4
 SANDBOX_OPTIONS = ("sandbox_python", "sandbox_own_python", "allow_unsafe_sandbox", "sandbox_timeout_s")
 
 MapChunks = Callable[[Callable[..., Any], list[tuple[Any, ...]]], list[Any]]
+# options -> (interpreter, Limits) on the machine that runs the chunk (benchmark.sandbox_setup;
+# a module-level function, so Ray sends it by name)
+Setup = Callable[[dict[str, Any]], tuple[str, Limits]]
 
 
-def check_chunk(programs: list[Program], options: dict[str, Any]) -> list[Outcome]:
+def check_chunk(programs: list[Program], options: dict[str, Any], setup: Setup) -> list[Outcome]:
     """Check `programs` on this machine, one at a time (the task holds one CPU), after
-    choosing the interpreter and probing the sandbox here. A machine that cannot
-    sandbox: every program gets "error: <the one-line reason>" (a failed sample)."""
+    choosing the interpreter and limits (`setup(options)`, the benchmark's rule) and
+    probing the sandbox here. A machine that cannot sandbox: every program gets
+    "error: <the one-line reason>" (a failed sample)."""
     import anyio
 
-    from .benchmark import _limits, sandbox_interpreter
     from .sandbox import check_many
     from .sandbox_env import PROBE_IMPORTS
 
     try:
-        python, which = sandbox_interpreter(options)
-        call = functools.partial(check_many, programs, _limits(options, which), workers=1, python=python,
+        python, limits = setup(options)
+        call = functools.partial(check_many, programs, limits, workers=1, python=python,
                                  allow_unsafe=bool(options.get("allow_unsafe_sandbox")), imports=PROBE_IMPORTS)
         return anyio.run(call)
     except UserError as exc:
@@ -54,7 +57,8 @@ def check_chunk(programs: list[Program], options: dict[str, Any]) -> list[Outcom
         return [Outcome(why, 0.0) for _ in programs]
 
 
-def check_spread(programs: list[Program], options: dict[str, Any], map_chunks: MapChunks) -> list[Outcome]:
+def check_spread(programs: list[Program], options: dict[str, Any], map_chunks: MapChunks,
+                 setup: Setup) -> list[Outcome]:
     """`check_many` through `map_chunks`: identical programs run once, the distinct ones
     in chunks of CHUNK_PROGRAMS, one task each; outcomes in the order of `programs`."""
     unique = list(dict.fromkeys(programs))
@@ -63,7 +67,7 @@ def check_spread(programs: list[Program], options: dict[str, Any], map_chunks: M
     n_chunks = math.ceil(len(unique) / CHUNK_PROGRAMS)
     chunks = [unique[k::n_chunks] for k in range(n_chunks)]  # dealt: slow problems spread
     wanted = {key: options[key] for key in SANDBOX_OPTIONS if options.get(key) is not None}
-    results = map_chunks(check_chunk, [(chunk, wanted) for chunk in chunks])
+    results = map_chunks(check_chunk, [(chunk, wanted, setup) for chunk in chunks])
     verdict: dict[Program, Outcome] = {}
     for chunk, outcomes in zip(chunks, results):
         verdict.update(zip(chunk, outcomes))
