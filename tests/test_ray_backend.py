@@ -549,6 +549,7 @@ def test_two_drivers_share_one_rate_limit(tmp_path, start_sim, ray_cluster):
 CRASH_SCRIPT = r"""
 import os, sys
 import anyio
+from asyncbench.errors import UserError
 from asyncbench.providers import parse_model_spec
 from asyncbench.runners.ray import RayRunner
 
@@ -557,13 +558,23 @@ runner = RayRunner(sys.argv[1], workers=1, concurrency=1, timeout_s=5, max_attem
 spec = parse_model_spec("openai-compat:sim", ["http://127.0.0.1:9/v1"])
 anyio.run(runner.group, spec, "sk-not-used", 60.0, None)
 print("attached", flush=True)
+other = RayRunner(sys.argv[1], workers=1, concurrency=1, timeout_s=5, max_attempts=1, shared_limiter="crashtest")
+try:  # another run asking for another limit under the same name
+    anyio.run(other.group, spec, "sk-not-used", 120.0, None)
+except UserError as exc:
+    print(exc, flush=True)
 os._exit(1)  # a driver that dies without detaching
 """
 
 
 def test_a_shared_limiter_outlives_a_crashed_driver_by_its_ttl_only(ray_cluster):
+    """A driver killed before it could detach: its attachment lapses after the TTL and the
+    actor removes itself; meanwhile a run asking for other limits under the name is refused."""
     done = subprocess.run([sys.executable, "-c", CRASH_SCRIPT, ray_cluster.address], env=ENV, capture_output=True,
                           text=True, timeout=180)
     assert done.returncode == 1 and "attached" in done.stdout, done.stderr[-3000:]
+    refused = done.stdout.strip().splitlines()[-1]  # other limits under the same name: one line
+    assert refused.startswith("--ray-shared-limiter crashtest: the runs sharing it use other limits (it holds "
+                              "--rpm 60 --tpm none); this run asks --rpm 120 --tpm none: give every run the same limits, or another name"), done.stdout
     assert _shared_limiters_left(ray_cluster, 0) == 1  # still there right after the crash
     assert _shared_limiters_left(ray_cluster, 60) == 0  # expired: 10 s without renewal, then 10 s idle

@@ -82,6 +82,11 @@ class LeasedLimiter:
                 self.limited = True
 
 
+def limits_text(rpm: float | None, tpm: float | None) -> str:
+    """`--rpm 600 --tpm none`: a limiter's limits as the user gives them."""
+    return " ".join(f"--{k} {'none' if v is None else f'{v:g}'}" for k, v in (("rpm", rpm), ("tpm", tpm)))
+
+
 class LimiterActor:
     """One RateLimiter for an endpoint group, shared by every worker through leases (an
     async actor: a lease waiting for its bucket does not block other calls).
@@ -111,7 +116,7 @@ class LimiterActor:
         if self.closing:
             return "closing"
         if (rpm, tpm) != (self.rpm, self.tpm):
-            return f"holds --rpm {self.rpm} --tpm {self.tpm}"
+            return f"holds {limits_text(self.rpm, self.tpm)}"
         self.drivers[driver] = time.monotonic()
         return ""
 

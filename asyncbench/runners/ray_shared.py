@@ -28,6 +28,7 @@ import anyio
 
 from ..errors import UserError
 from ..providers import ModelSpec
+from .ray_actors import limits_text
 from .ray_connect import first_line
 
 NAMESPACE = "asyncbench"
@@ -84,7 +85,7 @@ class SharedLimiters:
                 break
             if why != "closing":
                 raise UserError(f"--ray-shared-limiter {self.name}: the runs sharing it use other limits (it {why}); "
-                                f"this run asks --rpm {rpm} --tpm {tpm}: give every run the same limits, or another name")
+                                f"this run asks {limits_text(rpm, tpm)}: give every run the same limits, or another name")
             if time.monotonic() > deadline:
                 raise UserError(f"Ray at {self.where}: the shared limiter {self.name!r} kept closing for {timeout_s:g} s")
             await anyio.sleep(0.1)
