@@ -486,6 +486,11 @@ try:
     while True:  # a killed actor's name is freed a moment later
         left = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
                 if a["namespace"] == NAMESPACE and a["name"].startswith(PREFIX)]
+        if left and len(sys.argv) > 3:  # where it runs: the head node
+            head = [n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n["Resources"]]
+            actor = ray.get_actor(left[0], namespace=NAMESPACE)
+            where = ray.get(actor.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id()), timeout=30)
+            print("on head" if [where] == head else f"not on the head: {where} {head}")
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.5)
@@ -496,11 +501,14 @@ print(len(left))
 """
 
 
-def _shared_limiters_left(ray_cluster: Cluster, wait_s: float) -> int:
-    done = subprocess.run([sys.executable, "-c", SHARED_CHECK, ray_cluster.address, str(wait_s)], env=ENV,
-                          capture_output=True, text=True, timeout=120 + wait_s)
+def _shared_limiters_left(ray_cluster: Cluster, wait_s: float, on_head: bool = False) -> int:
+    done = subprocess.run([sys.executable, "-c", SHARED_CHECK, ray_cluster.address, str(wait_s),
+                           *(["head"] if on_head else [])], env=ENV, capture_output=True, text=True, timeout=120 + wait_s)
     assert done.returncode == 0, done.stderr[-3000:]
-    return int(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines()
+    if on_head:
+        assert "on head" in lines, lines
+    return int(lines[-1])
 
 
 def test_two_drivers_share_one_rate_limit(tmp_path, start_sim, ray_cluster):
@@ -576,5 +584,5 @@ def test_a_shared_limiter_outlives_a_crashed_driver_by_its_ttl_only(ray_cluster)
     refused = done.stdout.strip().splitlines()[-1]  # other limits under the same name: one line
     assert refused.startswith("--ray-shared-limiter crashtest: the runs sharing it use other limits (it holds "
                               "--rpm 60 --tpm none); this run asks --rpm 120 --tpm none: give every run the same limits, or another name"), done.stdout
-    assert _shared_limiters_left(ray_cluster, 0) == 1  # still there right after the crash
+    assert _shared_limiters_left(ray_cluster, 0, on_head=True) == 1  # still there right after the crash
     assert _shared_limiters_left(ray_cluster, 60) == 0  # expired: 10 s without renewal, then 10 s idle

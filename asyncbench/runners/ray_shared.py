@@ -3,7 +3,7 @@
 cluster and sending to the same endpoint with the same key, lease from one limiter.
 
 The limiter of an endpoint group is then a named detached actor in the "asyncbench"
-namespace, made by whichever driver comes first (`get_if_exists`), and found by the
+namespace, on the head node, made by whichever driver comes first (`get_if_exists`), and found by the
 others under the same name: NAME plus a digest of the model, the base URLs and a digest
 of the API key (never the key itself), so that one NAME can serve an evaluated model and
 its judge without mixing their budgets, and runs with another key get another limiter.
@@ -35,6 +35,8 @@ NAMESPACE = "asyncbench"
 PREFIX = "asyncbench-limiter-"
 # A driver's attachment lapses this long after its last renewal (it renews 4x as often).
 TTL_S = 60.0
+# On the head node: it lives as long as the cluster, not as the first driver's machine.
+HEAD = "node:__internal_head__"
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -71,8 +73,8 @@ class SharedLimiters:
         name = actor_name(self.name, spec, api_key)
         deadline = time.monotonic() + timeout_s
         while True:
-            handle = cls.options(name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True).remote(
-                rpm, tpm, self.ttl_s)
+            handle = cls.options(name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+                                 resources={HEAD: 0.001}).remote(rpm, tpm, self.ttl_s)
             try:
                 with anyio.fail_after(max(0.1, deadline - time.monotonic())):
                     why = await handle.attach.remote(self.driver, rpm, tpm)
