@@ -60,6 +60,7 @@ class Options(TypedDict, total=False):
     backend: Backend
     ray_address: str
     ray_workers: int
+    ray_shared_limiter: str
     batch: bool
     batch_fallback: BatchFallback
     no_wait: bool

@@ -96,6 +96,7 @@ class RunConfig:
     prompt_cache: PromptCacheMode = "auto"  # "auto": mark shared prompt prefixes for the provider's cache
     ray_address: str | None = None
     ray_workers: int = 2
+    ray_shared_limiter: str | None = None  # drivers sharing one limiter by this name (runners/ray_shared.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> RunConfig:
@@ -110,6 +111,8 @@ class RunConfig:
         _whole("--max-attempts", self.max_attempts, 1, 100)
         _whole("--max-response-bytes", self.max_response_bytes, 1024, 2**40)
         _whole("--ray-workers", self.ray_workers, 1, 1024)
+        if self.ray_shared_limiter is not None and self.backend != "ray":
+            raise UserError("--ray-shared-limiter goes with --backend ray (drivers on one Ray cluster share it)")
         _whole("--repeat", self.repeat, 0, 1_000_000)
         _choice("--api", self.api, ApiKind)
         _choice("--backend", self.backend, Backend)

@@ -250,7 +250,8 @@ def runner_for(cfg: RunConfig) -> Runner:
         raise UserError(f"unknown backend {cfg.backend!r}; use local or ray")
     from .runners.ray import RayRunner
 
-    return RayRunner(cfg.ray_address, cfg.ray_workers, cfg.concurrency, cfg.timeout_s, cfg.max_attempts)
+    return RayRunner(cfg.ray_address, cfg.ray_workers, cfg.concurrency, cfg.timeout_s, cfg.max_attempts,
+                     shared_limiter=cfg.ray_shared_limiter)
 
 
 def _check_prices(cfg: RunConfig, clients: list[ModelClient]) -> list[str]:

@@ -412,3 +412,177 @@ def test_a_silent_ray_address_ends_after_the_timeout():
     message, seconds = done.stdout.strip().splitlines()
     assert message.startswith(f"no answer from Ray at {address} within 5 s"), message
     assert 4 <= int(seconds) < 60
+
+
+PRIVATE_EVAL_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+import anyio
+from asyncbench.benchmarks.bamboo import metrics as M
+from asyncbench.benchmarks.bamboo.benchmark import load_private_eval, read_jsonl, run_programs
+from asyncbench.runners.ray import RayRunner
+
+address, data, python = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+res = load_private_eval(data)
+rows = [r for _, r in read_jsonl(data / "private_eval_4k.jsonl")[0] if M.domain_of(r["task_id"]) in ("numpy", "pandas")]
+programs = []
+for r in rows[:5]:  # canonical solutions (most pass) and empty completions (never pass)
+    for completion in (r["canonical_solution"][0], ""):
+        program = M.private_eval_program(res.problem(r["task_id"]), completion, res.keywords)
+        if program is not None:
+            programs.append(program)
+options = {"sandbox_python": python}
+local = anyio.run(run_programs, programs, options)
+backend = RayRunner(address, workers=1, concurrency=1, timeout_s=60, max_attempts=1)
+nodes = []
+
+def spread(fn, calls):
+    def where(*args):
+        import ray
+        return ray.get_runtime_context().get_node_id(), fn(*args)
+
+    out = backend.map_chunks(where, calls)
+    nodes.extend(node for node, _ in out)
+    return [result for _, result in out]
+
+try:
+    remote = anyio.run(run_programs, programs, options, spread)
+finally:
+    anyio.run(backend.aclose)
+print(json.dumps({"local": [o.status for o in local], "remote": [o.status for o in remote], "chunks": len(nodes),
+                  "nodes": len(set(nodes))}))
+"""
+
+
+def test_private_eval_programs_checked_on_both_nodes_equal_local(ray_cluster, shared_data):
+    """PrivateEval's sandboxed programs in chunks on Ray tasks (each node probing its own
+    sandbox): the same verdicts as the local path, and chunks ran on both nodes."""
+    from asyncbench.benchmarks.bamboo.benchmark import SANDBOX_PYTHON_ENV
+    from asyncbench.benchmarks.bamboo.sandbox import isolation
+
+    python = os.environ.get(SANDBOX_PYTHON_ENV) or sys.executable
+    if not isolation(python).safe:
+        pytest.skip(f"no sandbox mode works here: {isolation(python).why}")
+    if subprocess.run([python, "-c", "import numpy, pandas"], capture_output=True).returncode != 0:
+        pytest.skip("numpy and pandas (the 'bamboo' extra) are not installed")
+    done = subprocess.run([sys.executable, "-c", PRIVATE_EVAL_SCRIPT, ray_cluster.address, str(shared_data / "bamboo"),
+                           python], env=ENV, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["remote"] == out["local"], out
+    assert 1 <= sum(s == "passed" for s in out["local"]) < len(out["local"]), out  # passes and failures both
+    assert out["chunks"] >= 2 and out["nodes"] == 2, out
+
+
+SHARED_CHECK = r"""
+import sys, time
+import ray
+from asyncbench.runners.ray_connect import connect
+from asyncbench.runners.ray_shared import NAMESPACE, PREFIX
+
+release = connect(ray, sys.argv[1], 60)
+deadline = time.monotonic() + float(sys.argv[2])
+try:
+    while True:  # a killed actor's name is freed a moment later
+        left = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                if a["namespace"] == NAMESPACE and a["name"].startswith(PREFIX)]
+        if left and len(sys.argv) > 3:  # where it runs: the head node
+            head = [n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n["Resources"]]
+            actor = ray.get_actor(left[0], namespace=NAMESPACE)
+            where = ray.get(actor.__ray_call__.remote(lambda _: ray.get_runtime_context().get_node_id()), timeout=30)
+            print("on head" if [where] == head else f"not on the head: {where} {head}")
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+finally:
+    ray.shutdown()
+    release.set()
+print(len(left))
+"""
+
+
+def _shared_limiters_left(ray_cluster: Cluster, wait_s: float, on_head: bool = False) -> int:
+    done = subprocess.run([sys.executable, "-c", SHARED_CHECK, ray_cluster.address, str(wait_s),
+                           *(["head"] if on_head else [])], env=ENV, capture_output=True, text=True, timeout=120 + wait_s)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    if on_head:
+        assert "on head" in lines, lines
+    return int(lines[-1])
+
+
+def test_two_drivers_share_one_rate_limit(tmp_path, start_sim, ray_cluster):
+    """Two `asyncbench run` processes on one cluster with `--ray-shared-limiter`, against
+    one simulator enforcing the RPM they were given: together they keep it (at most two
+    429s; the requests take at least 0.9x the time the limit allows for them), and the
+    shared limiter is gone once both have ended."""
+    # 2 requests/s: a request is 429'd when it reaches the server more than a slot
+    # (500 ms) earlier, relative to the one before, than the limiter granted it (at 300
+    # RPM, 200 ms of scheduling jitter on a loaded 2-core host gave 1-2 429s)
+    rpm, n = 120, 20
+    sim = start_sim("--rpm", str(rpm), "--latency-ms", "20")
+    prompts: dict[str, list[str]] = {}
+    procs = {}
+    for d in ("a", "b"):
+        prompts[d] = [f"Driver {d}, passage {i}: " + " ".join(f"w{(i * 7 + k) % 89}" for k in range(30)) + "\nAnswer:"
+                      for i in range(n)]
+        data = tmp_path / f"{d}.jsonl"
+        data.write_text("".join(json.dumps({"id": f"{d}{i}", "prompt": p, "answers": ["w1"], "max_tokens": 4}) + "\n"
+                                for i, p in enumerate(prompts[d])))
+        procs[d] = _run(tmp_path, d, [sim.base_url], "--backend", "ray", "--ray-address", ray_cluster.address,
+                        "--ray-workers", "1", "--rpm", str(rpm), "--ray-shared-limiter", "sharedtest",
+                        bench=f"jsonl:{data}", wait=False)
+    for d, proc in procs.items():
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        summary = json.loads((tmp_path / d / "run.json").read_text())
+        assert summary["samples"]["answered"] == n and summary["backend"]["shared_limiter"] == "sharedtest"
+    stats = sim.stats(log=True)
+    assert stats["ok"] == 2 * n and stats["rate_limited"] <= 2, stats
+    when = dict(zip(stats["log"], stats["times"]))  # the answered attempt (the last) of each prompt
+    start = min(stats["times"])
+    refused = [round(t - start, 2) for i, (fp, t) in enumerate(zip(stats["log"], stats["times"]))
+               if fp in stats["log"][i + 1:]]  # seconds into the run of each 429
+    spans = {d: [when[hashlib.sha256(p.encode()).hexdigest()] for p in ps] for d, ps in prompts.items()}
+    overlap = min(max(s) for s in spans.values()) - max(min(s) for s in spans.values())
+    wall = max(stats["times"]) - min(stats["times"])
+    ideal = (2 * n - rpm / 60) / (rpm / 60)  # a full bucket (one second's worth) at once, then the rate
+    print(f"shared limiter: {stats['rate_limited']} x 429, wall {wall:.1f} s, ideal {ideal:.1f} s, "
+          f"overlap {overlap:.1f} s, achieved {60 * (2 * n - 1) / wall:.0f} RPM of {rpm}; 429s at {refused} s")
+    assert overlap > 2, spans  # both drivers sent at the same time (else nothing was shared)
+    assert wall >= 0.9 * ideal, (wall, ideal)
+    assert _shared_limiters_left(ray_cluster, 20) == 0  # the last driver to end removed it
+
+
+CRASH_SCRIPT = r"""
+import os, sys
+import anyio
+from asyncbench.errors import UserError
+from asyncbench.providers import parse_model_spec
+from asyncbench.runners.ray import RayRunner
+
+runner = RayRunner(sys.argv[1], workers=1, concurrency=1, timeout_s=5, max_attempts=1, shared_limiter="crashtest",
+                   shared_ttl_s=10.0)
+spec = parse_model_spec("openai-compat:sim", ["http://127.0.0.1:9/v1"])
+anyio.run(runner.group, spec, "sk-not-used", 60.0, None)
+print("attached", flush=True)
+other = RayRunner(sys.argv[1], workers=1, concurrency=1, timeout_s=5, max_attempts=1, shared_limiter="crashtest")
+try:  # another run asking for another limit under the same name
+    anyio.run(other.group, spec, "sk-not-used", 120.0, None)
+except UserError as exc:
+    print(exc, flush=True)
+os._exit(1)  # a driver that dies without detaching
+"""
+
+
+def test_a_shared_limiter_outlives_a_crashed_driver_by_its_ttl_only(ray_cluster):
+    """A driver killed before it could detach: its attachment lapses after the TTL and the
+    actor removes itself; meanwhile a run asking for other limits under the name is refused."""
+    done = subprocess.run([sys.executable, "-c", CRASH_SCRIPT, ray_cluster.address], env=ENV, capture_output=True,
+                          text=True, timeout=180)
+    assert done.returncode == 1 and "attached" in done.stdout, done.stderr[-3000:]
+    refused = done.stdout.strip().splitlines()[-1]  # other limits under the same name: one line
+    assert refused.startswith("--ray-shared-limiter crashtest: the runs sharing it use other limits (it holds "
+                              "--rpm 60 --tpm none); this run asks --rpm 120 --tpm none: give every run the same limits, or another name"), done.stdout
+    assert _shared_limiters_left(ray_cluster, 0, on_head=True) == 1  # still there right after the crash
+    assert _shared_limiters_left(ray_cluster, 60) == 0  # expired: 10 s without renewal, then 10 s idle

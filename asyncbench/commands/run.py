@@ -63,6 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="local (default): this process; ray: requests and scoring on Ray workers")
     p.add_argument("--ray-address", help="Ray cluster: auto | HOST:PORT | ray://HOST:10001 (default: start a local one)")
     p.add_argument("--ray-workers", type=int, default=2, help="generation workers with --backend ray (default 2)")
+    p.add_argument("--ray-shared-limiter", metavar="NAME",
+                   help="with --backend ray: one RPM/TPM limiter shared by every run on the cluster that names it "
+                        "(same model, endpoints and key); the last run to end removes it")
     p.add_argument("--batch", action="store_true",
                    help="send uncached requests through the provider's batch API (OpenAI, Anthropic): half "
                         "price, results within 24 h; an interrupted run is re-attached by the same command")
@@ -170,7 +173,7 @@ def main(args: argparse.Namespace) -> int:
         stored.pop("resolved_model", None)
         stored.update(cache=args.cache, progress=args.progress, dry_run=False, backend=args.backend,
                       ray_address=args.ray_address, ray_workers=args.ray_workers, batch=args.batch,
-                      no_wait=args.no_wait, batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache,
+                      ray_shared_limiter=args.ray_shared_limiter, no_wait=args.no_wait, batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache,
                       max_response_bytes=args.max_response_bytes)
         cfg = RunConfig(**stored)
     else:
@@ -186,7 +189,8 @@ def main(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             repeat=args.repeat, judge=args.judge, judge_base_urls=args.judge_base_urls, prices=args.prices,
             progress=args.progress, backend=args.backend, ray_address=args.ray_address,
-            ray_workers=args.ray_workers, batch=args.batch, no_wait=args.no_wait,
+            ray_workers=args.ray_workers, ray_shared_limiter=args.ray_shared_limiter, batch=args.batch,
+            no_wait=args.no_wait,
             batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache, extra=_extra(args),
             max_response_bytes=args.max_response_bytes,
         )

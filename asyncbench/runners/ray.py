@@ -12,7 +12,9 @@ Who does what:
   the outcomes finished since the last message. A worker holds at most two batches'
   worth, and gets the next batch when half of that is answered, so a slow worker never
   keeps a backlog and the first request leaves while the rest of the data is being read.
-- One limiter actor per endpoint group holds the RPM/TPM buckets, on the driver's node.
+- One limiter actor per endpoint group holds the RPM/TPM buckets, on the driver's node,
+  or, with `--ray-shared-limiter NAME`, a named detached one that several drivers lease
+  from (ray_shared.py).
   Workers lease requests and tokens from it in blocks (one call per block, none at all
   while no limit applies), so ten workers never send ten times the RPM. Rate-limit
   headers ride along with the next lease; a 429's Retry-After is passed on at once.
@@ -50,6 +52,8 @@ from ..types import Response
 from .base import JSON, Counting, OnEvent, RunnerReport, add_stats
 from .ray_actors import GenerationWorker, LimiterActor
 from .ray_connect import connect, first_line, import_ray
+from .ray_shared import TTL_S as SHARED_TTL_S
+from .ray_shared import SharedLimiters
 
 # Replacement workers started for one worker slot before its remaining jobs are failed.
 MAX_REPLACEMENTS = 3
@@ -78,10 +82,13 @@ class RayRunner:
 
     def __init__(self, address: str | None, workers: int, concurrency: int, timeout_s: float,
                  max_attempts: int, worker_delays: Sequence[float] = (),
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S, shared_limiter: str | None = None,
+                 shared_ttl_s: float = SHARED_TTL_S) -> None:
         """`worker_delays`: an artificial per-request delay for each worker, to measure and
         test how work spreads when one worker is slower than the others.
-        `connect_timeout_s`: connecting and starting actors, at most."""
+        `connect_timeout_s`: connecting and starting actors, at most.
+        `shared_limiter`: a NAME under which drivers share one limiter per endpoint group
+        (ray_shared.py); its actor expires `shared_ttl_s` after a driver's last renewal."""
         if workers < 1:
             raise UserError(f"--ray-workers must be at least 1 (got {workers})")
         self.ray = ray = import_ray()
@@ -97,6 +104,8 @@ class RayRunner:
         self.connect_timeout_s = connect_timeout_s
         # one batch can take as long as its slowest job's retries (scheduler.max_retry_s)
         self.batch_timeout_s = 900.0 + 2 * timeout_s
+        self._shared = SharedLimiters(ray, shared_limiter, self.where, shared_ttl_s) \
+            if shared_limiter is not None else None
         self._started = not ray.is_initialized()
         self._release = connect(ray, address, connect_timeout_s) if self._started else None
         self._limiter_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(LimiterActor)
@@ -123,7 +132,10 @@ class RayRunner:
         request to send) and reused for every purpose (eval, judge, prior)."""
         key = _group_key(spec)
         if key not in self._groups:
-            limiter = self._limiter_cls.options(scheduling_strategy=self._on_driver_node()).remote(rpm, tpm)
+            if self._shared is not None:  # one limiter for every driver that names it
+                limiter = await self._shared.attach(self._limiter_cls, spec, api_key, rpm, tpm, self.connect_timeout_s)
+            else:
+                limiter = self._limiter_cls.options(scheduling_strategy=self._on_driver_node()).remote(rpm, tpm)
             group = _WorkerGroup(self, spec, api_key, limiter, bool(rpm or tpm), max_response_bytes)
             await group.start()
             self._groups[key] = group
@@ -186,7 +198,9 @@ class RayRunner:
                 "nodes": nodes}
 
     def describe(self) -> dict[str, JSON]:
-        return {"name": "ray", "address": self.where, "workers": self.n_workers, **self.placement()}
+        shared = self._shared.name if self._shared is not None else None
+        return {"name": "ray", "address": self.where, "workers": self.n_workers, "shared_limiter": shared,
+                **self.placement()}
 
     # -- scoring --------------------------------------------------------------------
     def map_chunks(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
@@ -209,8 +223,11 @@ class RayRunner:
         for group in self._groups.values():
             for w in group.workers:
                 self.ray.kill(w)
-            self.ray.kill(group.limiter)
+            if self._shared is None:
+                self.ray.kill(group.limiter)
         self._groups.clear()
+        if self._shared is not None:  # the last driver sharing a limiter kills it
+            self._shared.release(self.connect_timeout_s)
         if self._release is not None:
             self.ray.shutdown()
             self._release.set()

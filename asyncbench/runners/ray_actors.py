@@ -85,14 +85,71 @@ class LeasedLimiter:
                 self.limited = True
 
 
+def limits_text(rpm: float | None, tpm: float | None) -> str:
+    """`--rpm 600 --tpm none`: a limiter's limits as the user gives them."""
+    return " ".join(f"--{k} {'none' if v is None else f'{v:g}'}" for k, v in (("rpm", rpm), ("tpm", tpm)))
+
+
 class LimiterActor:
     """One RateLimiter for an endpoint group, shared by every worker through leases (an
-    async actor: a lease waiting for its bucket does not block other calls)."""
+    async actor: a lease waiting for its bucket does not block other calls).
 
-    def __init__(self, rpm: float | None, tpm: float | None) -> None:
+    Shared by several drivers (`--ray-shared-limiter`), it is a named detached actor that
+    outlives any one run, so it counts its users: each driver `attach`es (and renews every
+    `ttl_s / 4` from a thread of its own), and `detach`es at its end; the last one to
+    detach kills it. A driver that dies without detaching stops renewing: its attachment
+    expires after `ttl_s`, and an actor with no attachment left for `ttl_s` kills itself.
+    So it never outlives its last user by more than about twice `ttl_s`."""
+
+    def __init__(self, rpm: float | None, tpm: float | None, ttl_s: float = 0.0) -> None:
         self.rpm, self.tpm = rpm, tpm
         self.limiter: RateLimiter | None = None
         self._lock: anyio.Lock | None = None
+        self.ttl_s = ttl_s
+        self.drivers: dict[str, float] = {}  # driver id -> when it last renewed
+        self.idle_since = time.monotonic()  # since when no driver is attached
+        self.closing = False
+        self._reaper: asyncio.Task[None] | None = None
+
+    async def attach(self, driver: str, rpm: float | None, tpm: float | None) -> str:
+        """"" when `driver` now shares this limiter; "closing" when it is going away (make
+        a new one); else what this limiter holds that differs from the driver's limits."""
+        if self._reaper is None and self.ttl_s > 0:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap())
+        if self.closing:
+            return "closing"
+        if (rpm, tpm) != (self.rpm, self.tpm):
+            return f"holds {limits_text(self.rpm, self.tpm)}"
+        self.drivers[driver] = time.monotonic()
+        return ""
+
+    async def renew(self, driver: str) -> None:
+        if driver in self.drivers:
+            self.drivers[driver] = time.monotonic()
+
+    async def detach(self, driver: str) -> bool:
+        """True when `driver` was the last user: it is closed (the caller kills it)."""
+        self.drivers.pop(driver, None)
+        if not self.drivers:
+            self.closing = True
+        return self.closing
+
+    async def _reap(self) -> None:
+        """Expire drivers that stopped renewing; kill this actor once none is left."""
+        while True:
+            await asyncio.sleep(self.ttl_s / 4)
+            now = time.monotonic()
+            for driver, seen in list(self.drivers.items()):
+                if now - seen > self.ttl_s:
+                    del self.drivers[driver]
+                    self.idle_since = now
+            if self.drivers:
+                continue
+            if self.closing or now - self.idle_since > self.ttl_s:
+                self.closing = True
+                ray = import_ray()
+                ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+                return
 
     def _get(self) -> RateLimiter:
         if self.limiter is None:  # anyio primitives are made inside the actor's event loop

@@ -30,7 +30,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -331,7 +331,11 @@ class BambooBenchmark(Benchmark):
         report: dict[str, Any] = {"skipped_rows": [b.__dict__ for b in notes.get("skipped_rows", [])]}
         if notes.get("missing"):
             report["not_in_data"] = list(notes["missing"])
-        if any(s.meta.get("dataset") == "private_eval" for s in samples):
+        if ctx is not None and ctx.map_chunks is not None and any(
+                s.meta.get("dataset") == "private_eval" for s in samples):
+            # programs run on the cluster's nodes: each probes its own sandbox (sandbox_spread.py)
+            report["sandbox"] = {"isolation": "checked on each node that runs programs (--backend ray)"}
+        elif any(s.meta.get("dataset") == "private_eval" for s in samples):
             # Checked before any request is paid for: model code needs a sandbox.
             from .sandbox import require_isolation
             from .sandbox_env import PROBE_IMPORTS
@@ -360,7 +364,7 @@ class BambooBenchmark(Benchmark):
             else:
                 programs.append((i, program))
         if programs:
-            outcomes = await run_programs([p for _, p in programs], ctx.options)
+            outcomes = await run_programs([p for _, p in programs], ctx.options, ctx.map_chunks)
             for (i, _), outcome in zip(programs, outcomes):
                 samples[i].meta["verdict"] = outcome.status[:300]
                 if outcome.error:  # the sandbox's failure, not the program's: a failed sample, never a 0
@@ -487,9 +491,24 @@ def _limits(options: dict[str, Any], which: str) -> Any:
     return Limits(cpu_s=_cpu_s(options, which))
 
 
-async def run_programs(programs: list[Program], options: dict[str, Any]) -> list[Any]:
-    """Check PrivateEval completions (sandbox + trusted checker) with bounded workers."""
+def sandbox_setup(options: dict[str, Any]) -> tuple[str, Any]:
+    """(interpreter, Limits) for PrivateEval programs, on the machine that runs them."""
+    python, which = sandbox_interpreter(options)
+    return python, _limits(options, which)
+
+
+async def run_programs(programs: list[Program], options: dict[str, Any],
+                       map_chunks: Callable[..., list[Any]] | None = None) -> list[Any]:
+    """Check PrivateEval completions (sandbox + trusted checker) with bounded workers, or
+    in chunks on other machines through `map_chunks` (the Ray backend; sandbox_spread.py)."""
     from .sandbox import check_many
+
+    if map_chunks is not None:
+        import anyio
+
+        from .sandbox_spread import check_spread
+
+        return await anyio.to_thread.run_sync(check_spread, programs, options, map_chunks, sandbox_setup)
     from .sandbox_env import PROBE_IMPORTS
 
     workers = int(options.get("sandbox_workers") or os.cpu_count() or 2)
