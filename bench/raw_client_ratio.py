@@ -92,10 +92,23 @@ async def raw_loop(url: str, data: str, c: int) -> None:
         raise SystemExit(f"raw loop: {errors} failed requests")
 
 
-def row(label: str, n: int, a: dict, r: dict) -> str:
+def row(label: str, n: int, a: dict, r: dict, start: tuple[float, float]) -> str:
+    """Whole-process CPU per request and its ratio, then the same with each side's start-up
+    (a 10-prompt run of the same command) taken off: the cost each further request adds."""
     ams, rms = 1000 * a["cpu"] / n, 1000 * r["cpu"] / n
-    return (f"| {label} | {ams:.2f} | {rms:.2f} | {ams / rms:.2f} | {a['rss_kb'] / 1024:,.0f} MB | "
-            f"{r['rss_kb'] / 1024:,.0f} MB |")
+    amarg, rmarg = 1000 * (a["cpu"] - start[0]) / n, 1000 * (r["cpu"] - start[1]) / n
+    return (f"| {label} | {ams:.2f} | {rms:.2f} | {ams / rms:.2f} | {amarg:.2f} | {rmarg:.2f} | {amarg / rmarg:.2f} | "
+            f"{a['rss_kb'] / 1024:,.0f} MB | {r['rss_kb'] / 1024:,.0f} MB |")
+
+
+def startup(url: str, tmp: Path) -> tuple[float, float]:
+    """CPU-s of each side on 10 prompts: interpreter, imports, planning, store, report."""
+    tiny = tmp / "tiny.jsonl"
+    write_data(tiny, 10, (5, 20), 4, seed=3)
+    with tempfile.TemporaryDirectory() as run_dir:
+        a = measured(asyncbench_cmd(tiny, url, run_dir, 64), run_dir)
+        r = measured(raw_cmd(tiny, url, 64), run_dir)
+    return a["cpu"], r["cpu"]
 
 
 def main() -> None:
@@ -105,14 +118,17 @@ def main() -> None:
     ap.add_argument("--long", type=int, default=1_000, help="40 KB prompts")
     args = ap.parse_args()
     print(f"load average at start: {os.getloadavg()}", flush=True)
-    print("| workload | asyncbench ms CPU/req | raw aiohttp ms CPU/req | ratio | asyncbench peak RSS | raw peak RSS |")
-    print("|---|---|---|---|---|---|", flush=True)
+    print("| workload | asyncbench ms CPU/req | raw aiohttp ms CPU/req | ratio | asyncbench ms/req "
+          "less start-up | raw ms/req less start-up | ratio less start-up | asyncbench peak RSS | raw peak RSS |")
+    print("|---|---|---|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory() as d, sim_subprocess(["--latency-ms", "0"]) as url:
         tmp = Path(d)
         small, big, long = tmp / "small.jsonl", tmp / "big.jsonl", tmp / "long.jsonl"
         write_data(small, args.small, (5, 20), 4)
         write_data(big, args.big, (5, 20), 4, seed=1)
         _, chars = write_data(long, args.long, (5000, 5000), 16, seed=2)  # ~40 KB each
+        start = startup(url, tmp)
+        print(f"start-up (10 prompts): asyncbench {start[0]:.2f} CPU-s, raw {start[1]:.2f} CPU-s", flush=True)
         work = [(f"{args.small // 1000}k small, C=64", small, 64, args.small),
                 (f"{args.small // 1000}k small, C=256", small, 256, args.small),
                 (f"{args.long:,} x {chars / args.long / 1000:.0f} KB prompts, C=64", long, 64, args.long),
@@ -121,12 +137,12 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as run_dir:
                 a = measured(asyncbench_cmd(data, url, run_dir, c), run_dir)
                 r = measured(raw_cmd(data, url, c), run_dir)
-                print(row(label, n, a, r), flush=True)
+                print(row(label, n, a, r, start), flush=True)
                 if data is big:
                     w = measured(asyncbench_cmd(data, url, run_dir, c), run_dir)
                     sent = json.loads(Path(run_dir, "run.json").read_text())["this_invocation"]["requests"]
-                    print(f"| {args.big // 1000}k warm re-run ({sent} requests), C=256 | {w['cpu']:.2f} CPU-s in all | | | "
-                          f"{w['rss_kb'] / 1024:,.0f} MB | |", flush=True)
+                    print(f"| {args.big // 1000}k warm re-run ({sent} requests), C=256 | {w['cpu']:.2f} CPU-s in all "
+                          f"| | | | | | {w['rss_kb'] / 1024:,.0f} MB | |", flush=True)
     print(f"load average at end: {os.getloadavg()}", flush=True)
 
 

@@ -1,0 +1,73 @@
+"""A paid answer reaches DuckDB through its journal line (store/journal.py `ingest`): the
+rows DuckDB reads back from the file are exactly the Python values written, for odd text
+too, and a replayed file (a crashed process, its last line cut) adds nothing twice."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from asyncbench.ledger import RequestEntry
+from asyncbench.store import Store
+from asyncbench.store.journal import Journal, ingest, replay
+from asyncbench.store.rows import RESPONSE_COLUMNS, ResponseRow
+
+ODD = ['plain', 'quote " and backslash \\ and tab\t', "line\nbreaks\r\n", "ünïcödé 中文 🎉", "", "x" * 50_000]
+
+
+def _row(i: int, text: str) -> ResponseRow:
+    return ResponseRow(key=f"k{i}", provider="openai-compat", model="m", endpoint="e", request_json='{"a": 1}',
+                       text=text, finish_reason=None if i % 2 else "stop", prompt_tokens=10 + i, completion_tokens=i,
+                       cached_prompt_tokens=0, latency_ms=1.5 * i, cost_usd=0.001 * i, served_by="http://h:1/v1",
+                       created_at=1_700_000_000.25 + i, cache_write_tokens=i % 3)
+
+
+def _entry(i: int) -> RequestEntry:
+    return RequestEntry(invocation=2, purpose="eval", task="t", source="sent", key=f"k{i}",
+                        sample_id=None if i == 0 else str(i), prompt_tokens=10 + i, completion_tokens=i,
+                        cost_usd=0.001 * i, latency_ms=1.5 * i, attempts=1 + i % 2, cache_write_tokens=i % 3)
+
+
+def _write(tmp_path: Path) -> tuple[Store, Journal]:
+    store = Store(tmp_path / "c.duckdb")
+    journal = Journal(store.path, "run1")
+    for i, text in enumerate(ODD):
+        journal.append(_row(i, text), _entry(i), None if i == 1 else f"prompt {i}: {text}")
+    return store, journal
+
+
+def test_ingested_rows_equal_what_was_written(tmp_path: Path) -> None:
+    store, journal = _write(tmp_path)
+    path = journal.rotate()
+    assert path is not None and journal.rotate() is None  # nothing new: no empty file to ingest
+    with store.transaction():
+        assert ingest(store, path) == len(ODD)
+    with store.session():
+        got = {r[0]: r for r in store.con.execute(f"SELECT {', '.join(RESPONSE_COLUMNS)} FROM responses").fetchall()}
+        ledger = store.con.execute("SELECT * FROM ledger_requests ORDER BY key").fetchall()
+        prompts = dict(store.con.execute("SELECT key, prompt FROM prompts").fetchall())
+    for i, text in enumerate(ODD):
+        assert got[f"k{i}"] == tuple(_row(i, text)[c] for c in RESPONSE_COLUMNS)  # type: ignore[literal-required]
+    entries = {f"k{i}": _entry(i) for i in range(len(ODD))}
+    for row in ledger:
+        assert row[0] == "run1"
+        assert row[1:] == tuple(dataclasses.astuple(entries[row[5]]))
+    assert prompts == {f"k{i}": f"prompt {i}: {t}" for i, t in enumerate(ODD) if i != 1}
+
+
+def test_replay_skips_a_cut_line_and_adds_no_ledger_row_twice(tmp_path: Path) -> None:
+    store, journal = _write(tmp_path)
+    path = journal.path
+    journal.close = lambda: None  # type: ignore[method-assign]  # the process "dies": the file stays
+    with store.transaction():
+        ingest(store, path)  # its batch was committed, the file not yet deleted
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write('{"run_id": "run1", "response": {"key": "cut"')  # the crash cut the last line
+    dead = path.with_name(f"{path.name.rsplit('-', 2)[0]}-999999999-1.jsonl")  # a pid that is not running
+    path.rename(dead)
+    assert replay(store) == len(ODD)
+    assert not dead.exists()
+    with store.session():
+        (n_ledger,) = store.one("SELECT count(*) FROM ledger_requests")
+        (n_responses,) = store.one("SELECT count(*) FROM responses")
+    assert (n_ledger, n_responses) == (len(ODD), len(ODD))
