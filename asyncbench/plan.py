@@ -24,7 +24,7 @@ from .benchmarks import parse_benchmark
 from .benchmarks.base import Benchmark, LoadOptions
 from .benchmarks.longbench.budget import PromptBudget, model2maxlen_path
 from .benchmarks.longbench.official_models import samsum_stop
-from .client import ModelClient, make_client
+from .client import ModelClient, SharedEndpoints, make_client
 from .config import RunConfig
 from .errors import UserError
 from .estimate import dry_run_summary
@@ -131,9 +131,12 @@ class RunPlan:
                 self.opening.result().close()
 
 
-async def plan(cfg: RunConfig, sim_url: str | None = None) -> RunPlan:
+async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SharedEndpoints | None = None,
+               runner_given: Runner | None = None) -> RunPlan:
     """The RunPlan of a config; what it opened is closed again when planning fails.
-    `sim_url`: the simulator the command started for `--model sim` (config.uses_sim)."""
+    `sim_url`: the simulator the command started for `--model sim` (config.uses_sim).
+    An eval set (eval_set.py) passes `shared`, its limiters and pools per provider
+    account, and `runner_given`, one runner for all its runs (closed by the set)."""
     started = time.time()
     cfg.validate()
     from .datadir import resolve_data_dir
@@ -152,13 +155,16 @@ async def plan(cfg: RunConfig, sim_url: str | None = None) -> RunPlan:
         listed = benchmark.load(opts) if stream is None else None
         prices = PriceTable(cfg.prices)
         client, judge = _clients(cfg, prices, sim_url, clients)
+        if shared is not None:
+            for c in clients:
+                shared.attach(c)
         unpriced = _check_prices(cfg, clients)
         if cfg.batch and not client.has_batch_api:
             from .runners.batch import no_batch_api
 
             raise no_batch_api(client.spec.label)
         if not cfg.dry_run:
-            runner = runner_for(cfg)
+            runner = runner_given or runner_for(cfg)
         # streamed: the benchmark hashes its file's bytes (content, not path)
         data_id = samples_digest(listed) if listed is not None else (caps.fingerprint() if caps.fingerprint else "")
         run_id = cfg.run_id(client.spec.endpoint_id, data_id, client.spec.label,

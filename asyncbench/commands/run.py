@@ -22,8 +22,12 @@ if TYPE_CHECKING:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("benchmark", nargs="?",
                    help="longbench[:t1,t2] | longbench-e | minilongbench | bamboo | 100-longbench | jsonl:PATH "
-                        "(not needed with --resume)")
-    p.add_argument("--model", default="auto", help="provider:model, 'sim', or 'auto' (default)")
+                        "(not needed with --resume); several, comma-separated, make an eval set")
+    p.add_argument("--model", action="append", default=None,
+                   help="provider:model, 'sim', or 'auto' (default); repeat for an eval set of several models")
+    p.add_argument("--set", dest="set_file", metavar="FILE.toml",
+                   help="an eval set file: models (with their own base_url, rpm, tpm) x benchmarks, shared "
+                        "options (examples/eval_set.toml)")
     p.add_argument("--base-url", action="append", default=[], dest="base_urls",
                    help="endpoint URL; repeat for a pool of replicas")
     p.add_argument("--endpoint-id", help="cache identity of the endpoint(s) (default: the sorted URLs)")
@@ -149,6 +153,16 @@ def main(args: argparse.Namespace) -> int:
     from ..errors import RunInterrupted, UserError
     from ..flow import run
 
+    models: list[str] = args.model or []
+    if not args.resume:
+        from ..eval_set import split_benchmarks
+
+        benchmarks = split_benchmarks(args.benchmark) if args.benchmark else []
+        if args.set_file or len(models) > 1 or len(benchmarks) > 1:
+            from .run_set import main_set
+
+            return main_set(args, models, benchmarks)
+    args.model = models[0] if models else "auto"
     if args.resume:
         from ..store import Store, default_cache_path
 
