@@ -18,13 +18,13 @@ import hashlib
 import json
 import re
 import time
-import tomllib
 from collections.abc import AsyncIterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+import tomllib
 
 from .client import ModelClient, SharedEndpoints
 from .config import RunConfig
@@ -68,7 +68,26 @@ def run_configs(benchmarks: Sequence[str], models: Sequence[Mapping[str, Any]],
     """One validated RunConfig per (model, benchmark): the set's `options` (run flags and
     benchmark options by key) with each model's own MODEL_KEYS over them. A benchmark
     option reaches the benchmarks that declare it; one that none of them reads is an error."""
-    from .benchmarks import benchmark_classes, benchmark_options, family_of, option_keys
+    from .benchmarks import benchmark_classes, benchmark_options, family_of
+
+    given = _benchmark_given(benchmarks, options)
+    shared = _run_fields(options)
+    cfgs = []
+    for entry in models:
+        model, own = _model_entry(entry)
+        for bench in benchmarks:
+            mine = {o.key for o in benchmark_classes().get(family_of(bench), _NoOptions).OPTIONS}
+            extra = benchmark_options(bench, {k: v for k, v in given.items() if k in mine}, model,
+                                      own.get("tokenizer") or shared.get("tokenizer"))
+            cfgs.append(RunConfig(benchmark=bench, model=model, extra=extra,
+                                  **{**shared, **_run_fields(own)}).validate())
+    return cfgs
+
+
+def _benchmark_given(benchmarks: Sequence[str], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The benchmark options given; an unknown option, or one no benchmark of the set
+    reads, is one UserError."""
+    from .benchmarks import benchmark_classes, family_of, option_keys
 
     bench_keys = option_keys()
     unknown = sorted(k for k in options if k not in _RUN_FIELDS and k not in bench_keys)
@@ -81,24 +100,20 @@ def run_configs(benchmarks: Sequence[str], models: Sequence[Mapping[str, Any]],
     for key in given:
         if key not in declared:
             raise UserError(f"{bench_keys[key]} is an option of none of the set's benchmarks ({', '.join(benchmarks)})")
-    shared = _run_fields(options)
-    cfgs = []
-    for entry in models:
-        model = str(entry.get("model") or "")
-        if not model:
-            raise UserError("each model of a set needs `model = \"provider:name\"`")
-        own = {k: v for k, v in entry.items() if k != "model"}
-        bad = sorted(k for k in own if k not in MODEL_KEYS)
-        if bad:
-            raise UserError(f"model {model}: {bad[0]!r} cannot be set per model; per-model options are "
-                            f"{', '.join(MODEL_KEYS)} (put the others under [options])")
-        for bench in benchmarks:
-            mine = {o.key for o in benchmark_classes().get(family_of(bench), _NoOptions).OPTIONS}
-            extra = benchmark_options(bench, {k: v for k, v in given.items() if k in mine}, model,
-                                      own.get("tokenizer") or shared.get("tokenizer"))
-            cfgs.append(RunConfig(benchmark=bench, model=model, extra=extra,
-                                  **{**shared, **_run_fields(own)}).validate())
-    return cfgs
+    return given
+
+
+def _model_entry(entry: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A set's model: its spec and its own options (MODEL_KEYS only)."""
+    model = str(entry.get("model") or "")
+    if not model:
+        raise UserError("each model of a set needs `model = \"provider:name\"`")
+    own = {k: v for k, v in entry.items() if k != "model"}
+    bad = sorted(k for k in own if k not in MODEL_KEYS)
+    if bad:
+        raise UserError(f"model {model}: {bad[0]!r} cannot be set per model; per-model options are "
+                        f"{', '.join(MODEL_KEYS)} (put the others under [options])")
+    return model, own
 
 
 class _NoOptions:
@@ -203,6 +218,11 @@ async def plan_set(cfgs: Sequence[RunConfig], sim_url: str | None = None) -> Set
     runner = runner_for(first) if first.backend == "ray" and not first.dry_run else None
     sp = SetPlan([], out, first.max_cost, endpoints, runner)
     try:
+        if not first.dry_run:  # made (or migrated) once: each run's store opens it in a thread of its own
+            from .store import Store, default_cache_path
+
+            await anyio.to_thread.run_sync(lambda: Store(Path(first.cache).expanduser() if first.cache
+                                                         else default_cache_path()).close())
         for cfg in cfgs:
             if out is not None:
                 cfg = dataclasses.replace(cfg, out=str(out / f"{_slug(cfg.model)}--{_slug(cfg.benchmark)}"))

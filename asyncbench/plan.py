@@ -154,10 +154,7 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SharedEndpoin
         stream = caps.iter_load(opts) if caps.iter_load is not None and not cfg.dry_run else None
         listed = benchmark.load(opts) if stream is None else None
         prices = PriceTable(cfg.prices)
-        client, judge = _clients(cfg, prices, sim_url, clients)
-        if shared is not None:
-            for c in clients:
-                shared.attach(c)
+        client, judge = _clients(cfg, prices, sim_url, clients, shared)
         unpriced = _check_prices(cfg, clients)
         if cfg.batch and not client.has_batch_api:
             from .runners.batch import no_batch_api
@@ -189,19 +186,24 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SharedEndpoin
         raise
 
 
-def _clients(cfg: RunConfig, prices: PriceTable, sim_url: str | None,
-             opened: list[ModelClient]) -> tuple[ModelClient, ModelClient | None]:
+def _clients(cfg: RunConfig, prices: PriceTable, sim_url: str | None, opened: list[ModelClient],
+             shared: SharedEndpoints | None = None) -> tuple[ModelClient, ModelClient | None]:
     """The eval client and the judge's (the same object when the judge is the same model:
-    one limiter and pool for both); each appended to `opened` as it is made."""
+    one limiter and pool for both); each appended to `opened` as it is made, and pointed
+    at its provider account's limiter and pool when an eval set shares them (`shared`)."""
     spec = resolve_model(cfg.model, cfg.base_urls, cfg, sim_url)
     client = make_client(spec, cfg, prices, cfg.rpm, cfg.tpm)
     opened.append(client)
+    if shared is not None:
+        shared.attach(client)
     if not cfg.judge:
         return client, None
     if cfg.judge == cfg.model and not cfg.judge_base_urls:
         return client, client
     judge = make_client(resolve_model(cfg.judge, cfg.judge_base_urls, cfg, sim_url), cfg, prices, None, None)
     opened.append(judge)
+    if shared is not None:
+        shared.attach(judge)
     return client, judge
 
 

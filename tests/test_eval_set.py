@@ -18,8 +18,15 @@ import anyio
 import pytest
 
 from asyncbench.errors import UserError
-from asyncbench.eval_set import (SetSummary, dry_run_set, execute_set, load_set_file, plan_set, run_configs,
-                                 split_benchmarks)
+from asyncbench.eval_set import (
+    SetSummary,
+    dry_run_set,
+    execute_set,
+    load_set_file,
+    plan_set,
+    run_configs,
+    split_benchmarks,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PRICES = {"models": {m: {"input": 1000.0, "output": 1000.0} for m in ("a", "b", "c")}}
@@ -231,10 +238,18 @@ def test_evaluate_takes_lists(tmp_path: Path, start_sim: Any) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_set_on_the_ray_backend_shares_one_runner(tmp_path: Path, start_sim: Any) -> None:
+    """Two models of a set on --backend ray: one local Ray (started and stopped by the
+    command, token auth off for this loopback-only one), both runs complete."""
     pytest.importorskip("ray")
     sim = start_sim()
-    models = [{"model": f"openai-compat:{m}", "base_urls": [f"{sim.base_url}/v1"]} for m in ("a", "b")]
-    cfgs = run_configs([_data(tmp_path, 4)], models, _options(tmp_path, backend="ray", ray_workers=1))
-    result = _run(cfgs)
-    assert [r.status for r in result.runs] == ["complete", "complete"]
+    bench = _data(tmp_path, 4)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    done = subprocess.run([sys.executable, "-m", "asyncbench.cli", "run", bench, "--model", "openai-compat:a",
+                           "--model", "openai-compat:b", "--base-url", f"{sim.base_url}/v1", "--backend", "ray",
+                           "--ray-workers", "1", "--cache", str(tmp_path / "c.duckdb"), "--max-input-tokens", "1000",
+                           "--out", str(tmp_path / "set"), "--no-progress"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-3000:]
+    listed = json.loads((tmp_path / "set" / "set.json").read_text())
+    assert [r["status"] for r in listed] == ["complete", "complete"]
     assert sim.stats()["ok"] == 8

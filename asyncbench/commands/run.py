@@ -161,7 +161,7 @@ def main(args: argparse.Namespace) -> int:
         if args.set_file or len(models) > 1 or len(benchmarks) > 1:
             from .run_set import main_set
 
-            return main_set(args, models, benchmarks)
+            return main_set(args, models, benchmarks, _fleet_urls(args.base_urls_file) if args.base_urls_file else [])
     args.model = models[0] if models else "auto"
     if args.resume:
         from ..store import Store, default_cache_path

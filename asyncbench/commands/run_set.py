@@ -26,7 +26,7 @@ def _flag_options(args: argparse.Namespace) -> dict[str, Any]:
     from ..benchmarks import option_keys
     from ..config import RunConfig
 
-    fields = {f.name: f for f in dataclasses.fields(RunConfig)} 
+    fields = {f.name: f for f in dataclasses.fields(RunConfig)}
     out: dict[str, Any] = {}
     for name, f in fields.items():
         if name in ("benchmark", "model", "extra") or not hasattr(args, name):
@@ -42,17 +42,16 @@ def _flag_options(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def set_configs(args: argparse.Namespace, models: list[str], benchmarks: list[str]) -> list[RunConfig]:
+def set_configs(args: argparse.Namespace, models: list[str], benchmarks: list[str],
+                fleet: list[str]) -> list[RunConfig]:
     """The set's RunConfigs from a set file (flags given override its [options]) or from
-    the command line's models x benchmarks."""
+    the command line's models x benchmarks; `fleet`: --base-urls-file's URLs."""
     from ..errors import UserError
     from ..eval_set import load_set_file, run_configs
 
     options = _flag_options(args)
-    if args.base_urls_file:
-        from .run import _fleet_urls
-
-        options["base_urls"] = [*options.get("base_urls", []), *_fleet_urls(args.base_urls_file)]
+    if fleet:
+        options["base_urls"] = [*options.get("base_urls", []), *fleet]
     if args.set_file:
         if benchmarks or args.model:
             raise UserError("--set FILE lists the models and benchmarks; drop BENCHMARK and --model")
@@ -60,21 +59,19 @@ def set_configs(args: argparse.Namespace, models: list[str], benchmarks: list[st
     return run_configs(benchmarks, [{"model": m} for m in models], options)
 
 
-def main_set(args: argparse.Namespace, models: list[str], benchmarks: list[str]) -> int:
+def main_set(args: argparse.Namespace, models: list[str], benchmarks: list[str], fleet: list[str]) -> int:
     import anyio
 
     from ..errors import RunInterrupted
     from ..sim.testing import sim_if
 
-    cfgs = set_configs(args, models, benchmarks)
+    cfgs = set_configs(args, models, benchmarks, fleet)
     try:
         with sim_if(any(c.uses_sim() for c in cfgs)) as sim_url:
             result = anyio.run(_go, cfgs, sim_url)
-    except (RunInterrupted, KeyboardInterrupt, BaseExceptionGroup) as exc:
-        if isinstance(exc, BaseExceptionGroup):
-            _, rest = exc.split((RunInterrupted, KeyboardInterrupt))
-            if rest is not None:
-                raise
+    except BaseException as exc:
+        if not _interrupted(exc, RunInterrupted):
+            raise
         print("asyncbench: interrupted; each run booked what it did (set.json written); run the same command "
               "again to finish the set", file=sys.stderr)
         return 130
@@ -82,6 +79,14 @@ def main_set(args: argparse.Namespace, models: list[str], benchmarks: list[str])
         _show_dry_run(result, args.json)
         return 0
     return _show(result, args.json, Path(cfgs[0].cache).expanduser() if cfgs[0].cache else None)
+
+
+def _interrupted(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Ctrl-C, or the runs' RunInterrupted (several runs: an exception group of them)."""
+    if isinstance(exc, (kind, KeyboardInterrupt)):
+        return True
+    inner: list[BaseException] = list(getattr(exc, "exceptions", None) or [])
+    return bool(inner) and all(_interrupted(e, kind) for e in inner)
 
 
 async def _go(cfgs: list[RunConfig], sim_url: str | None) -> SetSummary | dict[str, Any]:

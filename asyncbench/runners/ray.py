@@ -41,7 +41,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from ..client import ModelClient
+from ..client import ModelClient, account_key
 from ..errors import ProviderError, UserError
 from ..providers import ModelSpec
 from ..providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
@@ -103,6 +103,7 @@ class RayRunner:
         self._worker_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(GenerationWorker)
         self._apply = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_apply)
         self._groups: dict[tuple[str, str], _WorkerGroup] = {}
+        self._limiters: dict[str, Any] = {}  # one limiter actor per provider account (client.account_key)
 
     def _on_driver_node(self) -> Any:
         """Scheduling on the driver's node: the limiter lives and dies with the run."""
@@ -123,7 +124,12 @@ class RayRunner:
         request to send) and reused for every purpose (eval, judge, prior)."""
         key = _group_key(spec)
         if key not in self._groups:
-            limiter = self._limiter_cls.options(scheduling_strategy=self._on_driver_node()).remote(rpm, tpm)
+            # models on one key (an eval set) lease from one limiter: the provider's limit is the key's
+            account = account_key(spec.provider, spec.base_urls, api_key)
+            if account not in self._limiters:
+                self._limiters[account] = self._limiter_cls.options(
+                    scheduling_strategy=self._on_driver_node()).remote(rpm, tpm)
+            limiter = self._limiters[account]
             group = _WorkerGroup(self, spec, api_key, limiter, bool(rpm or tpm), max_response_bytes)
             await group.start()
             self._groups[key] = group
@@ -209,8 +215,10 @@ class RayRunner:
         for group in self._groups.values():
             for w in group.workers:
                 self.ray.kill(w)
-            self.ray.kill(group.limiter)
+        for limiter in self._limiters.values():
+            self.ray.kill(limiter)
         self._groups.clear()
+        self._limiters.clear()
         if self._release is not None:
             self.ray.shutdown()
             self._release.set()
