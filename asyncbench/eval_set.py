@@ -278,8 +278,9 @@ class SetSummary:
 
 
 def set_totals(runs: Sequence[SetRun]) -> dict[str, float]:
-    """Cost, tokens and requests sent over every run (all their invocations)."""
-    cost = tokens = requests = 0.0
+    """Cost, tokens and requests sent over every run (all their invocations), and what
+    this invocation sent and paid."""
+    cost = tokens = requests = requests_now = cost_now = 0.0
     for r in runs:
         if r.summary is None:
             continue
@@ -287,7 +288,10 @@ def set_totals(runs: Sequence[SetRun]) -> dict[str, float]:
         total = r.summary.tokens.get("total", {})
         tokens += total.get("prompt_tokens", 0) + total.get("completion_tokens", 0)
         requests += sum(inv["sent"] for inv in r.summary.invocations)
-    return {"cost_usd": round(cost, 6), "tokens": int(tokens), "requests": int(requests)}
+        requests_now += r.summary.this_invocation["sent"]
+        cost_now += r.summary.this_invocation["cost_usd"]
+    return {"cost_usd": round(cost, 6), "tokens": int(tokens), "requests": int(requests),
+            "requests_now": int(requests_now), "cost_usd_now": round(cost_now, 6)}
 
 
 def write_set_json(out: Path, runs: Sequence[SetRun]) -> None:

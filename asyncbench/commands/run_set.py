@@ -112,18 +112,20 @@ def _show_dry_run(priced: dict[str, Any], as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="dry run of the set (nothing sent)")
-    for name in ("model", "benchmark", "to send", "cached", "USD", "batch", "prompt cache", "estimate"):
-        table.add_column(name, justify="left" if name in ("model", "benchmark", "estimate") else "right")
+    table = Table(title="dry run of the set (nothing sent); ≤: an upper bound")
+    for name in ("model", "benchmark", "to send", "cached", "USD", "batch", "prompt cache"):
+        left = name in ("model", "benchmark")
+        table.add_column(name, justify="left" if left else "right", overflow="fold", no_wrap=not left)
     for r in priced["runs"]:
         modes = r["by_purpose"]["eval"].get("cost_usd_by_mode", {})
+        bound = "≤" if r["estimate"] != "exact" else ""
         table.add_row(r["model"], r["benchmark"], f"{r['to_send']:,}", f"{r['cached']:,}",
-                      _usd(r["estimated_cost_usd"]), _usd(modes.get("batch")), _usd(modes.get("prompt_cache")),
-                      r["estimate"])
+                      bound + _usd(r["estimated_cost_usd"]), _usd(modes.get("batch")), _usd(modes.get("prompt_cache")))
     t = priced["totals"]
     table.add_row("[bold]set total[/]", "", f"{t['requests']:,}", "", _usd(t["estimated_cost_usd"]),
-                  _usd(t["eval_batch_usd"]), _usd(t["eval_prompt_cache_usd"]), "")
+                  _usd(t["eval_batch_usd"]), _usd(t["eval_prompt_cache_usd"]))
     Console().print(table)
+    print("batch and prompt cache: the eval requests through --batch, and with --prompt-cache auto's expected reads")
 
 
 def _show(result: SetSummary, as_json: bool, cache: Path | None) -> int:
@@ -137,8 +139,9 @@ def _show(result: SetSummary, as_json: bool, cache: Path | None) -> int:
     else:
         print(_leaderboard(result, cache) or _run_lines(result))
         t = result.totals
-        print(f"set: {len(result.runs)} runs, ${t['cost_usd']:,.4f}, {t['tokens']:,} tokens, {t['requests']:,} "
-              f"requests sent, {result.wall_s:.1f} s; {result.out / 'set.json'}")
+        print(f"set: {len(result.runs)} runs; in all (every invocation) ${t['cost_usd']:,.4f}, {t['tokens']:,} tokens, "
+              f"{t['requests']:,} requests sent; this time {t['requests_now']:,} sent, ${t['cost_usd_now']:,.4f}, "
+              f"{result.wall_s:.1f} s; {result.out / 'set.json'}")
     if result.complete:
         return 0
     unsettled = [f"{r.model} on {r.benchmark}: {r.status}" + (f" ({r.error})" if r.error else "")
