@@ -29,7 +29,7 @@ import tomllib
 from .client import ModelClient, SharedEndpoints
 from .config import RunConfig
 from .engine import execute
-from .errors import UserError
+from .errors import RunInterrupted, UserError
 from .plan import RunPlan, dry_run, plan, runner_for
 from .run_summary import DryRunSummary, RunSummary
 from .runners import Runner
@@ -221,8 +221,7 @@ async def plan_set(cfgs: Sequence[RunConfig], sim_url: str | None = None) -> Set
         if not first.dry_run:  # made (or migrated) once: each run's store opens it in a thread of its own
             from .store import Store, default_cache_path
 
-            await anyio.to_thread.run_sync(lambda: Store(Path(first.cache).expanduser() if first.cache
-                                                         else default_cache_path()).close())
+            Store(Path(first.cache).expanduser() if first.cache else default_cache_path()).close()
         for cfg in cfgs:
             if out is not None:
                 cfg = dataclasses.replace(cfg, out=str(out / f"{_slug(cfg.model)}--{_slug(cfg.benchmark)}"))
@@ -323,10 +322,16 @@ async def execute_set(sp: SetPlan) -> SetSummary:
     runs = [SetRun(p.client.spec.label, p.benchmark_name, p.run_id, "pending") for p in sp.plans]
     write_set_json(sp.out, runs)
     budget = Budget(sp.max_cost, spent=_paid_before(sp.plans))
+    stopped: list[RunInterrupted] = []
 
     async def one(i: int, p: RunPlan) -> None:
         try:
             summary = await execute(p, budget)
+        except RunInterrupted as stop:
+            # a KeyboardInterrupt: raised out of a task it would leave the event loop at
+            # once, before the other runs have booked their own interruption
+            stopped.append(stop)
+            return
         except Exception as exc:  # this run's failure; the others' work goes on
             runs[i].status, runs[i].error = "failed", (str(exc).splitlines() or [type(exc).__name__])[0]
             return
@@ -342,6 +347,8 @@ async def execute_set(sp: SetPlan) -> SetSummary:
             if r.status == "pending":
                 r.status = "interrupted"
         write_set_json(sp.out, runs)
+    if stopped:  # every run has booked what it did
+        raise stopped[0]
     return SetSummary(runs, sp.out, time.monotonic() - started, set_totals(runs))
 
 

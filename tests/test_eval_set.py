@@ -195,11 +195,12 @@ def test_a_failing_run_does_not_lose_the_others(tmp_path: Path, start_sim: Any) 
     assert [r["status"] for r in listed] == [good.status, bad.status]
 
 
+@pytest.mark.slow  # two CLI processes: ~11 s on the shared machine
 def test_killed_set_resumes_without_paying_twice(tmp_path: Path, start_sim: Any) -> None:
     """SIGKILL the CLI mid-set, run the same command again: every answer received before
     the kill comes from the cache; only what was in flight is asked twice."""
-    n, concurrency = 20, 2
-    sim = start_sim("--latency-ms", "150")
+    n, concurrency = 12, 2
+    sim = start_sim("--latency-ms", "100")
     bench = _data(tmp_path, n)
     args = [bench, "--model", "openai-compat:a", "--model", "openai-compat:b", "--base-url", f"{sim.base_url}/v1",
             "--cache", str(tmp_path / "c.duckdb"), "--max-input-tokens", "1000", "--concurrency", str(concurrency),
@@ -221,6 +222,33 @@ def test_killed_set_resumes_without_paying_twice(tmp_path: Path, start_sim: Any)
     assert sim.stats()["ok"] <= 2 * n + concurrency  # at most the requests in flight at the kill, again
     listed = json.loads((tmp_path / "set" / "set.json").read_text())
     assert [r["status"] for r in listed] == ["complete", "complete"]
+
+
+@pytest.mark.slow  # two CLI processes: ~11 s on the shared machine
+def test_ctrl_c_books_every_run_and_exits_130(tmp_path: Path, start_sim: Any) -> None:
+    """Ctrl-C mid-set: each run books its interrupted invocation (RunInterrupted is a
+    KeyboardInterrupt: one run's must not leave the loop before the others booked), the
+    command exits 130 with one line, set.json says interrupted, and a re-run finishes."""
+    sim = start_sim("--latency-ms", "100")
+    args = [_data(tmp_path, 12), "--model", "openai-compat:a", "--model", "openai-compat:b", "--base-url",
+            f"{sim.base_url}/v1", "--cache", str(tmp_path / "c.duckdb"), "--max-input-tokens", "1000",
+            "--concurrency", "2", "--out", str(tmp_path / "set"), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "asyncbench.cli", "run", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while sim.stats()["ok"] < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err
+    listed = json.loads((tmp_path / "set" / "set.json").read_text())
+    assert [r["status"] for r in listed] == ["interrupted", "interrupted"]
+    before = sim.stats()["ok"]
+    done = _cli(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sim.stats()["ok"] <= 24 + 2 and sim.stats()["ok"] > before
 
 
 def test_evaluate_takes_lists(tmp_path: Path, start_sim: Any) -> None:
