@@ -190,9 +190,10 @@ def test_a_failing_run_does_not_lose_the_others(tmp_path: Path, start_sim: Any) 
     result = _run(run_configs([_data(tmp_path, 5)], models, _options(tmp_path, out=str(tmp_path / "set"))))
     good, bad = result.runs
     assert good.status == "complete" and good.summary is not None and good.summary.samples["settled"] == 5
-    assert bad.status in ("failed", "partial") and not result.complete
+    assert bad.status == "failed" and bad.error is not None and f"127.0.0.1:{dead}" in bad.error
+    assert not result.complete
     listed = json.loads((tmp_path / "set" / "set.json").read_text())
-    assert [r["status"] for r in listed] == [good.status, bad.status]
+    assert [r["status"] for r in listed] == ["complete", "failed"] and listed[1]["error"] == bad.error
 
 
 @pytest.mark.slow  # two CLI processes: ~11 s on the shared machine
