@@ -180,6 +180,36 @@ def test_dry_run_prices_each_run_and_the_total(tmp_path: Path, start_sim: Any) -
     assert sim.stats()["requests"] == 0
 
 
+def test_set_file_dry_run_through_the_command(tmp_path: Path, start_sim: Any,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --set FILE --dry-run --json`: per-model options from the file, a flag given on
+    the command line over [options] (--limit 2 over limit = 4), the set's total."""
+    from asyncbench.cli import main
+
+    sim = start_sim()
+    (tmp_path / "p.json").write_text(json.dumps(PRICES))
+    bench = _data(tmp_path, 6)
+    (tmp_path / "set.toml").write_text(f"""benchmarks = ["{bench}"]
+[options]
+limit = 4
+max_input_tokens = 1000
+prices = "{tmp_path / 'p.json'}"
+[[models]]
+model = "openai-compat:a"
+base_urls = ["{sim.base_url}/v1"]
+[[models]]
+model = "openai-compat:b"
+base_urls = ["{sim.base_url}/v1"]
+rpm = 60
+""")
+    rc = main(["run", "--set", str(tmp_path / "set.toml"), "--dry-run", "--json", "--limit", "2",
+               "--cache", str(tmp_path / "c.duckdb")])
+    priced = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert [(r["model"], r["to_send"]) for r in priced["runs"]] == [("openai-compat:a", 2), ("openai-compat:b", 2)]
+    assert priced["totals"]["requests"] == 4 and sim.stats()["requests"] == 0
+
+
 def test_a_failing_run_does_not_lose_the_others(tmp_path: Path, start_sim: Any) -> None:
     sim = start_sim()
     with socket.socket() as s:  # a port nothing listens on
