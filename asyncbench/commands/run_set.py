@@ -174,16 +174,20 @@ def _leaderboard(result: SetSummary, cache: Path | None) -> str | None:
 
 def _run_lines(result: SetSummary) -> str:
     """One line per (model, benchmark): status, overall score, samples, cost, requests."""
+    from rich.text import Text
+
+    from ..report.score_lines import score_rows
+
     lines = []
     for r in result.runs:
         s = r.summary
         if s is None:
-            lines.append(f"{r.model:32} {r.benchmark:24} {r.status:9} {r.error or ''}")
+            lines.append(f"{r.model} on {r.benchmark}: {r.status} {r.error or ''}")
             continue
-        overall = s.scores.to_json().get("overall") if s.scores is not None else None
-        score = f"{overall:.4g}" if isinstance(overall, (int, float)) else "-"
+        rows = [(Text.from_markup(k).plain, Text.from_markup(v).plain) for k, v in score_rows(s)]
+        score = next((f"{k} {v}" for k, v in rows if k.startswith(("overall", "anchor"))), "no overall score")
         ok, total = s.samples.get("settled", 0), s.samples.get("total", 0)
         sent = sum(inv["sent"] for inv in s.invocations)
-        lines.append(f"{r.model:32} {r.benchmark:24} {r.status:9} score {score:>8}  samples {ok}/{total}  "
-                     f"${float(s.cost_usd.get('total', 0.0)):,.4f}  requests {sent}  run {r.run_id}")
+        lines.append(f"{r.model} on {r.benchmark}: {r.status}, {score}, samples {ok}/{total}, "
+                     f"${float(s.cost_usd.get('total', 0.0)):,.4f}, requests {sent}, run {r.run_id}")
     return "\n".join(lines)
