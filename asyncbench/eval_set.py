@@ -19,6 +19,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,11 +31,12 @@ from .client import ModelClient, SharedEndpoints
 from .config import RunConfig
 from .engine import execute
 from .errors import RunInterrupted, UserError
-from .plan import RunPlan, dry_run, plan, runner_for
+from .plan import RunPlan, SetShared, dry_run, open_in_background, plan, runner_for
 from .run_summary import DryRunSummary, RunSummary
 from .runners import Runner
 from .runners.base import MapChunks, OnEvent, RunnerReport
 from .scheduler import Budget, Job
+from .store import Store
 
 # What a set file's [[models]] entry may set for its model alone; everything else is the
 # set's (one cache, one budget, one backend, the same samples for every model).
@@ -185,14 +187,19 @@ class SetPlan:
     max_cost: float | None
     endpoints: SharedEndpoints
     runner: Runner | None = None  # the shared runner (--backend ray), closed by the set
+    opening: Future[Store] | None = None  # the set's one store
 
     async def aclose(self) -> None:
         try:
             for p in self.plans:
                 await p.aclose()
         finally:
-            if self.runner is not None:
-                await self.runner.aclose()
+            try:
+                if self.runner is not None:
+                    await self.runner.aclose()
+            finally:
+                if self.opening is not None and self.opening.exception() is None:
+                    self.opening.result().close()
 
 
 def set_out(cfgs: Sequence[RunConfig]) -> Path:
@@ -216,17 +223,19 @@ async def plan_set(cfgs: Sequence[RunConfig], sim_url: str | None = None) -> Set
     out = None if first.dry_run else set_out(cfgs)
     endpoints = SharedEndpoints()
     runner = runner_for(first) if first.backend == "ray" and not first.dry_run else None
-    sp = SetPlan([], out, first.max_cost, endpoints, runner)
-    try:
-        if not first.dry_run:  # made (or migrated) once: each run's store opens it in a thread of its own
-            from .store import Store, default_cache_path
+    opening = None
+    if not first.dry_run:  # one store for the set: one connection, so two runs' writes never collide
+        from .store import default_cache_path
 
-            Store(Path(first.cache).expanduser() if first.cache else default_cache_path()).close()
+        opening = open_in_background(Path(first.cache).expanduser() if first.cache else default_cache_path())
+    shared = SetShared(endpoints, _Borrowed(runner) if runner is not None else None, opening)
+    sp = SetPlan([], out, first.max_cost, endpoints, runner, opening)
+    try:
         for cfg in cfgs:
             if out is not None:
                 cfg = dataclasses.replace(cfg, out=str(out / f"{_slug(cfg.model)}--{_slug(cfg.benchmark)}"))
             try:
-                p = await plan(cfg, sim_url, endpoints, _Borrowed(runner) if runner is not None else None)
+                p = await plan(cfg, sim_url, shared)
             except UserError as exc:
                 raise UserError(f"model {cfg.model} on {cfg.benchmark}: {exc}") from None
             sp.plans.append(p)
@@ -333,7 +342,7 @@ async def execute_set(sp: SetPlan) -> SetSummary:
             stopped.append(stop)
             return
         except Exception as exc:  # this run's failure; the others' work goes on
-            runs[i].status, runs[i].error = "failed", (str(exc).splitlines() or [type(exc).__name__])[0]
+            runs[i].status, runs[i].error = "failed", _one_line(exc)
             return
         runs[i].summary = summary
         runs[i].status = "complete" if summary.complete else "partial"
@@ -350,6 +359,13 @@ async def execute_set(sp: SetPlan) -> SetSummary:
     if stopped:  # every run has booked what it did
         raise stopped[0]
     return SetSummary(runs, sp.out, time.monotonic() - started, set_totals(runs))
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error as one line: a task group's first inner error, its first line."""
+    while isinstance(getattr(exc, "exceptions", None), (list, tuple)) and exc.exceptions:  # type: ignore[attr-defined]
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return (str(exc).splitlines() or [""])[0] or type(exc).__name__
 
 
 def dry_run_set(sp: SetPlan) -> dict[str, Any]:

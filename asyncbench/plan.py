@@ -131,12 +131,21 @@ class RunPlan:
                 self.opening.result().close()
 
 
-async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SharedEndpoints | None = None,
-               runner_given: Runner | None = None) -> RunPlan:
+@dataclass(frozen=True)
+class SetShared:
+    """What the runs of an eval set (eval_set.py) share: the limiter and endpoint pool of
+    each provider account, one runner (closed by the set, not by a run), and one store
+    (one DuckDB connection, so two runs writing the same answer never collide)."""
+
+    endpoints: SharedEndpoints
+    runner: Runner | None
+    opening: Future[Store] | None
+
+
+async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | None = None) -> RunPlan:
     """The RunPlan of a config; what it opened is closed again when planning fails.
-    `sim_url`: the simulator the command started for `--model sim` (config.uses_sim).
-    An eval set (eval_set.py) passes `shared`, its limiters and pools per provider
-    account, and `runner_given`, one runner for all its runs (closed by the set)."""
+    `sim_url`: the simulator the command started for `--model sim` (config.uses_sim);
+    `shared`: what an eval set's runs share."""
     started = time.time()
     cfg.validate()
     from .datadir import resolve_data_dir
@@ -145,7 +154,7 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SharedEndpoin
     benchmark, tasks = parse_benchmark(cfg.benchmark, cfg.extra, data_dir)
     caps = capabilities(benchmark)
     cache_path = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
-    opening = None if cfg.dry_run else _open_in_background(cache_path)
+    opening = None if cfg.dry_run else shared.opening if shared and shared.opening else open_in_background(cache_path)
     clients: list[ModelClient] = []
     runner: Runner | None = None
     try:
@@ -154,14 +163,14 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SharedEndpoin
         stream = caps.iter_load(opts) if caps.iter_load is not None and not cfg.dry_run else None
         listed = benchmark.load(opts) if stream is None else None
         prices = PriceTable(cfg.prices)
-        client, judge = _clients(cfg, prices, sim_url, clients, shared)
+        client, judge = _clients(cfg, prices, sim_url, clients, shared.endpoints if shared else None)
         unpriced = _check_prices(cfg, clients)
         if cfg.batch and not client.has_batch_api:
             from .runners.batch import no_batch_api
 
             raise no_batch_api(client.spec.label)
         if not cfg.dry_run:
-            runner = runner_given or runner_for(cfg)
+            runner = shared.runner if shared and shared.runner else runner_for(cfg)
         # streamed: the benchmark hashes its file's bytes (content, not path)
         data_id = samples_digest(listed) if listed is not None else (caps.fingerprint() if caps.fingerprint else "")
         run_id = cfg.run_id(client.spec.endpoint_id, data_id, client.spec.label,
@@ -274,7 +283,7 @@ def _check_prices(cfg: RunConfig, clients: list[ModelClient]) -> list[str]:
     return unpriced
 
 
-def _open_in_background(path: Path) -> Future[Store]:
+def open_in_background(path: Path) -> Future[Store]:
     """Open the cache in a thread while the benchmark loads: importing duckdb and opening
     the file (~70 ms, mostly outside the GIL) overlap the rest of the start-up instead of
     following it. A failure (the file locked by another process) is raised where the store
