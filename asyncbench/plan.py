@@ -154,7 +154,7 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | N
     benchmark, tasks = parse_benchmark(cfg.benchmark, cfg.extra, data_dir)
     caps = capabilities(benchmark)
     cache_path = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
-    opening = None if cfg.dry_run else shared.opening if shared and shared.opening else open_in_background(cache_path)
+    opening = None if cfg.dry_run else _opening(cache_path, shared)
     clients: list[ModelClient] = []
     runner: Runner | None = None
     try:
@@ -163,14 +163,14 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | N
         stream = caps.iter_load(opts) if caps.iter_load is not None and not cfg.dry_run else None
         listed = benchmark.load(opts) if stream is None else None
         prices = PriceTable(cfg.prices)
-        client, judge = _clients(cfg, prices, sim_url, clients, shared.endpoints if shared else None)
+        client, judge = _clients(cfg, prices, sim_url, clients, shared)
         unpriced = _check_prices(cfg, clients)
         if cfg.batch and not client.has_batch_api:
             from .runners.batch import no_batch_api
 
             raise no_batch_api(client.spec.label)
         if not cfg.dry_run:
-            runner = shared.runner if shared and shared.runner else runner_for(cfg)
+            runner = _runner(cfg, shared)
         # streamed: the benchmark hashes its file's bytes (content, not path)
         data_id = samples_digest(listed) if listed is not None else (caps.fingerprint() if caps.fingerprint else "")
         run_id = cfg.run_id(client.spec.endpoint_id, data_id, client.spec.label,
@@ -195,11 +195,22 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | N
         raise
 
 
+def _opening(cache_path: Path, shared: SetShared | None) -> Future[Store]:
+    """The store being opened: an eval set's one, else this run's own."""
+    return shared.opening if shared is not None and shared.opening is not None else open_in_background(cache_path)
+
+
+def _runner(cfg: RunConfig, shared: SetShared | None) -> Runner:
+    """The runner: an eval set's one (lent: the set closes it), else this run's own."""
+    return shared.runner if shared is not None and shared.runner is not None else runner_for(cfg)
+
+
 def _clients(cfg: RunConfig, prices: PriceTable, sim_url: str | None, opened: list[ModelClient],
-             shared: SharedEndpoints | None = None) -> tuple[ModelClient, ModelClient | None]:
+             set_shared: SetShared | None = None) -> tuple[ModelClient, ModelClient | None]:
     """The eval client and the judge's (the same object when the judge is the same model:
     one limiter and pool for both); each appended to `opened` as it is made, and pointed
     at its provider account's limiter and pool when an eval set shares them (`shared`)."""
+    shared = set_shared.endpoints if set_shared is not None else None
     spec = resolve_model(cfg.model, cfg.base_urls, cfg, sim_url)
     client = make_client(spec, cfg, prices, cfg.rpm, cfg.tpm)
     opened.append(client)
