@@ -111,11 +111,17 @@ def _model_entry(entry: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     if not model:
         raise UserError("each model of a set needs `model = \"provider:name\"`")
     own = {k: v for k, v in entry.items() if k != "model"}
+    if "base_url" in own:  # one endpoint, as `--base-url URL` names it
+        own["base_urls"] = [*_listed(own.pop("base_url")), *_listed(own.get("base_urls", []))]
     bad = sorted(k for k in own if k not in MODEL_KEYS)
     if bad:
         raise UserError(f"model {model}: {bad[0]!r} cannot be set per model; per-model options are "
                         f"{', '.join(MODEL_KEYS)} (put the others under [options])")
     return model, own
+
+
+def _listed(value: Any) -> list[Any]:
+    return [value] if isinstance(value, str) else list(value)
 
 
 class _NoOptions:

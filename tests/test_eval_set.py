@@ -201,7 +201,7 @@ model = "openai-compat:a"
 base_urls = ["{sim.base_url}/v1"]
 [[models]]
 model = "openai-compat:b"
-base_urls = ["{sim.base_url}/v1"]
+base_url = "{sim.base_url}/v1"
 rpm = 60
 """)
     rc = main(["run", "--set", str(tmp_path / "set.toml"), "--dry-run", "--json", "--limit", "2",
