@@ -3,7 +3,8 @@
 BENCHMARK: longbench[:tasks], longbench-e, minilongbench, bamboo, 100-longbench, or
 jsonl:PATH. SPEC: openai:MODEL, anthropic:MODEL, tgi:NAME, openai-compat:MODEL, sim
 (the built-in simulator's baseline, started on 127.0.0.1), or auto (a real API when its
-key is set, else sim).
+key is set, else sim). Several benchmarks (comma-separated), a repeated --model, or
+--set FILE.toml make an eval set: every (model, benchmark) run together (run_set.py).
 """
 
 from __future__ import annotations
