@@ -232,7 +232,7 @@ def test_a_failing_run_does_not_lose_the_others(tmp_path: Path, start_sim: Any) 
 def test_killed_set_resumes_without_paying_twice(tmp_path: Path, start_sim: Any) -> None:
     """SIGKILL the CLI mid-set, run the same command again: every answer received before
     the kill comes from the cache; only what was in flight is asked twice."""
-    n, concurrency = 12, 2
+    n, concurrency = 30, 2  # 60 requests of 100 ms, 2 at a time: ~3 s, room for the kill under load
     sim = start_sim("--latency-ms", "100")
     bench = _data(tmp_path, n)
     args = [bench, "--model", "openai-compat:a", "--model", "openai-compat:b", "--base-url", f"{sim.base_url}/v1",
@@ -243,7 +243,7 @@ def test_killed_set_resumes_without_paying_twice(tmp_path: Path, start_sim: Any)
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while sim.stats()["ok"] < 2 * n // 3 and time.monotonic() < deadline:
+        while sim.stats()["ok"] < 6 and time.monotonic() < deadline:
             time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
@@ -263,7 +263,7 @@ def test_ctrl_c_books_every_run_and_exits_130(tmp_path: Path, start_sim: Any) ->
     KeyboardInterrupt: one run's must not leave the loop before the others booked), the
     command exits 130 with one line, set.json says interrupted, and a re-run finishes."""
     sim = start_sim("--latency-ms", "100")
-    args = [_data(tmp_path, 12), "--model", "openai-compat:a", "--model", "openai-compat:b", "--base-url",
+    args = [_data(tmp_path, 30), "--model", "openai-compat:a", "--model", "openai-compat:b", "--base-url",
             f"{sim.base_url}/v1", "--cache", str(tmp_path / "c.duckdb"), "--max-input-tokens", "1000",
             "--concurrency", "2", "--out", str(tmp_path / "set"), "--no-progress"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -281,7 +281,7 @@ def test_ctrl_c_books_every_run_and_exits_130(tmp_path: Path, start_sim: Any) ->
     before = sim.stats()["ok"]
     done = _cli(*args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert sim.stats()["ok"] <= 24 + 2 and sim.stats()["ok"] > before
+    assert sim.stats()["ok"] <= 60 + 2 and sim.stats()["ok"] > before
 
 
 def test_evaluate_takes_lists(tmp_path: Path, start_sim: Any) -> None:
