@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
 
 from .config import RunConfig
 from .errors import UserError
@@ -149,25 +149,81 @@ def _config(benchmark: str, model: str, options: Options) -> RunConfig:
     return RunConfig(benchmark=benchmark, model=model, extra=extra, **run).validate()
 
 
-async def evaluate_async(benchmark: str, model: str, **options: Unpack[Options]) -> EvalResult:
-    """Run an evaluation (cache first, as `asyncbench run`) and return its stored result."""
+Names = list[str] | tuple[str, ...]  # several benchmarks or models: an eval set (eval_set.py)
+
+
+@overload
+async def evaluate_async(benchmark: str, model: str, **options: Unpack[Options]) -> EvalResult: ...
+
+
+@overload
+async def evaluate_async(benchmark: Names, model: str | Names, **options: Unpack[Options]) -> list[EvalResult]: ...
+
+
+@overload
+async def evaluate_async(benchmark: str, model: Names, **options: Unpack[Options]) -> list[EvalResult]: ...
+
+
+async def evaluate_async(benchmark: str | Names, model: str | Names,
+                         **options: Unpack[Options]) -> EvalResult | list[EvalResult]:
+    """Run an evaluation (cache first, as `asyncbench run`) and return its stored result.
+    A list of benchmarks or models is an eval set: every (model, benchmark) run together
+    under one budget, with limits shared per provider key; one EvalResult per run, in
+    model-major order."""
     from .flow import run
     from .sim.testing import sim_if
 
-    cfg = _config(benchmark, model, options)
-    with sim_if(cfg.uses_sim()) as sim_url:
-        summary = await run(cfg, sim_url)
-    if not isinstance(summary, RunSummary):
-        raise UserError("dry_run=True sends nothing and stores no run; use `asyncbench run --dry-run` to price one")
-    return load_run(summary.run_id, cache=cfg.cache)
+    if isinstance(benchmark, str) and isinstance(model, str):
+        cfg = _config(benchmark, model, options)
+        with sim_if(cfg.uses_sim()) as sim_url:
+            summary = await run(cfg, sim_url)
+        if not isinstance(summary, RunSummary):
+            raise UserError("dry_run=True sends nothing and stores no run; use `asyncbench run --dry-run` to price one")
+        return load_run(summary.run_id, cache=cfg.cache)
+    return await _evaluate_set([benchmark] if isinstance(benchmark, str) else list(benchmark),
+                               [model] if isinstance(model, str) else list(model), options)
 
 
-def evaluate(benchmark: str, model: str, **options: Unpack[Options]) -> EvalResult:
+async def _evaluate_set(benchmarks: list[str], models: list[str], options: Options) -> list[EvalResult]:
+    """An eval set's runs; a run that failed is one UserError naming it (the others are
+    stored: `load_run` reads them)."""
+    from .eval_set import execute_set, plan_set, run_configs
+    from .sim.testing import sim_if
+
+    if options.get("dry_run"):
+        raise UserError("dry_run=True sends nothing and stores no run; use `asyncbench run --dry-run` to price a set")
+    cfgs = run_configs(benchmarks, [{"model": m} for m in models], {"progress": False, **options})
+    with sim_if(any(c.uses_sim() for c in cfgs)) as sim_url:
+        sp = await plan_set(cfgs, sim_url)
+        try:
+            result = await execute_set(sp)
+        finally:
+            await sp.aclose()
+    failed = [f"{r.model} on {r.benchmark}: {r.error}" for r in result.runs if r.status == "failed"]
+    if failed:
+        raise UserError("; ".join(failed) + f" (the set's other runs are stored: {result.out / 'set.json'})")
+    return [load_run(r.run_id, cache=cfgs[0].cache) for r in result.runs]
+
+
+@overload
+def evaluate(benchmark: str, model: str, **options: Unpack[Options]) -> EvalResult: ...
+
+
+@overload
+def evaluate(benchmark: Names, model: str | Names, **options: Unpack[Options]) -> list[EvalResult]: ...
+
+
+@overload
+def evaluate(benchmark: str, model: Names, **options: Unpack[Options]) -> list[EvalResult]: ...
+
+
+def evaluate(benchmark: str | Names, model: str | Names,
+             **options: Unpack[Options]) -> EvalResult | list[EvalResult]:
     """`evaluate_async` for plain code. Inside a running event loop (a notebook cell) it
     runs on a thread of its own, so it still returns the result rather than failing."""
     import anyio
 
-    async def go() -> EvalResult:
+    async def go() -> EvalResult | list[EvalResult]:
         return await evaluate_async(benchmark, model, **options)
 
     try:
@@ -189,7 +245,7 @@ def evaluate(benchmark: str, model: str, **options: Unpack[Options]) -> EvalResu
     thread.join()
     if "error" in box:
         raise box["error"]
-    result: EvalResult = box["result"]
+    result: EvalResult | list[EvalResult] = box["result"]
     return result
 
 

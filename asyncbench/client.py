@@ -7,13 +7,15 @@ themselves: they ask the client (as inspect-ai's `Model` wraps its `ModelAPI`).
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
 
 from .config import RunConfig
 from .errors import UserError
-from .limits import RateLimiter
+from .limits import RateLimiter, TokenBucket
 from .pricing import Price, PriceTable
 from .prompt_cache import PrefixPlan, mark_requests, plan_prefixes, prompt_text
 from .providers import ModelSpec, ProviderBase, api_key_for, make_provider, provider_class
@@ -126,3 +128,77 @@ async def check_reachable(client: ModelClient) -> None:
         except (OSError, TimeoutError) as exc:
             errors.append(f"{url} ({type(exc).__name__})")
     raise UserError(f"cannot reach {', '.join(errors)}; check --base-url and that the server is running")
+
+
+def account_key(provider: str, base_urls: list[str], api_key: str | None) -> str:
+    """Who a provider counts requests against: its name, the endpoints and the API key,
+    hashed (the key itself is never kept or shown)."""
+    blob = "\0".join([provider, *sorted(base_urls), api_key or ""])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class AccountLimiter(RateLimiter):
+    """An account's limiter shared by a set's runs. Until the first answer (or error) has
+    come back, with no limit configured, one request goes alone: its rate-limit headers
+    say the account's limits, which every run then keeps to, instead of every run's
+    workers opening with a burst the provider answers with 429s. The others wait for it
+    at most PROBE_WAIT_S (a probe that never answers does not hold the set)."""
+
+    PROBE_WAIT_S = 10.0
+
+    def __init__(self, rpm: float | None = None, tpm: float | None = None) -> None:
+        super().__init__(rpm, tpm)
+        self._learned: anyio.Event | None = None if rpm or tpm else anyio.Event()
+        self._probing = False
+
+    async def acquire(self, tokens: int) -> None:
+        if self._learned is not None and not self._learned.is_set():
+            if self._probing:
+                with anyio.move_on_after(self.PROBE_WAIT_S):
+                    await self._learned.wait()
+            self._probing = True
+        await super().acquire(tokens)
+
+    def observe(self, info: Mapping[str, float]) -> None:
+        super().observe(info)
+        if self._learned is not None:
+            self._learned.set()
+
+    def tighten(self, rpm: float | None, tpm: float | None) -> None:
+        """Lower the configured limits to `rpm`/`tpm` where they are tighter (a limit
+        known: no probe needed)."""
+        if rpm and (self.configured_rpm is None or rpm < self.configured_rpm):
+            self.configured_rpm = rpm
+            self.requests = TokenBucket(rpm, self.burst_s)
+        if tpm and (self.configured_tpm is None or tpm < self.configured_tpm):
+            self.configured_tpm = tpm
+            self.tokens = TokenBucket(tpm, self.burst_s)
+        if (rpm or tpm) and self._learned is not None:
+            self._learned.set()
+
+
+class SharedEndpoints:
+    """The limiters and endpoint pools of an eval set, one per provider account
+    (`account_key`): providers enforce RPM/TPM per key, so the clients of several models
+    on one key must draw from one limiter (and learn its limit once from the headers or a
+    429), or each would believe it owns the whole limit. Different accounts stay apart
+    and proceed in parallel. The tighter of two configured limits wins."""
+
+    def __init__(self) -> None:
+        self._groups: dict[str, tuple[AccountLimiter, EndpointPool]] = {}
+
+    def attach(self, client: ModelClient) -> str:
+        """Point `client` at its account's limiter and pool (the first client's become the
+        account's); returns the account key."""
+        key = account_key(client.spec.provider, client.spec.base_urls, client.api_key)
+        own = client.limiter
+        if key not in self._groups:
+            self._groups[key] = (AccountLimiter(own.configured_rpm, own.configured_tpm), client.pool)
+        limiter, pool = self._groups[key]
+        limiter.tighten(own.configured_rpm, own.configured_tpm)
+        client.limiter, client.pool = limiter, pool
+        return key
+
+    def accounts(self) -> int:
+        return len(self._groups)
+

@@ -31,9 +31,10 @@ from .store.journal import Journal, replay
 from .types import Purpose, Request, Response, Sample, SampleResult
 
 
-async def execute(p: RunPlan) -> RunSummary:
+async def execute(p: RunPlan, budget: Budget | None = None) -> RunSummary:
     """Run the plan: generate -> score -> record. Returns the run's summary (also stored
-    with the run and written to OUT/run.json). Resuming is running the same plan again."""
+    with the run and written to OUT/run.json). Resuming is running the same plan again.
+    `budget`: an eval set's one budget (eval_set.py), counting what its runs paid before."""
     if p.runner is None or p.opening is None:
         raise ValueError("a dry-run plan sends nothing: price it with plan.dry_run")
     runner = p.runner
@@ -47,7 +48,8 @@ async def execute(p: RunPlan) -> RunSummary:
                                          host=socket.gethostname())
             store.runs.put_invocation(p.run_id, invocation)
         # --max-cost is the run's budget across its invocations: what earlier ones paid counts
-        budget = Budget(p.max_cost, spent=sum(g.cost_usd for g in before.requests))
+        if budget is None:
+            budget = Budget(p.max_cost, spent=sum(g.cost_usd for g in before.requests))
         engine = Engine(store, p.run_id, invocation.invocation, p.progress, budget, runner,
                         Journal(store.path, p.run_id), prompt_cache=p.prompt_cache)
         tally = Tally()

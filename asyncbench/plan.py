@@ -24,7 +24,7 @@ from .benchmarks import parse_benchmark
 from .benchmarks.base import Benchmark, LoadOptions
 from .benchmarks.longbench.budget import PromptBudget, model2maxlen_path
 from .benchmarks.longbench.official_models import samsum_stop
-from .client import ModelClient, make_client
+from .client import ModelClient, SharedEndpoints, make_client
 from .config import RunConfig
 from .errors import UserError
 from .estimate import dry_run_summary
@@ -131,9 +131,21 @@ class RunPlan:
                 self.opening.result().close()
 
 
-async def plan(cfg: RunConfig, sim_url: str | None = None) -> RunPlan:
+@dataclass(frozen=True)
+class SetShared:
+    """What the runs of an eval set (eval_set.py) share: the limiter and endpoint pool of
+    each provider account, one runner (closed by the set, not by a run), and one store
+    (one DuckDB connection, so two runs writing the same answer never collide)."""
+
+    endpoints: SharedEndpoints
+    runner: Runner | None
+    opening: Future[Store] | None
+
+
+async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | None = None) -> RunPlan:
     """The RunPlan of a config; what it opened is closed again when planning fails.
-    `sim_url`: the simulator the command started for `--model sim` (config.uses_sim)."""
+    `sim_url`: the simulator the command started for `--model sim` (config.uses_sim);
+    `shared`: what an eval set's runs share."""
     started = time.time()
     cfg.validate()
     from .datadir import resolve_data_dir
@@ -142,7 +154,7 @@ async def plan(cfg: RunConfig, sim_url: str | None = None) -> RunPlan:
     benchmark, tasks = parse_benchmark(cfg.benchmark, cfg.extra, data_dir)
     caps = capabilities(benchmark)
     cache_path = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
-    opening = None if cfg.dry_run else _open_in_background(cache_path)
+    opening = None if cfg.dry_run else _opening(cache_path, shared)
     clients: list[ModelClient] = []
     runner: Runner | None = None
     try:
@@ -151,14 +163,14 @@ async def plan(cfg: RunConfig, sim_url: str | None = None) -> RunPlan:
         stream = caps.iter_load(opts) if caps.iter_load is not None and not cfg.dry_run else None
         listed = benchmark.load(opts) if stream is None else None
         prices = PriceTable(cfg.prices)
-        client, judge = _clients(cfg, prices, sim_url, clients)
+        client, judge = _clients(cfg, prices, sim_url, clients, shared)
         unpriced = _check_prices(cfg, clients)
         if cfg.batch and not client.has_batch_api:
             from .runners.batch import no_batch_api
 
             raise no_batch_api(client.spec.label)
         if not cfg.dry_run:
-            runner = runner_for(cfg)
+            runner = _runner(cfg, shared)
         # streamed: the benchmark hashes its file's bytes (content, not path)
         data_id = samples_digest(listed) if listed is not None else (caps.fingerprint() if caps.fingerprint else "")
         run_id = cfg.run_id(client.spec.endpoint_id, data_id, client.spec.label,
@@ -183,19 +195,35 @@ async def plan(cfg: RunConfig, sim_url: str | None = None) -> RunPlan:
         raise
 
 
-def _clients(cfg: RunConfig, prices: PriceTable, sim_url: str | None,
-             opened: list[ModelClient]) -> tuple[ModelClient, ModelClient | None]:
+def _opening(cache_path: Path, shared: SetShared | None) -> Future[Store]:
+    """The store being opened: an eval set's one, else this run's own."""
+    return shared.opening if shared is not None and shared.opening is not None else open_in_background(cache_path)
+
+
+def _runner(cfg: RunConfig, shared: SetShared | None) -> Runner:
+    """The runner: an eval set's one (lent: the set closes it), else this run's own."""
+    return shared.runner if shared is not None and shared.runner is not None else runner_for(cfg)
+
+
+def _clients(cfg: RunConfig, prices: PriceTable, sim_url: str | None, opened: list[ModelClient],
+             set_shared: SetShared | None = None) -> tuple[ModelClient, ModelClient | None]:
     """The eval client and the judge's (the same object when the judge is the same model:
-    one limiter and pool for both); each appended to `opened` as it is made."""
+    one limiter and pool for both); each appended to `opened` as it is made, and pointed
+    at its provider account's limiter and pool when an eval set shares them (`shared`)."""
+    shared = set_shared.endpoints if set_shared is not None else None
     spec = resolve_model(cfg.model, cfg.base_urls, cfg, sim_url)
     client = make_client(spec, cfg, prices, cfg.rpm, cfg.tpm)
     opened.append(client)
+    if shared is not None:
+        shared.attach(client)
     if not cfg.judge:
         return client, None
     if cfg.judge == cfg.model and not cfg.judge_base_urls:
         return client, client
     judge = make_client(resolve_model(cfg.judge, cfg.judge_base_urls, cfg, sim_url), cfg, prices, None, None)
     opened.append(judge)
+    if shared is not None:
+        shared.attach(judge)
     return client, judge
 
 
@@ -267,7 +295,7 @@ def _check_prices(cfg: RunConfig, clients: list[ModelClient]) -> list[str]:
     return unpriced
 
 
-def _open_in_background(path: Path) -> Future[Store]:
+def open_in_background(path: Path) -> Future[Store]:
     """Open the cache in a thread while the benchmark loads: importing duckdb and opening
     the file (~70 ms, mostly outside the GIL) overlap the rest of the start-up instead of
     following it. A failure (the file locked by another process) is raised where the store

@@ -3,7 +3,8 @@
 BENCHMARK: longbench[:tasks], longbench-e, minilongbench, bamboo, 100-longbench, or
 jsonl:PATH. SPEC: openai:MODEL, anthropic:MODEL, tgi:NAME, openai-compat:MODEL, sim
 (the built-in simulator's baseline, started on 127.0.0.1), or auto (a real API when its
-key is set, else sim).
+key is set, else sim). Several benchmarks (comma-separated), a repeated --model, or
+--set FILE.toml make an eval set: every (model, benchmark) run together (run_set.py).
 """
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ if TYPE_CHECKING:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("benchmark", nargs="?",
                    help="longbench[:t1,t2] | longbench-e | minilongbench | bamboo | 100-longbench | jsonl:PATH "
-                        "(not needed with --resume)")
-    p.add_argument("--model", default="auto", help="provider:model, 'sim', or 'auto' (default)")
+                        "(not needed with --resume); several, comma-separated, make an eval set")
+    p.add_argument("--model", action="append", default=None,
+                   help="provider:model, 'sim', or 'auto' (default); repeat for an eval set of several models")
+    p.add_argument("--set", dest="set_file", metavar="FILE.toml",
+                   help="an eval set file: models (with their own base_url, rpm, tpm) x benchmarks, shared "
+                        "options (examples/eval_set.toml)")
     p.add_argument("--base-url", action="append", default=[], dest="base_urls",
                    help="endpoint URL; repeat for a pool of replicas")
     p.add_argument("--endpoint-id", help="cache identity of the endpoint(s) (default: the sorted URLs)")
@@ -110,8 +115,8 @@ def _extra(args: argparse.Namespace) -> dict[str, Any]:
     """The chosen benchmark's options, as it declares them (benchmarks.benchmark_options)."""
     from ..benchmarks import benchmark_options, option_keys
 
-    return benchmark_options(args.benchmark, {k: getattr(args, k) for k in option_keys()}, args.model,
-                             args.tokenizer)
+    model = args.model[0] if isinstance(args.model, list) else args.model or "auto"  # --model repeats for sets
+    return benchmark_options(args.benchmark, {k: getattr(args, k) for k in option_keys()}, model, args.tokenizer)
 
 
 def _fleet_urls(path: str) -> list[str]:
@@ -160,6 +165,16 @@ def main(args: argparse.Namespace) -> int:
     from ..errors import RunInterrupted, UserError
     from ..flow import run
 
+    models: list[str] = args.model or []
+    if not args.resume:
+        from ..eval_set import split_benchmarks
+
+        benchmarks = split_benchmarks(args.benchmark) if args.benchmark else []
+        if args.set_file or len(models) > 1 or len(benchmarks) > 1:
+            from .run_set import main_set
+
+            return main_set(args, models, benchmarks, _fleet_urls(args.base_urls_file) if args.base_urls_file else [])
+    args.model = models[0] if models else "auto"
     if args.resume:
         from ..store import Store, default_cache_path
 

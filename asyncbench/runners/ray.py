@@ -43,7 +43,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from ..client import ModelClient
+from ..client import ModelClient, account_key
 from ..errors import ProviderError, UserError
 from ..providers import ModelSpec
 from ..providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
@@ -112,6 +112,7 @@ class RayRunner:
         self._worker_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(GenerationWorker)
         self._apply = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_apply)
         self._groups: dict[tuple[str, str], _WorkerGroup] = {}
+        self._limiters: dict[str, Any] = {}  # one limiter actor per provider account (client.account_key)
 
     def _on_driver_node(self) -> Any:
         """Scheduling on the driver's node: the limiter lives and dies with the run."""
@@ -132,10 +133,16 @@ class RayRunner:
         request to send) and reused for every purpose (eval, judge, prior)."""
         key = _group_key(spec)
         if key not in self._groups:
-            if self._shared is not None:  # one limiter for every driver that names it
-                limiter = await self._shared.attach(self._limiter_cls, spec, api_key, rpm, tpm, self.connect_timeout_s)
-            else:
-                limiter = self._limiter_cls.options(scheduling_strategy=self._on_driver_node()).remote(rpm, tpm)
+            # models on one key (an eval set) lease from one limiter: the provider's limit is the key's
+            account = account_key(spec.provider, spec.base_urls, api_key)
+            if account not in self._limiters:
+                if self._shared is not None:  # one limiter for every driver that names it
+                    self._limiters[account] = await self._shared.attach(self._limiter_cls, spec, api_key, rpm, tpm,
+                                                                        self.connect_timeout_s)
+                else:
+                    self._limiters[account] = self._limiter_cls.options(
+                        scheduling_strategy=self._on_driver_node()).remote(rpm, tpm)
+            limiter = self._limiters[account]
             group = _WorkerGroup(self, spec, api_key, limiter, bool(rpm or tpm), max_response_bytes)
             await group.start()
             self._groups[key] = group
@@ -223,9 +230,11 @@ class RayRunner:
         for group in self._groups.values():
             for w in group.workers:
                 self.ray.kill(w)
-            if self._shared is None:
-                self.ray.kill(group.limiter)
+        if self._shared is None:
+            for limiter in self._limiters.values():
+                self.ray.kill(limiter)
         self._groups.clear()
+        self._limiters.clear()
         if self._shared is not None:  # the last driver sharing a limiter kills it
             self._shared.release(self.connect_timeout_s)
         if self._release is not None:

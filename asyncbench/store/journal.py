@@ -19,6 +19,7 @@ several times more CPU than the HTTP request that produced them (issue 27).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
@@ -28,6 +29,10 @@ from typing import IO
 from ..ledger import RequestEntry
 from .file import Store
 from .rows import LEDGER_COLUMNS, RESPONSE_COLUMNS, ResponseRow
+
+# File numbers unique in the process: the runs of an eval set each keep a journal in one
+# process, and one run's committed file must never be another's.
+_NUMBERS = itertools.count(1)
 
 
 def journal_dir(cache: Path) -> Path:
@@ -42,14 +47,12 @@ class Journal:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.run_id = run_id
         self._prefix = f"{socket.gethostname()}-{os.getpid()}-"
-        self._n = 0
         self._fh: IO[str] | None = None
         self.lines = 0  # answers in the current file
         self.path = self._next()
 
     def _next(self) -> Path:
-        self._n += 1
-        path = self.dir / f"{self._prefix}{self._n}.jsonl"
+        path = self.dir / f"{self._prefix}{next(_NUMBERS)}.jsonl"
         self._fh = path.open("a", encoding="utf-8")
         self.lines = 0
         return path
