@@ -151,6 +151,9 @@ class AccountLimiter(RateLimiter):
         self._learned: anyio.Event | None = None if rpm or tpm else anyio.Event()
         self._probing = False
 
+    def free(self) -> bool:
+        return (self._learned is None or self._learned.is_set()) and super().free()
+
     async def acquire(self, tokens: int) -> None:
         if self._learned is not None and not self._learned.is_set():
             if self._probing:
