@@ -10,7 +10,7 @@ TMP=$(mktemp -d)
 .venv/bin/python -m asyncbench.sim --port 0 --batch-turnaround-s 2 > "$TMP/sim.out" &
 SIM=$!
 trap 'kill $SIM' EXIT
-for _ in $(seq 50); do grep -q "listening on" "$TMP/sim.out" && break; sleep 0.1; done
+for _ in $(seq 50); do grep -qs "listening on" "$TMP/sim.out" && break; sleep 0.1; done
 URL=$(sed -n 's/listening on //p' "$TMP/sim.out")
 RUN=(asyncbench run minilongbench --data-dir "$DATA" --cache "$TMP/cache.duckdb" --batch)
 "${RUN[@]}" --model openai:gpt-4o-mini --base-url "$URL/v1" --no-wait --out "$TMP/submit" || echo "exit $? (partial: the batch is still running)"

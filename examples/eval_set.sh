@@ -11,7 +11,7 @@ TMP=$(mktemp -d)
 start_sim() {  # $1: name, the rest: simulator flags; prints its URL
   .venv/bin/python -m asyncbench.sim --port 0 "${@:2}" > "$TMP/$1.out" &
   echo $! >> "$TMP/pids"
-  for _ in $(seq 100); do grep -q "listening on" "$TMP/$1.out" && break; sleep 0.1; done
+  for _ in $(seq 100); do grep -qs "listening on" "$TMP/$1.out" && break; sleep 0.1; done
   sed -n 's/listening on //p' "$TMP/$1.out"
 }
 trap 'kill $(cat "$TMP/pids")' EXIT

@@ -28,7 +28,7 @@ python -m asyncbench.sim --port 0 --error-rate 0.5 > "$OUT/sim-flaky.out" &  # h
 SIMS+=($!)
 trap 'kill "${SIMS[@]}"' EXIT
 url_of() {  # the URL a simulator prints once it listens
-  for _ in $(seq 100); do grep -q "listening on" "$1" && break; sleep 0.1; done
+  for _ in $(seq 100); do grep -qs "listening on" "$1" && break; sleep 0.1; done
   sed -n 's/listening on //p' "$1"
 }
 OK=$(url_of "$OUT/sim-ok.out")

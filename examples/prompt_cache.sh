@@ -12,7 +12,7 @@ TMP=$(mktemp -d)
 .venv/bin/python -m asyncbench.sim --port 0 --latency-ms 100 --batch-turnaround-s 1 > "$TMP/sim.out" &
 SIM=$!
 trap 'kill $SIM' EXIT
-for _ in $(seq 50); do grep -q "listening on" "$TMP/sim.out" && break; sleep 0.1; done
+for _ in $(seq 50); do grep -qs "listening on" "$TMP/sim.out" && break; sleep 0.1; done
 URL=$(sed -n 's/listening on //p' "$TMP/sim.out")
 RUN=(asyncbench run bamboo:paperqa,meetingqa --length 4k --data-dir "$DATA" --model anthropic:claude-sonnet-4-5
      --base-url "$URL" --json --no-progress)
