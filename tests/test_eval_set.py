@@ -314,3 +314,32 @@ def test_a_set_on_the_ray_backend_shares_one_runner(tmp_path: Path, start_sim: A
     listed = json.loads((tmp_path / "set" / "set.json").read_text())
     assert [r["status"] for r in listed] == ["complete", "complete"]
     assert sim.stats()["ok"] == 8
+
+
+def test_the_sets_leaderboard_equals_separate_runs(tmp_path: Path, start_sim: Any) -> None:
+    """Issue 28's acceptance: the leaderboard of a set holds the numbers each model gets
+    when it is evaluated alone (its own command, its own cache): score, interval,
+    samples, tokens."""
+    import asyncbench
+    from asyncbench.report.leaderboard import build_leaderboard
+
+    sim = start_sim()
+    bench = _data(tmp_path, 24)
+    urls = [f"{sim.base_url}/v1"]
+    models = ["openai-compat:a", "openai-compat:b", "openai-compat:c"]
+    done = _run(run_configs([bench], [{"model": m, "base_urls": urls} for m in models],
+                            _options(tmp_path, out=str(tmp_path / "set"))))
+    assert [r.status for r in done.runs] == ["complete"] * 3
+    (board,) = build_leaderboard([r.run_id for r in done.runs], tmp_path / "c.duckdb").boards
+    by_model = {e.model: e for e in board.entries}
+    for m in models:
+        alone = asyncbench.evaluate(bench, m, base_urls=urls, cache=tmp_path / f"alone-{m[-1]}.duckdb",
+                                    max_input_tokens=1000, out=str(tmp_path / f"alone-{m[-1]}"))
+        written = json.loads((tmp_path / f"alone-{m[-1]}" / "run.json").read_text())
+        scores, tokens = written["scores"], written["tokens"]["total"]
+        e = by_model[m]
+        assert e.run_id == alone.run_id  # the same run, whether in a set or alone
+        assert e.score == scores["overall"] and list(e.ci95 or ()) == scores["ci95"]["overall"]
+        assert (e.scored, e.samples) == (24, 24)
+        assert (e.cost.prompt_tokens, e.cost.completion_tokens) == (tokens["prompt_tokens"],
+                                                                    tokens["completion_tokens"])
