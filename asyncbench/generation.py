@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence, Sized
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence, Sized
+from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -45,6 +46,8 @@ from .store.batch_journal import BatchJournal, finished_files, unresolved
 from .store.journal import Journal
 from .store.rows import CachedResponse, FailureRow, ResponseRow
 from .types import Purpose, Request, Response, Sample, Usage
+
+T = TypeVar("T")
 
 # Requests hashed and looked up per step after the first chunk: small enough that reading
 # a streamed data file never holds the event loop for long, large enough to batch lookups.
@@ -210,8 +213,19 @@ class Engine:
         async with self._db_lock:
             return await anyio.to_thread.run_sync(work)
 
+    async def in_store(self, work: Callable[[], T]) -> T:
+        """`work` (store reads and writes) in a worker thread, between the writer's batches."""
+        async with self._db_lock:
+            return await anyio.to_thread.run_sync(work)
+
+    def counts(self) -> tuple[int, int]:
+        """Retries and 429s so far, for a progress bar."""
+        stats = self.stats()
+        return stats.retries, stats.rate_limited
+
     async def generate(self, client: ModelClient, requests: Iterable[Request], purpose: Purpose,
-                       samples: Sequence[Sample] | None = None, label: str | None = None) -> Generated:
+                       samples: Sequence[Sample] | None = None, label: str | None = None,
+                       progress: RunProgress | None = None) -> Generated:
         """One answer per request (None: skipped by the budget), whether it was cached, and
         its cache key.
 
@@ -219,7 +233,8 @@ class Engine:
         the runner at once: the first wave is on the wire while the rest of a large run
         is still being read, hashed and looked up. `requests` may be a lazy iterator (a
         streamed data file); `samples[i]` is the sample of the i-th request, for the
-        failure log, and may grow as the iterator runs."""
+        failure log, and may grow as the iterator runs. `progress`: a bar the caller keeps
+        across calls (a streamed source's windows), which sets its total."""
         total = len(requests) if isinstance(requests, Sized) else None
         looked_up: dict[str, CachedResponse] | None = None
         if self.prompt_cache and isinstance(requests, list) and client.prompt_cache_min_tokens():
@@ -227,14 +242,12 @@ class Engine:
             # a group's only uncached request would pay the cache write for nothing
             _, looked_up = await self.keys_and_hits(requests)
             client.plan_prefixes([r for r in requests if r.key() not in looked_up], mark=True)
-        def counts() -> tuple[int, int]:
-            stats = self.stats()
-            return stats.retries, stats.rate_limited
-
-        progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled, stats=counts)
-        call = _Generation(self, client, iter(requests), purpose, samples, progress, looked_up)
+        own = progress is None
+        bar = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled,
+                          stats=self.counts) if progress is None else progress
+        call = _Generation(self, client, iter(requests), purpose, samples, bar, looked_up, own_total=own)
         try:
-            with progress:
+            with bar if own else nullcontext(bar):
                 report = await self.runner.run(client, call.jobs(), call.on_event, budget=self.budget)
                 self.endpoints[client], self.last_report = report.endpoints, report
                 generated = call.generated()  # books shared and unsent requests: the bar's last counts
@@ -252,8 +265,9 @@ class _Generation:
 
     def __init__(self, engine: Engine, client: ModelClient, source: Iterator[Request], purpose: Purpose,
                  samples: Sequence[Sample] | None, progress: RunProgress,
-                 looked_up: dict[str, CachedResponse] | None = None) -> None:
+                 looked_up: dict[str, CachedResponse] | None = None, own_total: bool = True) -> None:
         self.engine = engine
+        self.own_total = own_total  # the bar's total is this call's (else its caller's)
         self.looked_up = looked_up  # every request's cache hits, when generate() already asked
         self.client = client
         self.source = source
@@ -320,7 +334,8 @@ class _Generation:
                         yield job
                     else:
                         self.held.setdefault(group, []).append(job)
-        self.progress.set_total(len(self.requests))
+        if self.own_total:
+            self.progress.set_total(len(self.requests))
         while self.held or self.ready:  # the rest of the groups, as their first answers come
             while self.ready:
                 yield self.ready.popleft()
