@@ -190,7 +190,7 @@ async def _windows(p: RunPlan, engine: Engine, ctx: RunContext, tally: Tally, st
             await engine.in_store(partial(recorder.write, engine.store, results, generated.sources))
             kept += map(slim, results)
         progress.set_total(len(kept))
-    return Outcome([], [], Generated([], [], []), kept, {}, recorded=True)
+    return Outcome([], [], Generated([], [], []), kept, {}, recorder)
 
 
 def _collect(items: Iterator[Sample], into: list[Sample]) -> Iterator[Sample]:

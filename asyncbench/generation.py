@@ -49,9 +49,12 @@ from .types import Purpose, Request, Response, Sample, Usage
 
 T = TypeVar("T")
 
-# Requests hashed and looked up per step after the first chunk: small enough that reading
-# a streamed data file never holds the event loop for long, large enough to batch lookups.
+# Requests hashed and looked up per step after the first chunk: from STREAM_CHUNK, doubled
+# each step up to MAX_STREAM_CHUNK: small steps while the first wave goes out (reading a
+# streamed data file never holds the event loop for long), then large ones, so that a run
+# served from the cache pays few lookup queries.
 STREAM_CHUNK = 256
+MAX_STREAM_CHUNK = 4096
 # The longest a shared-prefix group's other requests wait for its first one's answer
 # before they are sent anyway (the first is normally answered well within the provider's
 # 5-minute cache TTL).
@@ -297,8 +300,9 @@ class _Generation:
         """The cache misses as jobs, chunk by chunk; hits and duplicates are settled here."""
         client = self.client
         size = client.pool.capacity()  # the first chunk fills the endpoints, at once
+        step = STREAM_CHUNK
         while chunk := list(islice(self.source, size)):
-            size = STREAM_CHUNK
+            size, step = step, min(2 * step, MAX_STREAM_CHUNK)
             lo = len(self.requests)
             self.requests.extend(chunk)
             if self.looked_up is None:

@@ -6,10 +6,12 @@ with the run and written to run.json — or, when it did not finish, what it did
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from dataclasses import dataclass
 
 from .benchmarks.base import notes_of
+from .benchmarks.scores import ScoreSet
 from .generation import Engine, Generated
 from .ledger import SETTLED, InvocationEntry, SampleEntry, merge_sample
 from .plan import RunPlan
@@ -29,8 +31,8 @@ RECORD_WINDOW = 8192
 @dataclass(frozen=True)
 class Outcome:
     """What generating and scoring produced: the samples loaded, those asked (in order),
-    their answers and results, and prepare's (and adaptive rounds') report. `recorded`:
-    the results' sample rows are written already (a streamed source, window by window;
+    their answers and results, and prepare's (and adaptive rounds') report. `recorder`:
+    what wrote the results' sample rows already (a streamed source, window by window;
     `results` then holds only what the aggregate reads, and the rest is empty)."""
 
     loaded: list[Sample]
@@ -38,7 +40,7 @@ class Outcome:
     generated: Generated
     results: list[SampleResult]
     report: dict[str, object]
-    recorded: bool = False
+    recorder: Recorder | None = None
 
 
 class Recorder:
@@ -49,6 +51,7 @@ class Recorder:
 
     def __init__(self, run_id: str, invocation: int, earlier: bool) -> None:
         self.run_id, self.invocation, self.earlier = run_id, invocation, earlier
+        self.changed = 0  # rows written: none, and the run's results are those its last summary scored
 
     def write(self, store: Store, results: list[SampleResult], sources: list[str]) -> None:
         """Book the window's results (each with what became of its request)."""
@@ -65,6 +68,7 @@ class Recorder:
                 stored = store.runs.stored_results(run_id, ids)
                 rows = [row for row in rows if not _same(stored.get(row.sample_id), row)]
             store.runs.put_results(rows)
+            self.changed += len(rows)
 
 
 def _same(stored: ResultRow | None, row: ResultRow) -> bool:
@@ -93,7 +97,8 @@ def close_run(p: RunPlan, store: Store, engine: Engine, invocation: InvocationEn
     the run and write run.json."""
     run_id = p.run_id
     with store.session():  # the closing writes and reads in one opening of the file
-        if not outcome.recorded:
+        recorder = outcome.recorder
+        if recorder is None:
             recorder = Recorder(run_id, invocation.invocation, bool(earlier))
             for lo in range(0, len(outcome.results), RECORD_WINDOW):
                 recorder.write(store, outcome.results[lo:lo + RECORD_WINDOW],
@@ -106,7 +111,8 @@ def close_run(p: RunPlan, store: Store, engine: Engine, invocation: InvocationEn
         invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
         store.runs.put_invocation(run_id, invocation)
         ledger.invocations[-1] = invocation
-        scores = p.benchmark.aggregate(outcome.results, outcome.report)
+        scores = (_stored_scores(p, store) if earlier and not recorder.changed else None) \
+            or p.benchmark.aggregate(outcome.results, outcome.report)
         entries = store.runs.sample_entries(run_id, unsettled=True)
         report = engine.report(p.client)
         closing = Closing(engine.latencies, [dict(e) for e in report.endpoints], dict(report.backend), report.aborted,
@@ -137,6 +143,15 @@ def book_interrupted(p: RunPlan, store: Store, engine: Engine,
     engine.journal.close()
     assert p.out is not None
     return write_out(p.out, summary)
+
+
+def _stored_scores(p: RunPlan, store: Store) -> ScoreSet | None:
+    """The scores the run's last summary holds (None: it has none, e.g. interrupted): when
+    this invocation changed no sample row, the aggregate and its bootstrap would make the
+    same numbers from the same results again."""
+    summary = store.runs.run(p.run_id).summary_json
+    scores = json.loads(summary).get("scores") if summary else None
+    return p.benchmark.SCORES.from_json(scores) if scores else None
 
 
 def _statuses(results: list[SampleResult], sources: list[str]) -> list[str]:
