@@ -6,12 +6,10 @@ with the run and written to run.json — or, when it did not finish, what it did
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass
 
 from .benchmarks.base import notes_of
-from .benchmarks.scores import ScoreSet
 from .generation import Engine, Generated
 from .ledger import SETTLED, InvocationEntry, SampleEntry, merge_sample
 from .plan import RunPlan
@@ -51,7 +49,6 @@ class Recorder:
 
     def __init__(self, run_id: str, invocation: int, earlier: bool) -> None:
         self.run_id, self.invocation, self.earlier = run_id, invocation, earlier
-        self.changed = 0  # rows written: none, and the run's results are those its last summary scored
 
     def write(self, store: Store, results: list[SampleResult], sources: list[str]) -> None:
         """Book the window's results (each with what became of its request)."""
@@ -68,7 +65,6 @@ class Recorder:
                 stored = store.runs.stored_results(run_id, ids)
                 rows = [row for row in rows if not _same(stored.get(row.sample_id), row)]
             store.runs.put_results(rows)
-            self.changed += len(rows)
 
 
 def _same(stored: ResultRow | None, row: ResultRow) -> bool:
@@ -111,8 +107,7 @@ def close_run(p: RunPlan, store: Store, engine: Engine, invocation: InvocationEn
         invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
         store.runs.put_invocation(run_id, invocation)
         ledger.invocations[-1] = invocation
-        scores = (_stored_scores(p, store) if earlier and not recorder.changed else None) \
-            or p.benchmark.aggregate(outcome.results, outcome.report)
+        scores = p.benchmark.aggregate(outcome.results, outcome.report)
         entries = store.runs.sample_entries(run_id, unsettled=True)
         report = engine.report(p.client)
         closing = Closing(engine.latencies, [dict(e) for e in report.endpoints], dict(report.backend), report.aborted,
@@ -143,15 +138,6 @@ def book_interrupted(p: RunPlan, store: Store, engine: Engine,
     engine.journal.close()
     assert p.out is not None
     return write_out(p.out, summary)
-
-
-def _stored_scores(p: RunPlan, store: Store) -> ScoreSet | None:
-    """The scores the run's last summary holds (None: it has none, e.g. interrupted): when
-    this invocation changed no sample row, the aggregate and its bootstrap would make the
-    same numbers from the same results again."""
-    summary = store.runs.run(p.run_id).summary_json
-    scores = json.loads(summary).get("scores") if summary else None
-    return p.benchmark.SCORES.from_json(scores) if scores else None
 
 
 def _statuses(results: list[SampleResult], sources: list[str]) -> list[str]:
