@@ -257,6 +257,15 @@ class RunRecord(Part):
         return [SampleRow(*r) for r in self.con.execute(query, params).fetchall()]
 
     @in_session
+    def scored(self, run_id: str) -> list[tuple[str, str, float, str | None, str | None]]:
+        """(task, sample id, score, prediction, meta JSON) of a run's settled, scored
+        samples: what a comparison of two runs reads of them."""
+        return [(str(t), str(i), float(sc), pr, m) for t, i, sc, pr, m in self.con.execute(
+            "SELECT task, sample_id, score, prediction, meta_json FROM results WHERE run_id = $run AND purpose = 'eval' "
+            f"AND score IS NOT NULL AND status IN ({', '.join(repr(s) for s in sorted(SETTLED))})",
+            {"run": run_id}).fetchall()]
+
+    @in_session
     def tasks(self, run_id: str) -> list[str]:
         """The tasks a run has samples of, by name."""
         return [str(t) for (t,) in self.con.execute(
