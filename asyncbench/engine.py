@@ -36,7 +36,7 @@ from .types import Purpose, Request, Response, Sample, SampleResult
 # Samples of a streamed source generated, scored and recorded at a time: large enough that
 # the pause between windows (the last requests of one answered before the next is sent)
 # is a small part of the run, small enough that a window's objects are a few MB.
-STREAM_WINDOW = 1024
+STREAM_WINDOW = 2048
 
 
 async def execute(p: RunPlan) -> RunSummary:

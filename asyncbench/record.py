@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .benchmarks.base import notes_of
 from .generation import Engine, Generated
-from .ledger import SETTLED, InvocationEntry, SampleEntry, merge_sample
+from .ledger import LEGACY_STATUSES, SETTLED, InvocationEntry, SampleEntry, merge_sample
 from .plan import RunPlan
 from .prompting import Tally
 from .run_summary import Closing, RunSummary, interrupted_summary, run_summary, write_out
@@ -54,17 +54,24 @@ class Recorder:
         """Book the window's results (each with what became of its request)."""
         run_id, ids = self.run_id, [r.sample_id for r in results]
         with store.session(), store.transaction():
-            previous = {e.sample_id: e for e in store.runs.sample_entries(run_id, ids)} if self.earlier else {}
-            paid = store.runs.paid_keys(run_id, [r.key for r in results if r.key]) if self.earlier else {}
+            stored = store.runs.stored_results(run_id, ids) if self.earlier else {}
+            previous = {sid: SampleEntry(sid, row.task, LEGACY_STATUSES.get(row.status or "", row.status or ""),
+                                         row.invocation or 1, row.error) for sid, row in stored.items()}
+            statuses = _statuses(results, sources)
+            # the payments that count: of samples read from the cache that this run has not settled
+            unsettled = [r.key for r, status in zip(results, statuses) if r.key and status in ("from_cache", "shared")
+                         and _status(previous.get(r.sample_id)) not in ("answered", "shared", "from_cache")]
+            paid = store.runs.paid_keys(run_id, unsettled) if self.earlier and unsettled else {}
             rows = [ResultRow.scored(run_id, r, e.status, e.invocation)
                     for r, e in ((r, merge_sample(previous.get(r.sample_id),
                                                   SampleEntry(r.sample_id, r.task, status, self.invocation),
                                                   paid.get(r.key or "")))
-                                 for r, status in zip(results, _statuses(results, sources)))]
-            if previous:
-                stored = store.runs.stored_results(run_id, ids)
-                rows = [row for row in rows if not _same(stored.get(row.sample_id), row)]
-            store.runs.put_results(rows)
+                                 for r, status in zip(results, statuses))]
+            store.runs.put_results([row for row in rows if not _same(stored.get(row.sample_id), row)])
+
+
+def _status(entry: SampleEntry | None) -> str | None:
+    return entry.status if entry is not None else None
 
 
 def _same(stored: ResultRow | None, row: ResultRow) -> bool:

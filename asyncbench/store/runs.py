@@ -150,15 +150,11 @@ class RunRecord(Part):
         return Ledger(statuses, requests, invocations)
 
     @in_session
-    def sample_entries(self, run_id: str, ids: Sequence[str] | None = None,
-                       unsettled: bool = False) -> list[SampleEntry]:
-        """A run's sample rows (eval), by sample id; `ids`: those samples only; `unsettled`:
-        only those not settled, and the excluded ones (what a run's summary lists), so a
-        run of many samples does not read every row back."""
-        where, params = "", dict[str, object](run=run_id)
-        if ids is not None:
-            where += " AND sample_id IN (SELECT unnest($ids))"
-            params["ids"] = list(ids)
+    def sample_entries(self, run_id: str, unsettled: bool = False) -> list[SampleEntry]:
+        """A run's sample rows (eval), by sample id; `unsettled`: only those not settled,
+        and the excluded ones (what a run's summary lists), so a run of many samples does
+        not read every row back."""
+        where = ""
         if unsettled:
             kept = sorted(s for s in SETTLED if s != "excluded")
             kept += sorted(old for old, new in LEGACY_STATUSES.items() if new in kept)
@@ -166,7 +162,7 @@ class RunRecord(Part):
         return [SampleEntry(sid, task, LEGACY_STATUSES.get(status, status), inv, error)
                 for sid, task, status, inv, error in self.con.execute(
                     "SELECT sample_id, task, status, coalesce(invocation, 1), error FROM results "
-                    f"WHERE run_id = $run AND purpose = 'eval'{where} ORDER BY sample_id", params).fetchall()]
+                    f"WHERE run_id = $run AND purpose = 'eval'{where} ORDER BY sample_id", {"run": run_id}).fetchall()]
 
     @in_session
     def stored_results(self, run_id: str, ids: Sequence[str]) -> dict[str, ResultRow]:
