@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
+from itertools import islice
 
 import anyio
 
@@ -21,14 +23,20 @@ from .errors import ProviderError, RunInterrupted
 from .generation import Engine, Generated
 from .ledger import InvocationEntry, interrupted
 from .plan import RunPlan
+from .progress import RunProgress
 from .prompting import Tally
-from .record import Outcome, book_interrupted, close_run
+from .record import Outcome, Recorder, book_interrupted, close_run, slim
 from .run_summary import RunSummary
 from .runners import Runner
 from .scheduler import Budget
 from .store import Store
 from .store.journal import Journal, replay
 from .types import Purpose, Request, Response, Sample, SampleResult
+
+# Samples of a streamed source generated, scored and recorded at a time: large enough that
+# the pause between windows (the last requests of one answered before the next is sent)
+# is a small part of the run, small enough that a window's objects are a few MB.
+STREAM_WINDOW = 2048
 
 
 async def execute(p: RunPlan, budget: Budget | None = None) -> RunSummary:
@@ -101,27 +109,21 @@ def _context(p: RunPlan, engine: Engine, runner: Runner) -> RunContext:
 
 @dataclass
 class _Prepared:
-    """The samples as the engine takes them: `requests` to generate, the samples asked
-    (`kept`, filled as a stream goes by), all the samples loaded, prepare's report."""
+    """Listed samples as the engine takes them: `requests` to generate, the samples asked
+    (`kept`), all the samples loaded, prepare's report."""
 
-    requests: Iterable[Request]
+    requests: list[Request]
     kept: list[Sample]
     loaded: list[Sample]
     report: dict[str, object]
 
 
-async def _prepare(p: RunPlan, ctx: RunContext, tally: Tally) -> _Prepared:
+async def _prepare(p: RunPlan, listed: list[Sample], ctx: RunContext, tally: Tally) -> _Prepared:
     """Listed samples go through the benchmark's prepare (which may filter them) and are
-    built whole; streamed ones are built as they are read (prepare is the identity for
-    such benchmarks) and collected as they go by."""
-    listed, stream = p.samples.listed, p.samples.stream
-    if listed is not None:
-        kept, report = await p.benchmark.prepare(listed, ctx)
-        requests = [] if p.caps.administer is not None else [p.prompting.build(s, tally) for s in kept]
-        return _Prepared(requests, kept, listed, dict(report))
-    collected: list[Sample] = []
-    requests_stream = (p.prompting.build(s, tally) for s in _collect(stream or iter(()), collected))
-    return _Prepared(requests_stream, collected, collected, {})
+    built whole, so a prompt that cannot be cut fails before anything is sent."""
+    kept, report = await p.benchmark.prepare(listed, ctx)
+    requests = [] if p.caps.administer is not None else [p.prompting.build(s, tally) for s in kept]
+    return _Prepared(requests, kept, listed, dict(report))
 
 
 async def _generate(p: RunPlan, engine: Engine, ctx: RunContext, tally: Tally) -> Outcome:
@@ -132,10 +134,13 @@ async def _generate(p: RunPlan, engine: Engine, ctx: RunContext, tally: Tally) -
     async with anyio.create_task_group() as tg:
         tg.start_soon(engine.writer)
         try:
-            prepared = await _prepare(p, ctx, tally)
-            if p.caps.administer is not None:  # adaptive: the benchmark chooses each batch (benchmarks/longbench/adaptive.py)
-                outcome = await _administer(p, prepared, engine, ctx, tally)
+            listed = p.samples.listed
+            if listed is None:  # streamed (prepare is the identity): a window at a time, memory flat in its size
+                outcome = await _windows(p, engine, ctx, tally, p.samples.stream or iter(()))
+            elif p.caps.administer is not None:  # adaptive: the benchmark chooses each batch (longbench/adaptive.py)
+                outcome = await _administer(p, await _prepare(p, listed, ctx, tally), engine, ctx, tally)
             else:
+                prepared = await _prepare(p, listed, ctx, tally)
                 generated = await engine.generate(p.client, prepared.requests, "eval", prepared.kept,
                                                   label=f"{p.benchmark_name} {p.client.spec.label}")
                 results = await _score(p, prepared.kept, generated, tally, ctx)
@@ -167,6 +172,27 @@ async def _administer(p: RunPlan, prepared: _Prepared, engine: Engine, ctx: RunC
                           [k for _, g, _ in rounds for k in g.keys])
     return Outcome(prepared.loaded, asked, generated, [r for _, _, rs in rounds for r in rs],
                    {**prepared.report, **report})
+
+
+async def _windows(p: RunPlan, engine: Engine, ctx: RunContext, tally: Tally, stream: Iterator[Sample]) -> Outcome:
+    """A streamed source, STREAM_WINDOW samples at a time: each window generated (one
+    progress bar for all), scored and its sample rows written, then let go; what the
+    aggregate reads of each result is kept (record.slim)."""
+    recorder = Recorder(p.run_id, engine.invocation, engine.invocation > 1)
+    kept: list[SampleResult] = []
+    label = f"{p.benchmark_name} {p.client.spec.label}"
+    with RunProgress(None, label, engine.progress_enabled, stats=engine.counts) as progress:
+        while True:
+            window: list[Sample] = []  # filled as the window is read: requests go while the file is read
+            requests = (p.prompting.build(s, tally) for s in _collect(islice(stream, STREAM_WINDOW), window))
+            generated = await engine.generate(p.client, requests, "eval", window, label=label, progress=progress)
+            if not window:
+                break
+            results = await _score(p, window, generated, tally, ctx)
+            await engine.in_store(partial(recorder.write, engine.store, results, generated.sources))
+            kept += map(slim, results)
+        progress.set_total(len(kept))
+    return Outcome([], [], Generated([], [], []), kept, {}, recorder)
 
 
 def _collect(items: Iterator[Sample], into: list[Sample]) -> Iterator[Sample]:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence, Sized
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence, Sized
+from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -47,9 +48,14 @@ from .store.journal import Journal, ingest
 from .store.rows import CachedResponse, FailureRow, ResponseRow
 from .types import Purpose, Request, Response, Sample, Usage
 
-# Requests hashed and looked up per step after the first chunk: small enough that reading
-# a streamed data file never holds the event loop for long, large enough to batch lookups.
+T = TypeVar("T")
+
+# Requests hashed and looked up per step after the first chunk: from STREAM_CHUNK, doubled
+# each step up to MAX_STREAM_CHUNK: small steps while the first wave goes out (reading a
+# streamed data file never holds the event loop for long), then large ones, so that a run
+# served from the cache pays few lookup queries.
 STREAM_CHUNK = 256
+MAX_STREAM_CHUNK = 4096
 # The longest a shared-prefix group's other requests wait for its first one's answer
 # before they are sent anyway (the first is normally answered well within the provider's
 # 5-minute cache TTL).
@@ -220,8 +226,19 @@ class Engine:
         async with self._db_lock:
             return await anyio.to_thread.run_sync(work)
 
+    async def in_store(self, work: Callable[[], T]) -> T:
+        """`work` (store reads and writes) in a worker thread, between the writer's batches."""
+        async with self._db_lock:
+            return await anyio.to_thread.run_sync(work)
+
+    def counts(self) -> tuple[int, int]:
+        """Retries and 429s so far, for a progress bar."""
+        stats = self.stats()
+        return stats.retries, stats.rate_limited
+
     async def generate(self, client: ModelClient, requests: Iterable[Request], purpose: Purpose,
-                       samples: Sequence[Sample] | None = None, label: str | None = None) -> Generated:
+                       samples: Sequence[Sample] | None = None, label: str | None = None,
+                       progress: RunProgress | None = None) -> Generated:
         """One answer per request (None: skipped by the budget), whether it was cached, and
         its cache key.
 
@@ -229,7 +246,8 @@ class Engine:
         the runner at once: the first wave is on the wire while the rest of a large run
         is still being read, hashed and looked up. `requests` may be a lazy iterator (a
         streamed data file); `samples[i]` is the sample of the i-th request, for the
-        failure log, and may grow as the iterator runs."""
+        failure log, and may grow as the iterator runs. `progress`: a bar the caller keeps
+        across calls (a streamed source's windows), which sets its total."""
         total = len(requests) if isinstance(requests, Sized) else None
         looked_up: dict[str, CachedResponse] | None = None
         if self.prompt_cache and isinstance(requests, list) and client.prompt_cache_min_tokens():
@@ -237,14 +255,12 @@ class Engine:
             # a group's only uncached request would pay the cache write for nothing
             _, looked_up = await self.keys_and_hits(requests)
             client.plan_prefixes([r for r in requests if r.key() not in looked_up], mark=True)
-        def counts() -> tuple[int, int]:
-            stats = self.stats()
-            return stats.retries, stats.rate_limited
-
-        progress = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled, stats=counts)
-        call = _Generation(self, client, iter(requests), purpose, samples, progress, looked_up)
+        own = progress is None
+        bar = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled,
+                          stats=self.counts) if progress is None else progress
+        call = _Generation(self, client, iter(requests), purpose, samples, bar, looked_up, own_total=own)
         try:
-            with progress:
+            with bar if own else nullcontext(bar):
                 report = await self.runner.run(client, call.jobs(), call.on_event, budget=self.budget)
                 self.endpoints[client], self.last_report = report.endpoints, report
                 generated = call.generated()  # books shared and unsent requests: the bar's last counts
@@ -262,8 +278,9 @@ class _Generation:
 
     def __init__(self, engine: Engine, client: ModelClient, source: Iterator[Request], purpose: Purpose,
                  samples: Sequence[Sample] | None, progress: RunProgress,
-                 looked_up: dict[str, CachedResponse] | None = None) -> None:
+                 looked_up: dict[str, CachedResponse] | None = None, own_total: bool = True) -> None:
         self.engine = engine
+        self.own_total = own_total  # the bar's total is this call's (else its caller's)
         self.looked_up = looked_up  # every request's cache hits, when generate() already asked
         self.client = client
         self.source = source
@@ -293,8 +310,9 @@ class _Generation:
         """The cache misses as jobs, chunk by chunk; hits and duplicates are settled here."""
         client = self.client
         size = client.pool.capacity()  # the first chunk fills the endpoints, at once
+        step = STREAM_CHUNK
         while chunk := list(islice(self.source, size)):
-            size = STREAM_CHUNK
+            size, step = step, min(2 * step, MAX_STREAM_CHUNK)
             lo = len(self.requests)
             self.requests.extend(chunk)
             if self.looked_up is None:
@@ -330,7 +348,8 @@ class _Generation:
                         yield job
                     else:
                         self.held.setdefault(group, []).append(job)
-        self.progress.set_total(len(self.requests))
+        if self.own_total:
+            self.progress.set_total(len(self.requests))
         while self.held or self.ready:  # the rest of the groups, as their first answers come
             while self.ready:
                 yield self.ready.popleft()

@@ -5,12 +5,13 @@ with the run and written to run.json — or, when it did not finish, what it did
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
 from .benchmarks.base import notes_of
 from .generation import Engine, Generated
-from .ledger import SETTLED, InvocationEntry, SampleEntry, merge_sample
+from .ledger import LEGACY_STATUSES, SETTLED, InvocationEntry, SampleEntry, merge_sample
 from .plan import RunPlan
 from .prompting import Tally
 from .run_summary import Closing, RunSummary, interrupted_summary, run_summary, write_out
@@ -20,19 +21,69 @@ from .types import Sample, SampleResult
 
 # Why a sample the benchmark's prepare() left out is excluded (run.json "prepare" says more).
 EXCLUDED_BY_RULE = "left out by the benchmark's own rule (see run.json prepare)"
-
+# Samples whose rows are built, compared and written at a time: memory for the rows of
+# one window, whatever the number of samples.
+RECORD_WINDOW = 8192
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What generating and scoring produced: the samples loaded, those asked (in order),
-    their answers and results, and prepare's (and adaptive rounds') report."""
+    their answers and results, and prepare's (and adaptive rounds') report. `recorder`:
+    what wrote the results' sample rows already (a streamed source, window by window;
+    `results` then holds only what the aggregate reads, and the rest is empty)."""
 
     loaded: list[Sample]
     kept: list[Sample]
     generated: Generated
     results: list[SampleResult]
     report: dict[str, object]
+    recorder: Recorder | None = None
+
+
+class Recorder:
+    """Writes an invocation's sample rows, a window of scored samples at a time. Earlier
+    invocations' statuses and payments count (an answer this run produced stays its
+    own), read for the window's samples only; a row the store already holds as it is
+    (a warm re-run: the same answer, score and status) is not written again."""
+
+    def __init__(self, run_id: str, invocation: int, earlier: bool) -> None:
+        self.run_id, self.invocation, self.earlier = run_id, invocation, earlier
+
+    def write(self, store: Store, results: list[SampleResult], sources: list[str]) -> None:
+        """Book the window's results (each with what became of its request)."""
+        run_id, ids = self.run_id, [r.sample_id for r in results]
+        with store.session(), store.transaction():
+            stored = store.runs.stored_results(run_id, ids) if self.earlier else {}
+            previous = {sid: SampleEntry(sid, row.task, LEGACY_STATUSES.get(row.status or "", row.status or ""),
+                                         row.invocation or 1, row.error) for sid, row in stored.items()}
+            statuses = _statuses(results, sources)
+            # the payments that count: of samples read from the cache that this run has not settled
+            unsettled = [r.key for r, status in zip(results, statuses) if r.key and status in ("from_cache", "shared")
+                         and _status(previous.get(r.sample_id)) not in ("answered", "shared", "from_cache")]
+            paid = store.runs.paid_keys(run_id, unsettled) if self.earlier and unsettled else {}
+            rows = [ResultRow.scored(run_id, r, e.status, e.invocation)
+                    for r, e in ((r, merge_sample(previous.get(r.sample_id),
+                                                  SampleEntry(r.sample_id, r.task, status, self.invocation),
+                                                  paid.get(r.key or "")))
+                                 for r, status in zip(results, statuses))]
+            store.runs.put_results([row for row in rows if not _same(stored.get(row.sample_id), row)])
+
+
+def _status(entry: SampleEntry | None) -> str | None:
+    return entry.status if entry is not None else None
+
+
+def _same(stored: ResultRow | None, row: ResultRow) -> bool:
+    """Whether the stored row says what `row` says (`cached`, whether this invocation read
+    the answer from the cache, is not part of what a sample's row records)."""
+    return stored is not None and dataclasses.replace(stored, cached=row.cached) == row
+
+
+def slim(r: SampleResult) -> SampleResult:
+    """What a streamed benchmark's aggregate reads of a recorded result: its sample, task,
+    status and score (the answer and the rest are in the store)."""
+    return SampleResult(sample_id=r.sample_id, task=r.task, status=r.status, score=r.score)
 
 
 def book_stats(invocation: InvocationEntry, engine: Engine, started: float) -> None:
@@ -49,7 +100,14 @@ def close_run(p: RunPlan, store: Store, engine: Engine, invocation: InvocationEn
     the run and write run.json."""
     run_id = p.run_id
     with store.session():  # the closing writes and reads in one opening of the file
-        store.runs.put_results(_rows(run_id, store, invocation, earlier, outcome))
+        recorder = outcome.recorder
+        if recorder is None:
+            recorder = Recorder(run_id, invocation.invocation, bool(earlier))
+            for lo in range(0, len(outcome.results), RECORD_WINDOW):
+                recorder.write(store, outcome.results[lo:lo + RECORD_WINDOW],
+                               outcome.generated.sources[lo:lo + RECORD_WINDOW])
+        store.runs.put_results(_unsent_rows(run_id, invocation.invocation, outcome.loaded, outcome.kept,
+                                            str(outcome.report.get("excluded_reason") or EXCLUDED_BY_RULE)))
         book_stats(invocation, engine, p.started)
         invocation.finished = True
         ledger = store.runs.ledger(run_id)
@@ -57,7 +115,7 @@ def close_run(p: RunPlan, store: Store, engine: Engine, invocation: InvocationEn
         store.runs.put_invocation(run_id, invocation)
         ledger.invocations[-1] = invocation
         scores = p.benchmark.aggregate(outcome.results, outcome.report)
-        entries = store.runs.sample_entries(run_id)
+        entries = store.runs.sample_entries(run_id, unsettled=True)
         report = engine.report(p.client)
         closing = Closing(engine.latencies, [dict(e) for e in report.endpoints], dict(report.backend), report.aborted,
                           scores, outcome.report, tally.truncated, p.prompting.limits_found(tally),
@@ -87,20 +145,6 @@ def book_interrupted(p: RunPlan, store: Store, engine: Engine,
     return write_out(p.out, summary)
 
 
-def _rows(run_id: str, store: Store, invocation: InvocationEntry, earlier: list[InvocationEntry],
-          outcome: Outcome) -> list[ResultRow]:
-    """The ledger rows of this invocation's samples. Earlier invocations' statuses and
-    payments count: an answer this run produced stays its own."""
-    previous = {e.sample_id: e for e in store.runs.sample_entries(run_id)} if earlier else {}
-    paid = store.runs.paid_keys(run_id) if earlier else {}
-    rows = [_result_row(run_id, r, merge_sample(previous.get(r.sample_id),
-                                                SampleEntry(r.sample_id, r.task, status, invocation.invocation),
-                                                paid.get(r.key or "")))
-            for r, status in zip(outcome.results, _statuses(outcome.results, outcome.generated.sources))]
-    return rows + _unsent_rows(run_id, invocation.invocation, outcome.loaded, outcome.kept,
-                               str(outcome.report.get("excluded_reason") or EXCLUDED_BY_RULE))
-
-
 def _statuses(results: list[SampleResult], sources: list[str]) -> list[str]:
     """Each scored sample's ledger status, from what became of its request."""
     out = []
@@ -124,6 +168,3 @@ def _unsent_rows(run_id: str, invocation: int, loaded: list[Sample], kept: list[
                                        invocation))
     return rows
 
-
-def _result_row(run_id: str, r: SampleResult, entry: SampleEntry) -> ResultRow:
-    return ResultRow.scored(run_id, r, entry.status, entry.invocation)

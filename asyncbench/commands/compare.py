@@ -26,7 +26,7 @@ def main(args: argparse.Namespace) -> int:
     from ..report.data import load_runs
     from ..store import default_cache_path
 
-    run_a, run_b = load_runs(args.cache or default_cache_path(), [args.run_a, args.run_b])
+    run_a, run_b = load_runs(args.cache or default_cache_path(), [args.run_a, args.run_b], samples=False)
     comparison = compare_runs(run_a, run_b)
     if args.json:
         json.dump(comparison.to_dict(), sys.stdout, indent=2, ensure_ascii=False)

@@ -69,7 +69,7 @@ class Stratum:
         return float(self.statistic(self.parts.sum(axis=0)))
 
 
-def stratum(components: Sequence[Sequence[float]], clusters: Sequence[Hashable] | None = None,
+def stratum(components: Sequence[Sequence[float]] | Array, clusters: Sequence[Hashable] | None = None,
             statistic: Callable[[Array], Array] = mean_pct) -> Stratum:
     """A stratum from one row of components per sample; `clusters` (one label per sample,
     None: each sample alone) says which samples are resampled together. Clusters are
@@ -87,7 +87,8 @@ def stratum(components: Sequence[Sequence[float]], clusters: Sequence[Hashable] 
 
 def mean_stratum(scores: Sequence[float], clusters: Sequence[Hashable] | None = None) -> Stratum:
     """Per-sample scores in [0, 1] whose statistic is their mean x 100."""
-    return stratum([(s, 1.0) for s in scores], clusters, mean_pct)
+    values = np.asarray(scores, dtype=np.float64)  # (score, 1) rows built as columns: no tuple per sample
+    return stratum(np.column_stack((values, np.ones_like(values))), clusters, mean_pct)
 
 
 def f1_stratum(predicted: Sequence[bool], gold: Sequence[bool], clusters: Sequence[Hashable] | None = None) -> Stratum:

@@ -21,6 +21,7 @@ from typing import Any
 from ..benchmarks import parse_benchmark
 from ..errors import UserError
 from ..ledger import SETTLED
+from ..store import Store
 from ..types import SampleResult
 from .baselines import benchmark_family
 from .data import RunReport
@@ -58,14 +59,31 @@ class Comparison:
         return asdict(self)
 
 
-def _scored(run: RunReport) -> dict[tuple[str, str], SampleResult]:
-    """The run's scored samples by (task, sample id), as its aggregate saw them."""
-    out = {}
-    for r in run.samples:
-        if r.status in SETTLED and r.score is not None:
-            out[(r.task, r.sample_id)] = SampleResult(
-                sample_id=r.sample_id, task=r.task, status="ok", prediction=r.prediction,
-                score=float(r.score), meta=json.loads(r.meta_json or "{}"))
+# A scored sample as compare reads it: (score, prediction, meta JSON).
+Scored = tuple[float, "str | None", "str | None"]
+
+
+def _scored(run: RunReport) -> dict[tuple[str, str], Scored]:
+    """The run's scored samples by (task, sample id), as its aggregate saw them: from its
+    loaded sample rows, or, loaded without them, from its cache file."""
+    if run.samples or run.cache is None:
+        return {(r.task, r.sample_id): (float(r.score), r.prediction, r.meta_json) for r in run.samples
+                if r.status in SETTLED and r.score is not None}
+    return {(task, sid): (score, pred, meta) for task, sid, score, pred, meta in Store(run.cache).runs.scored(run.run_id)}
+
+
+def _results(scored: dict[tuple[str, str], Scored], keys: list[tuple[str, str]]) -> list[SampleResult]:
+    """SampleResults of `keys`, for the benchmark's resampling plan; samples with the same
+    meta share one parsed copy (the plan only reads it)."""
+    metas: dict[str | None, dict[str, Any]] = {}
+    out = []
+    for task, sid in keys:
+        score, prediction, meta = scored[(task, sid)]
+        parsed = metas.get(meta)
+        if parsed is None:
+            parsed = metas[meta] = json.loads(meta or "{}")
+        out.append(SampleResult(sample_id=sid, task=task, status="ok", prediction=prediction, score=score,
+                                meta=parsed))
     return out
 
 
@@ -96,8 +114,8 @@ def compare_runs(a: RunReport, b: RunReport, seed: int | None = None) -> Compari
         raise UserError(f"runs {a.run_id[:12]} and {b.run_id[:12]} have no scored sample in common "
                         "(matched by task and sample id)")
     benchmark, _ = parse_benchmark(a.benchmark)
-    plan_a = benchmark.resampling_plan([scored_a[k] for k in matched])
-    plan_b = benchmark.resampling_plan([scored_b[k] for k in matched])
+    plan_a = benchmark.resampling_plan(_results(scored_a, matched))  # one run's results alive at a time
+    plan_b = benchmark.resampling_plan(_results(scored_b, matched))
     try:
         tree = intervals.compare(plan_a, plan_b, seed=intervals.SEED if seed is None else seed)
     except ValueError:

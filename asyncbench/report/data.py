@@ -134,9 +134,9 @@ def _endpoint_stats(store: Store, summary: dict[str, Any], rows: list[ResultRow]
     return out
 
 
-def _load_one(store: Store, run: RunRow) -> RunReport:
+def _load_one(store: Store, run: RunRow, samples: bool = True) -> RunReport:
     summary = json.loads(run.summary_json) if run.summary_json else {}
-    rows = [r for r in store.runs.results(run.run_id) if r.purpose == "eval"]
+    rows = [r for r in store.runs.results(run.run_id) if r.purpose == "eval"] if samples else []
     ledger = account(store.runs.ledger(run.run_id))
     by_task_score = (summary.get("scores") or {}).get("by_task") or {}
     grouped: dict[str, list[ResultRow]] = {}
@@ -188,11 +188,13 @@ def select_runs(stored: list[tuple[RunRow, Path]], wanted: list[str], where: str
     return picked
 
 
-def load_runs(cache: str | Path | Sequence[str | Path], run_ids: list[str],
-              unfinished: bool = False) -> list[RunReport]:
+def load_runs(cache: str | Path | Sequence[str | Path], run_ids: list[str], unfinished: bool = False,
+              samples: bool = True) -> list[RunReport]:
     """Runs from one cache file or several (teams that run models on different machines
     report them together); each file is read in one session, other processes wait.
-    `unfinished`: named runs with no summary yet are loaded too (see `select_runs`)."""
+    `unfinished`: named runs with no summary yet are loaded too (see `select_runs`).
+    `samples=False`: without their sample rows (nor the latencies read from them), for a
+    caller that reads what it needs of them itself (`compare`: memory flat in their number)."""
     paths = [Path(c).expanduser() for c in ([cache] if isinstance(cache, (str, Path)) else cache)]
     for path in paths:
         if not path.is_file():
@@ -208,6 +210,6 @@ def load_runs(cache: str | Path | Sequence[str | Path], run_ids: list[str],
         if mine:
             store = Store(path)
             with store.session():  # one consistent read; writers wait meanwhile
-                loaded += [dataclasses.replace(_load_one(store, run), cache=path) for run in mine]
+                loaded += [dataclasses.replace(_load_one(store, run, samples), cache=path) for run in mine]
     order = {r.run_id: i for i, (r, _) in enumerate(chosen)}
     return sorted(loaded, key=lambda r: order[r.run_id])

@@ -25,6 +25,9 @@ from ..ledger import (
 from .connection import Part, in_session, unnest
 from .rows import INVOCATION_COLUMNS, LEDGER_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS, ResultRow, RunRow, SampleRow
 
+# Sample rows per statement: the columns of a statement are copied into DuckDB whole.
+WRITE_CHUNK = 4096
+
 # One row per sample: the prompt (once per request key), what this run paid for the
 # sample's eval request (its ledger rows), and for a shared sample the one it shares with.
 _SAMPLES = """
@@ -147,12 +150,28 @@ class RunRecord(Part):
         return Ledger(statuses, requests, invocations)
 
     @in_session
-    def sample_entries(self, run_id: str) -> list[SampleEntry]:
-        """A run's sample rows (eval), by sample id."""
+    def sample_entries(self, run_id: str, unsettled: bool = False) -> list[SampleEntry]:
+        """A run's sample rows (eval), by sample id; `unsettled`: only those not settled,
+        and the excluded ones (what a run's summary lists), so a run of many samples does
+        not read every row back."""
+        where = ""
+        if unsettled:
+            kept = sorted(s for s in SETTLED if s != "excluded")
+            kept += sorted(old for old, new in LEGACY_STATUSES.items() if new in kept)
+            where += f" AND status NOT IN ({', '.join(repr(s) for s in kept)})"
         return [SampleEntry(sid, task, LEGACY_STATUSES.get(status, status), inv, error)
                 for sid, task, status, inv, error in self.con.execute(
                     "SELECT sample_id, task, status, coalesce(invocation, 1), error FROM results "
-                    "WHERE run_id = ? AND purpose = 'eval' ORDER BY sample_id", [run_id]).fetchall()]
+                    f"WHERE run_id = $run AND purpose = 'eval'{where} ORDER BY sample_id", {"run": run_id}).fetchall()]
+
+    @in_session
+    def stored_results(self, run_id: str, ids: Sequence[str]) -> dict[str, ResultRow]:
+        """The stored sample rows of `ids` (eval), by sample id: what a re-run compares its
+        rows with, to write only those that changed."""
+        cur = self.con.execute(f"SELECT {', '.join(RESULT_COLUMNS)} FROM results WHERE run_id = $run "
+                               "AND purpose = 'eval' AND sample_id IN (SELECT unnest($ids))",
+                               {"run": run_id, "ids": list(ids)})
+        return {r.sample_id: r for r in (ResultRow(*row) for row in cur.fetchall())}
 
     @in_session
     def book_killed(self, run_id: str, gone: Callable[[InvocationEntry], bool]) -> None:
@@ -182,11 +201,14 @@ class RunRecord(Part):
         return int(row[0]) if row else 0
 
     @in_session
-    def paid_keys(self, run_id: str) -> dict[str, tuple[int, str | None]]:
+    def paid_keys(self, run_id: str, keys: Sequence[str] | None = None) -> dict[str, tuple[int, str | None]]:
         """Request keys a run paid for: the (first) invocation that paid, and the sample
-        the request was sent for (None for a judge or prior request)."""
+        the request was sent for (None for a judge or prior request); `keys`: of those only."""
+        where, params = "", dict[str, object](run=run_id)
+        if keys is not None:
+            where, params["keys"] = " AND key IN (SELECT unnest($keys))", list(keys)
         rows = self.con.execute("SELECT key, min(invocation), arg_min(sample_id, invocation) FROM ledger_requests "
-                                "WHERE run_id = ? AND source = 'sent' GROUP BY key", [run_id]).fetchall()
+                                f"WHERE run_id = $run AND source = 'sent'{where} GROUP BY key", params).fetchall()
         return {k: (int(i), s) for k, i, s in rows}
 
     # -- samples and prompts --------------------------------------------------------------
@@ -202,8 +224,10 @@ class RunRecord(Part):
         """Upsert per-sample results of a run (one transaction)."""
         if not rows:
             return
-        columns = [[getattr(r, c) for r in rows] for c in RESULT_COLUMNS]
-        self.con.execute(f"INSERT OR REPLACE INTO results SELECT {unnest(len(columns))}", columns)
+        for lo in range(0, len(rows), WRITE_CHUNK):  # one chunk's columns in memory at a time
+            chunk = rows[lo:lo + WRITE_CHUNK]
+            columns = [[getattr(r, c) for r in chunk] for c in RESULT_COLUMNS]
+            self.con.execute(f"INSERT OR REPLACE INTO results SELECT {unnest(len(columns))}", columns)
 
     @in_session
     def results(self, run_id: str) -> list[ResultRow]:
@@ -227,6 +251,15 @@ class RunRecord(Part):
         query = _SAMPLES.format(where=where, prompt="p.prompt" if prompts else "NULL",
                                 join="\nLEFT JOIN prompts p ON p.key = r.key" if prompts else "")
         return [SampleRow(*r) for r in self.con.execute(query, params).fetchall()]
+
+    @in_session
+    def scored(self, run_id: str) -> list[tuple[str, str, float, str | None, str | None]]:
+        """(task, sample id, score, prediction, meta JSON) of a run's settled, scored
+        samples: what a comparison of two runs reads of them."""
+        return [(str(t), str(i), float(sc), pr, m) for t, i, sc, pr, m in self.con.execute(
+            "SELECT task, sample_id, score, prediction, meta_json FROM results WHERE run_id = $run AND purpose = 'eval' "
+            f"AND score IS NOT NULL AND status IN ({', '.join(repr(s) for s in sorted(SETTLED))})",
+            {"run": run_id}).fetchall()]
 
     @in_session
     def tasks(self, run_id: str) -> list[str]:

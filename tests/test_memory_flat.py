@@ -1,0 +1,81 @@
+"""A streamed run a window at a time (issue 27: memory flat in the number of samples):
+the same record as in one window, a warm re-run writes no sample row it already holds,
+and `compare` read from the store equals `compare` of the loaded runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+import asyncbench.engine as engine_module
+from asyncbench.report.compare import compare_runs
+from asyncbench.report.data import load_runs
+from asyncbench.store.runs import RunRecord
+from tests.test_engine import run_cli, write_jsonl
+
+ROWS = "SELECT sample_id, task, status, score, prediction, key, invocation, error FROM results ORDER BY sample_id"
+
+
+def _rows(cache: Path) -> list[tuple[object, ...]]:
+    con = duckdb.connect(str(cache), read_only=True)
+    try:
+        return con.execute(ROWS).fetchall()
+    finally:
+        con.close()
+
+
+def _written(monkeypatch) -> list[int]:
+    """The sample rows each put_results call writes, as the run goes."""
+    counts: list[int] = []
+    original = RunRecord.put_results
+
+    def counting(self, rows):
+        counts.append(len(rows))
+        return original(self, rows)
+
+    monkeypatch.setattr(RunRecord, "put_results", counting)
+    return counts
+
+
+def test_windows_record_what_one_window_does_and_a_warm_rerun_writes_nothing(tmp_path, start_sim, monkeypatch):
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 60)
+    args = [f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1"]
+    for name in ("whole", "windows"):  # each its own cache file
+        (tmp_path / name).mkdir()
+    whole = run_cli(tmp_path / "whole", *args)
+    monkeypatch.setattr(engine_module, "STREAM_WINDOW", 7)  # 9 windows, the last one short
+    written = _written(monkeypatch)
+    windows = run_cli(tmp_path / "windows", *args)
+    assert sum(written) == 60 and max(written) <= 7  # a window's rows at a time
+    assert windows["scores"] == whole["scores"] and windows["samples"] == whole["samples"]
+    cache = tmp_path / "windows" / "cache.duckdb"
+    stored = _rows(cache)
+    assert [r[:5] for r in stored] == [r[:5] for r in _rows(tmp_path / "whole" / "cache.duckdb")]
+
+    written.clear()
+    again = run_cli(tmp_path / "windows", *args)
+    assert sum(written) == 0 and again["samples"] == windows["samples"] and again["scores"] == windows["scores"]
+    assert _rows(cache) == stored
+
+    con = duckdb.connect(str(cache))
+    con.execute("UPDATE results SET score = 0.5 WHERE sample_id = 'q3'")  # a stored row that differs
+    con.close()
+    written.clear()
+    run_cli(tmp_path / "windows", *args)
+    assert sum(written) == 1 and _rows(cache) == stored  # that row, and only it, written again
+
+
+def test_compare_from_the_store_equals_compare_of_loaded_runs(tmp_path, start_sim):
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 40)
+    base = [f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1"]
+    a = run_cli(tmp_path, *base)
+    b = run_cli(tmp_path, *base, "--temperature", "0.7")
+    assert a["run_id"] != b["run_id"]
+    cache = tmp_path / "cache.duckdb"
+    loaded = load_runs(cache, [a["run_id"], b["run_id"]])
+    light = load_runs(cache, [a["run_id"], b["run_id"]], samples=False)
+    assert all(r.samples for r in loaded) and not any(r.samples for r in light)
+    assert compare_runs(*light) == compare_runs(*loaded)
