@@ -114,3 +114,22 @@ def test_blocked_draws_are_the_one_matrix_draws_whatever_the_block_size(monkeypa
         monkeypatch.setattr(iv, "BLOCK_ELEMENTS", elements)
         assert intervals(plan(scores)) == whole_a
         assert compare(plan(scores), plan(other)) == whole_c
+
+
+def test_quantile_is_numpys_bit_for_bit() -> None:
+    """intervals.quantile replaces np.quantile (which imports numpy.ma on first use): the
+    same float for every kind of bootstrap column, bounds and ties included."""
+    import numpy as np
+
+    from asyncbench.estimators.intervals import quantile
+
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        n = int(rng.integers(1, 2500))
+        kinds = (rng.normal(size=n) * 100, rng.integers(0, 5, size=n) / 3.0, rng.random(n),
+                 np.round(rng.random(n) * 100, 2))
+        values = kinds[trial % 4]
+        ordered = np.sort(values)
+        for q in (0.025, 0.975, 0.05, 0.95, 0.5, 0.0, 1.0, 1 / 3):
+            assert quantile(ordered, q) == float(np.quantile(values, q))
+    assert np.isnan(quantile(np.array([1.0, np.nan]), 0.5))
