@@ -2,8 +2,8 @@
 
     cd REPO && PYTHONPATH=$PWD .venv/bin/python bench/memory_flat_compare.py CACHE.duckdb
 
-CACHE holds one finished run (e.g. /tmp/flat/out100000/c.duckdb after
-`python /work/wt/run.py 100000 256`). The script copies it, adds a second run that is the
+CACHE holds one finished run (e.g. /tmp/cold_warm/out100000/c.duckdb after
+`python bench/cold_warm.py 100000 256`). The script copies it, adds a second run that is the
 first with a new id and every tenth sample's score flipped (a SQL copy of its rows: two
 real 100k runs would take an hour on a small machine), then runs the real CLI,
 `python -m asyncbench.cli compare A B --cache COPY`, and prints its CPU and peak RSS.
