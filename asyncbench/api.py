@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
 
-from .config import RunConfig
+from .config import RUN_FIELDS, RunConfig, run_fields
 from .errors import UserError
 from .report.samples import SampleRecord, load_samples
 from .run_summary import RunSummary
@@ -91,8 +91,6 @@ class Options(TypedDict, total=False):
     prior_threshold: float
 
 
-_RUN_FIELDS = {f.name for f in dataclasses.fields(RunConfig)} - {"benchmark", "model", "extra"}
-_PATHS = ("data_dir", "cache", "out", "prices")
 
 
 @dataclass
@@ -132,19 +130,13 @@ def _config(benchmark: str, model: str, options: Options) -> RunConfig:
 
     given: dict[str, Any] = dict(options)
     bench_keys = option_keys()
-    unknown = sorted(k for k in given if k not in _RUN_FIELDS and k not in bench_keys)
+    unknown = sorted(k for k in given if k not in RUN_FIELDS and k not in bench_keys)
     if unknown:
         raise UserError(f"unknown option {unknown[0]!r} for asyncbench.evaluate; the options are run's flags "
                         f"with underscores (e.g. max_cost, lengths): {', '.join(sorted(Options.__annotations__))}")
     extra = benchmark_options(benchmark, {k: v for k, v in given.items() if k in bench_keys}, model,
                               given.get("tokenizer"))
-    run: dict[str, Any] = {k: v for k, v in given.items() if k in _RUN_FIELDS}
-    for key in _PATHS:
-        if run.get(key) is not None:
-            run[key] = str(run[key])
-    for key in ("base_urls", "judge_base_urls"):
-        if key in run:
-            run[key] = list(run[key])
+    run = run_fields(given)
     run.setdefault("progress", False)
     return RunConfig(benchmark=benchmark, model=model, extra=extra, **run).validate()
 

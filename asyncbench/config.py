@@ -10,7 +10,8 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any, get_args
 
 from .errors import UserError
@@ -153,3 +154,20 @@ class RunConfig:
         ident["data"] = data
         blob = json.dumps(ident, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def run_fields(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The RunConfig fields among keyword options (the Python API's, an eval set file's),
+    as RunConfig takes them: paths as text, URLs as a list (one URL may be given alone)."""
+    run: dict[str, Any] = {k: v for k, v in given.items() if k in RUN_FIELDS}
+    for key in ("data_dir", "cache", "out", "prices"):
+        if run.get(key) is not None:
+            run[key] = str(run[key])
+    for key in ("base_urls", "judge_base_urls"):
+        if key in run:
+            run[key] = [run[key]] if isinstance(run[key], str) else list(run[key])
+    return run
+
+
+# what a caller may set of a run (the benchmark, model and its options are given apart)
+RUN_FIELDS = {f.name for f in fields(RunConfig)} - {"benchmark", "model", "extra"}

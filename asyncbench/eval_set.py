@@ -28,7 +28,7 @@ import anyio
 import tomllib
 
 from .client import ModelClient, SharedEndpoints
-from .config import RunConfig
+from .config import RUN_FIELDS, RunConfig, run_fields
 from .engine import execute
 from .errors import RunInterrupted, UserError
 from .plan import RunPlan, SetShared, dry_run, open_in_background, plan, runner_for
@@ -42,8 +42,6 @@ from .store import Store
 # set's (one cache, one budget, one backend, the same samples for every model).
 MODEL_KEYS = ("base_urls", "endpoint_id", "api", "rpm", "tpm", "concurrency", "max_input_tokens", "tokenizer",
               "official_model", "timeout_s", "max_attempts", "judge", "judge_base_urls")
-_RUN_FIELDS = {f.name for f in dataclasses.fields(RunConfig)} - {"benchmark", "model", "extra"}
-_PATHS = ("data_dir", "cache", "out", "prices")
 
 
 def split_benchmarks(arg: str) -> list[str]:
@@ -73,7 +71,7 @@ def run_configs(benchmarks: Sequence[str], models: Sequence[Mapping[str, Any]],
     from .benchmarks import benchmark_classes, benchmark_options, family_of
 
     given = _benchmark_given(benchmarks, options)
-    shared = _run_fields(options)
+    shared = run_fields(options)
     cfgs = []
     for entry in models:
         model, own = _model_entry(entry)
@@ -82,7 +80,7 @@ def run_configs(benchmarks: Sequence[str], models: Sequence[Mapping[str, Any]],
             extra = benchmark_options(bench, {k: v for k, v in given.items() if k in mine}, model,
                                       own.get("tokenizer") or shared.get("tokenizer"))
             cfgs.append(RunConfig(benchmark=bench, model=model, extra=extra,
-                                  **{**shared, **_run_fields(own)}).validate())
+                                  **{**shared, **run_fields(own)}).validate())
     return cfgs
 
 
@@ -92,7 +90,7 @@ def _benchmark_given(benchmarks: Sequence[str], options: Mapping[str, Any]) -> d
     from .benchmarks import benchmark_classes, family_of, option_keys
 
     bench_keys = option_keys()
-    unknown = sorted(k for k in options if k not in _RUN_FIELDS and k not in bench_keys)
+    unknown = sorted(k for k in options if k not in RUN_FIELDS and k not in bench_keys)
     if unknown:
         raise UserError(f"unknown option {unknown[0]!r} in the set; the options are run's flags with underscores "
                         "(e.g. max_cost, limit) and the benchmarks' options")
@@ -126,17 +124,6 @@ def _listed(value: Any) -> list[Any]:
 
 class _NoOptions:
     OPTIONS: tuple[Any, ...] = ()
-
-
-def _run_fields(given: Mapping[str, Any]) -> dict[str, Any]:
-    run: dict[str, Any] = {k: v for k, v in given.items() if k in _RUN_FIELDS}
-    for key in _PATHS:
-        if run.get(key) is not None:
-            run[key] = str(run[key])
-    for key in ("base_urls", "judge_base_urls"):
-        if key in run:
-            run[key] = [run[key]] if isinstance(run[key], str) else list(run[key])
-    return run
 
 
 def load_set_file(path: str | Path, overrides: Mapping[str, Any] | None = None) -> list[RunConfig]:

@@ -22,16 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_throughput import write_data
+from raw_client_ratio import WRAP
 
 from asyncbench.sim.testing import sim_subprocess
-
-WRAP = """
-import json, resource, subprocess, sys
-done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"rc": done.returncode, "cpu": ru.ru_utime + ru.ru_stime, "rss_kb": ru.ru_maxrss,
-                  "stderr": done.stderr[-3000:]}))
-"""
 
 
 def main() -> None:

@@ -76,7 +76,8 @@ def interval_cells(ci95: dict[str, Any], kind: type[ScoreSet] = ScoreSet) -> dic
     return {k: v for k, v in score_cells(ci95, None, _pair, kind).items() if v is not None}
 
 
-def _label(key: str, kind: type[ScoreSet]) -> str:
+def cell_label(key: str, kind: type[ScoreSet]) -> str:
+    """A cell's column label: the score type's own, else the key's name ("len:4k" -> "@4k")."""
     own = kind.label(key)
     if own is not None:
         return own
@@ -160,7 +161,7 @@ def _leaderboard(benchmark: str, runs: list[RunReport], refs: list[Reference], k
         keys += [k for k in row.cells if k not in keys]
     keys = _column_order(keys, refs, kind, columns) if keys else ["overall"]
     rows = [r for r in rows if r.kind == "run" or any(r.cells.get(k) is not None for k in keys)]
-    cols = [Column(k, _label(k, kind)) for k in keys]
+    cols = [Column(k, cell_label(k, kind)) for k in keys]
     return Leaderboard(benchmark, _estimated_columns(cols, runs, kind) if estimated else cols, rows)
 
 

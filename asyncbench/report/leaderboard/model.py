@@ -51,7 +51,7 @@ from ...pricing import is_simulator
 from ..baselines import references_for
 from ..compare import NOT_DISTINGUISHABLE, Comparison, Line, compare_runs
 from ..data import RunReport, latency_of, load_runs
-from ..model import score_cells
+from ..model import cell_label, score_cells
 
 MAX_DISAGREEMENTS = 500  # samples listed where models score differently (largest spread first)
 
@@ -297,15 +297,6 @@ def _references(bench: str, kind: type[ScoreSet], columns: tuple[str, ...]) -> t
     return rows, note
 
 
-def _label(key: str, kind: type[ScoreSet]) -> str:
-    """A cell's column label: the score type's own, else the key's name ("len:4k" -> "@4k")."""
-    own = kind.label(key)
-    if own is not None:
-        return own
-    prefix, _, name = key.partition(":")
-    return f"@{name}" if prefix == "len" else name or key
-
-
 def _disagreements(entries: list[Entry], runs: dict[str, RunReport]) -> list[Disagreement]:
     """Samples that at least two entries scored differently, largest spread first."""
     by_sample: dict[tuple[str, str], list[float | None]] = {}
@@ -338,7 +329,7 @@ def _board(bench: str, members: list[RunReport], with_references: bool) -> Board
               "partial runs are listed below the complete ones, unranked")
     estimate_of = kind.ESTIMATE_BOARD.split(": estimated ", 1)[-1] if kind.ESTIMATE_BOARD else None
     return Board(bench, key, estimate_name, estimate_of, tuple(entries), tuple(pairs), tuple(refs), note,
-                 tuple((k, _label(k, kind)) for k in keys),
+                 tuple((k, cell_label(k, kind)) for k in keys),
                  tuple(_disagreements(entries, runs)), method)
 
 
