@@ -117,7 +117,9 @@ def replay(store: Store) -> int:
     replayed = 0
     for path in files:
         with store.transaction():
-            replayed += ingest(store, path, replay=True)
+            ingest(store, path, replay=True)
+            (n,) = store.one(f"SELECT count(*) FROM {_lines(True)} WHERE response.key IS NOT NULL", [str(path)])
+            replayed += int(n)
         path.unlink(missing_ok=True)
     return replayed
 
@@ -141,31 +143,27 @@ _SAME_ROW = " AND ".join(f"l.{c} IS NOT DISTINCT FROM j.ledger.{c}"
                          for c in ("invocation", "key", "purpose", "source", "sample_id"))
 
 
-def _quoted(path: Path) -> str:
-    """A path as an SQL string literal's body (a table function's file cannot be a
-    prepared parameter in every clause it is used in)."""
-    return str(path).replace("'", "''")
-
-
-def ingest(store: Store, path: Path, replay: bool = False) -> int:
+def ingest(store: Store, path: Path, replay: bool = False) -> None:
     """A journal file's answers into the store, inside the caller's transaction: DuckDB
     reads the file (every line whole: it was closed before this), inserts the cache rows
     (a key already stored is kept), the ledger rows and the prompts. `replay`: the file of
     a process that died — its last line may be cut (skipped), and a ledger row already
-    stored (the batch was committed, the file not yet deleted) is not added twice.
-    Returns the number of answers read."""
-    con = store.con
-    lines = (f"read_json('{_quoted(path)}', format='newline_delimited', columns={_LINE}, "
-             f"maximum_object_size=1073741824, ignore_errors={'true' if replay else 'false'})")
+    stored (the batch was committed, the file not yet deleted) is not added twice."""
+    con, file = store.con, [str(path)]
+    lines = _lines(replay)
     # read three times rather than once into a temporary table: the file is in the page
     # cache and parsing is cheap, while a materialised batch of long prompts stayed in
     # DuckDB's memory (100+ MB of RSS on a run of 40 KB prompts)
-    con.execute(f"INSERT OR IGNORE INTO responses SELECT response.* FROM {lines} WHERE response.key IS NOT NULL")
+    con.execute(f"INSERT OR IGNORE INTO responses SELECT response.* FROM {lines} WHERE response.key IS NOT NULL", file)
     once = f" AND NOT EXISTS (SELECT 1 FROM ledger_requests l WHERE l.run_id = j.run_id AND {_SAME_ROW})"
     con.execute(f"INSERT INTO ledger_requests (run_id, {_LEDGER}) SELECT j.run_id, "
                 + ", ".join(f"j.ledger.{c}" for c in LEDGER_COLUMNS)
-                + f" FROM {lines} j WHERE j.response.key IS NOT NULL{once if replay else ''}")
+                + f" FROM {lines} j WHERE j.response.key IS NOT NULL{once if replay else ''}", file)
     con.execute(f"INSERT OR IGNORE INTO prompts SELECT DISTINCT ON (response.key) response.key, prompt "
-                f"FROM {lines} WHERE response.key IS NOT NULL AND prompt IS NOT NULL")
-    (n,) = store.one(f"SELECT count(*) FROM {lines} WHERE response.key IS NOT NULL")
-    return int(n)
+                f"FROM {lines} WHERE response.key IS NOT NULL AND prompt IS NOT NULL", file)
+
+
+def _lines(replay: bool) -> str:
+    """The journal file ($1) as DuckDB reads it; `replay`: a cut last line is skipped."""
+    return (f"read_json($1, format='newline_delimited', columns={_LINE}, maximum_object_size=1073741824, "
+            f"ignore_errors={'true' if replay else 'false'})")
