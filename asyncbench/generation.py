@@ -121,25 +121,27 @@ class Engine:
 
     async def flush(self) -> None:
         async with self._db_lock:
-            journal, pending = self.journal.rotate(), self._take_pending()  # what comes next: a new file
-            if journal is not None or any(pending):
-                await anyio.to_thread.run_sync(self._write, journal, *pending)
+            journal, rows = self.journal.rotate(), self._take_rows()  # what comes next: a new file
+            batches, self.pending_batches = self.pending_batches, []
+            if journal is not None or any(rows) or batches:
+                await anyio.to_thread.run_sync(self._write, journal, *rows, batches)
                 self.journal.done(journal)  # committed: the journal of this batch is not needed
-            for event in pending[3]:  # after the commit: what the store now holds
+            for event in batches:  # after the commit: what the store now holds
                 await self._committed(event)
 
-    def _take_pending(self) -> tuple[list[FailureRow], list[RequestEntry], list[tuple[str, str]],
-                                     list[BatchRecord | BatchState | JournalsResolved | BatchLookup]]:
-        pending = (self.pending_failures, self.pending_ledger, self.pending_prompts, self.pending_batches)
-        self.pending_failures, self.pending_ledger, self.pending_prompts, self.pending_batches = [], [], [], []
-        return pending
+    def _take_rows(self) -> tuple[list[FailureRow], list[RequestEntry], list[tuple[str, str]]]:
+        """The queued failures, ledger rows (other than paid answers': those are in the
+        journal) and prompts, handed over to be written."""
+        rows = (self.pending_failures, self.pending_ledger, self.pending_prompts)
+        self.pending_failures, self.pending_ledger, self.pending_prompts = [], [], []
+        return rows
 
     def write_now(self) -> None:
         """Everything received and queued, into the store now, synchronously (an
         interrupted invocation, as the event loop is torn down). Batch records stay queued:
         a submission's journal resolves them on the next run (runners/batch.py)."""
-        journal, (failures, ledger, prompts, _) = self.journal.rotate(), self._take_pending()
-        self._write(journal, failures, ledger, prompts)
+        journal = self.journal.rotate()
+        self._write(journal, *self._take_rows())
         self.journal.done(journal)
 
     def _write(self, journal: Path | None, failures: list[FailureRow], ledger: list[RequestEntry],

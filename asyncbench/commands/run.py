@@ -115,8 +115,8 @@ def _extra(args: argparse.Namespace) -> dict[str, Any]:
     """The chosen benchmark's options, as it declares them (benchmarks.benchmark_options)."""
     from ..benchmarks import benchmark_options, option_keys
 
-    model = args.model[0] if isinstance(args.model, list) else args.model or "auto"  # --model repeats for sets
-    return benchmark_options(args.benchmark, {k: getattr(args, k) for k in option_keys()}, model, args.tokenizer)
+    return benchmark_options(args.benchmark, {k: getattr(args, k) for k in option_keys()}, args.model,
+                             args.tokenizer)
 
 
 def _fleet_urls(path: str) -> list[str]:
@@ -155,10 +155,10 @@ def main(args: argparse.Namespace) -> int:
 
     import anyio
 
-    # A run keeps every sample, request and answer of its benchmark alive: with the
-    # default thresholds (700, 10, 10) the cyclic collector walks them again and again,
-    # ~15% of a 100k-sample run's CPU (bench/raw_client_ratio.md). Almost nothing they
-    # hold is cyclic, so collect far less often.
+    # A run keeps many objects alive at once (a listed benchmark's samples, a window's
+    # requests and answers, its keys): with the default thresholds (700, 10, 10) the
+    # cyclic collector walks them again and again, ~15% of a 100k-sample run's CPU
+    # (bench/raw_client_ratio.md). Almost nothing they hold is cyclic: collect less often.
     gc.set_threshold(100_000, 50, 1000)
 
     from ..config import RunConfig
