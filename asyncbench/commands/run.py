@@ -115,8 +115,8 @@ def _extra(args: argparse.Namespace) -> dict[str, Any]:
     """The chosen benchmark's options, as it declares them (benchmarks.benchmark_options)."""
     from ..benchmarks import benchmark_options, option_keys
 
-    return benchmark_options(args.benchmark, {k: getattr(args, k) for k in option_keys()}, args.model,
-                             args.tokenizer)
+    model = args.model[0] if isinstance(args.model, list) else args.model or "auto"  # --model repeats for sets
+    return benchmark_options(args.benchmark, {k: getattr(args, k) for k in option_keys()}, model, args.tokenizer)
 
 
 def _fleet_urls(path: str) -> list[str]:
