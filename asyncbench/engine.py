@@ -17,6 +17,7 @@ from itertools import islice
 
 import anyio
 
+from . import reuse
 from .benchmarks.base import RunContext
 from .benchmarks.longbench.official_models import postprocess
 from .errors import ProviderError, RunInterrupted
@@ -46,15 +47,21 @@ async def execute(p: RunPlan, budget: Budget | None = None) -> RunSummary:
     if p.runner is None or p.opening is None:
         raise ValueError("a dry-run plan sends nothing: price it with plan.dry_run")
     runner = p.runner
+    fingerprint = reuse.fingerprint(p)
     with p.opening.result() as store:
         with store.session():
             replay(store)  # answers a crashed process had received but not stored
-            store.runs.start_run(p.run_id, p.benchmark_name, p.client.spec.label, dict(p.stored_config))
             store.runs.book_killed(p.run_id, interrupted)  # an earlier invocation killed before it could
             before = store.runs.ledger(p.run_id)
-            invocation = InvocationEntry(len(before.invocations) + 1, p.started, pid=os.getpid(),
-                                         host=socket.gethostname())
-            store.runs.put_invocation(p.run_id, invocation)
+            stored = reuse.stored_summary(store, p, before, fingerprint)
+            if stored is None:
+                store.runs.start_run(p.run_id, p.benchmark_name, p.client.spec.label, dict(p.stored_config))
+                invocation = InvocationEntry(len(before.invocations) + 1, p.started, pid=os.getpid(),
+                                             host=socket.gethostname())
+                store.runs.put_invocation(p.run_id, invocation)
+        if stored is not None:  # complete, and nothing changed since: booked from the store
+            assert fingerprint is not None
+            return reuse.book(p, store, before, stored, fingerprint)
         # --max-cost is the run's budget across its invocations: what earlier ones paid counts
         if budget is None:
             budget = Budget(p.max_cost, spent=sum(g.cost_usd for g in before.requests))
@@ -63,7 +70,7 @@ async def execute(p: RunPlan, budget: Budget | None = None) -> RunSummary:
         tally = Tally()
         try:
             outcome = await _generate(p, engine, _context(p, engine, runner), tally)
-            return close_run(p, store, engine, invocation, before.invocations, outcome, tally)
+            return close_run(p, store, engine, invocation, before.invocations, outcome, tally, fingerprint)
         except BaseException as exc:  # Ctrl-C, a cancellation, an error: book what this invocation did
             _book_failed(p, store, runner, engine, invocation, exc)
             raise

@@ -60,6 +60,7 @@ class Capabilities:
     administer: Administer | None  # it chooses each batch of samples (adaptive testing)
     release_request: ReleaseRequest | None  # its own request shape (100-LongBench)
     describe_requests: Callable[[str, bool], dict[str, object]] | None
+    rescores: bool  # its scores depend on this machine: a complete run's re-run scores again
 
 
 def capabilities(benchmark: Benchmark) -> Capabilities:
@@ -73,6 +74,7 @@ def capabilities(benchmark: Benchmark) -> Capabilities:
         administer=benchmark.administer if benchmark.ADAPTIVE else None,
         release_request=benchmark.release_request if benchmark.RELEASE_REQUESTS else None,
         describe_requests=benchmark.describe_requests if benchmark.RELEASE_REQUESTS else None,
+        rescores=benchmark.RESCORES,
     )
 
 

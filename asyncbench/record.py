@@ -95,9 +95,11 @@ def book_stats(invocation: InvocationEntry, engine: Engine, started: float) -> N
 
 
 def close_run(p: RunPlan, store: Store, engine: Engine, invocation: InvocationEntry,
-              earlier: list[InvocationEntry], outcome: Outcome, tally: Tally) -> RunSummary:
+              earlier: list[InvocationEntry], outcome: Outcome, tally: Tally,
+              fingerprint: str | None = None) -> RunSummary:
     """Book every sample and the invocation, aggregate the scores, store the summary with
-    the run and write run.json."""
+    the run and write run.json. `fingerprint`: what the scores came from (reuse.py), kept
+    with a complete run so that a re-run under the same one is booked from the store."""
     run_id = p.run_id
     with store.session():  # the closing writes and reads in one opening of the file
         recorder = outcome.recorder
@@ -124,6 +126,8 @@ def close_run(p: RunPlan, store: Store, engine: Engine, invocation: InvocationEn
                               [e for e in entries if e.status not in SETTLED],
                               [e for e in entries if e.status == "excluded"], closing).redacted()
         store.runs.finish_run(run_id, "complete" if summary.complete else "partial", summary.to_json())
+        if summary.complete and fingerprint is not None:
+            store.runs.mark_reusable(run_id, invocation.invocation, fingerprint)
     assert p.out is not None
     return write_out(p.out, summary)
 

@@ -136,6 +136,9 @@ class Benchmark(ABC):
     RELEASE_REQUESTS: ClassVar[bool] = False
     # the benchmark chooses each batch of samples itself (`administer`: adaptive testing)
     ADAPTIVE: ClassVar[bool] = False
+    # its scores depend on more than the answers and the samples (a sandbox running the
+    # model's programs): a re-run of a complete run scores again instead of reusing them
+    RESCORES: ClassVar[bool] = False
 
     @classmethod
     def from_spec(cls, rest: str, extra: Mapping[str, Any], data_dir: Path | None) -> tuple[Benchmark, list[str] | None]:

@@ -11,6 +11,9 @@ from ..scheduler import Budget, Job, Scheduler
 from ..types import Response
 from .base import Counting, MapChunks, OnEvent, RunnerReport, SendOrder
 
+# what run.json's "backend" names this runner
+LOCAL = "local"
+
 
 class LocalRunner:
     map_chunks: MapChunks | None = None
@@ -40,7 +43,7 @@ class LocalRunner:
         return self.report(client, scheduler)
 
     def report(self, client: ModelClient, scheduler: Scheduler) -> RunnerReport:
-        return RunnerReport(scheduler.stats, client.pool.health(), self.aborted, {"name": "local"})
+        return RunnerReport(scheduler.stats, client.pool.health(), self.aborted, {"name": LOCAL})
 
     async def aclose(self) -> None:
         pass

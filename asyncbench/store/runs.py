@@ -100,7 +100,7 @@ class RunRecord(Part):
     @in_session
     def clear(self) -> None:
         """Delete every run's history (runs, samples, ledger, invocations)."""
-        for table in ("results", "runs", "ledger_requests", "invocations"):
+        for table in ("results", "runs", "ledger_requests", "invocations", "reusable"):
             self.con.execute(f"DELETE FROM {table}")
 
     # -- the ledger -----------------------------------------------------------------------
@@ -210,6 +210,57 @@ class RunRecord(Part):
         rows = self.con.execute("SELECT key, min(invocation), arg_min(sample_id, invocation) FROM ledger_requests "
                                 f"WHERE run_id = $run AND source = 'sent'{where} GROUP BY key", params).fetchall()
         return {k: (int(i), s) for k, i, s in rows}
+
+    # -- a re-run booked from the store (reuse.py) -----------------------------------------
+    @in_session
+    def mark_reusable(self, run_id: str, invocation: int, fingerprint: str) -> None:
+        """Record that `invocation` completed the run from what `fingerprint` names."""
+        self.con.execute("INSERT OR REPLACE INTO reusable VALUES (?, ?, ?)", [run_id, invocation, fingerprint])
+
+    @in_session
+    def reusable(self, run_id: str) -> tuple[int, str] | None:
+        """The run's last complete invocation and its fingerprint, if one was recorded."""
+        row = self.con.execute("SELECT invocation, fingerprint FROM reusable WHERE run_id = ?", [run_id]).fetchone()
+        return (int(row[0]), str(row[1])) if row else None
+
+    @in_session
+    def rebookable(self, run_id: str, invocation: int) -> bool:
+        """Whether a cache-first pass would book `invocation`'s request rows again as they
+        are, a paid answer as read from the cache: nothing failed or skipped, no batch
+        discount (a cache hit's sample row carries the list price), every answer still in
+        the cache, and not both a paid answer and a shared one (a sample sharing an answer
+        paid in an earlier window would read it from the cache, as its own, next time)."""
+        sent, shared, other, discounted, missing = self.db.one(
+            "SELECT count(*) FILTER (WHERE source = 'sent'), count(*) FILTER (WHERE source = 'shared'), "
+            "count(*) FILTER (WHERE source NOT IN ('sent', 'from_cache', 'shared')), "
+            "count(*) FILTER (WHERE source = 'sent' AND saved_usd <> 0), "
+            "count(*) FILTER (WHERE source IN ('sent', 'from_cache') AND r.key IS NULL) "
+            "FROM ledger_requests l LEFT JOIN responses r ON r.key = l.key "
+            "WHERE l.run_id = ? AND l.invocation = ?", [run_id, invocation])
+        return not (other or discounted or missing or (sent and shared))
+
+    @in_session
+    def rebook(self, run_id: str, last: int, invocation: int, excluded: bool) -> list[float]:
+        """Book `last`'s request rows again as `invocation`'s, each answer read from the
+        cache as generation.py books a hit (what it cost when paid, its stored latency),
+        the shared ones shared; `excluded`: the excluded sample rows are this invocation's
+        (a listed source books them each time). Returns the cache hits' latencies."""
+        self.con.execute(
+            "INSERT INTO ledger_requests SELECT l.run_id, $new, l.purpose, l.task, "
+            "CASE WHEN l.source = 'shared' THEN 'shared' ELSE 'from_cache' END, l.key, l.sample_id, "
+            "CASE WHEN l.source = 'shared' THEN 0 ELSE r.prompt_tokens END, "
+            "CASE WHEN l.source = 'shared' THEN 0 ELSE r.completion_tokens END, "
+            "CASE WHEN l.source = 'shared' THEN 0 ELSE r.cached_prompt_tokens END, 0.0, "
+            "CASE WHEN l.source = 'shared' THEN 0.0 ELSE coalesce(r.cost_usd, 0.0) END, "
+            "CASE WHEN l.source = 'shared' THEN NULL ELSE r.latency_ms END, 0, 0 "
+            "FROM ledger_requests l LEFT JOIN responses r ON r.key = l.key AND l.source <> 'shared' "
+            "WHERE l.run_id = $run AND l.invocation = $last", {"run": run_id, "last": last, "new": invocation})
+        if excluded:
+            self.con.execute("UPDATE results SET invocation = ? WHERE run_id = ? AND purpose = 'eval' "
+                             "AND status = 'excluded'", [invocation, run_id])
+        return [float(x) for (x,) in self.con.execute(
+            "SELECT latency_ms FROM ledger_requests WHERE run_id = ? AND invocation = ? AND source = 'from_cache' "
+            "AND latency_ms IS NOT NULL", [run_id, invocation]).fetchall()]
 
     # -- samples and prompts --------------------------------------------------------------
     @in_session

@@ -58,6 +58,10 @@ _SCHEMA = [
         base_url VARCHAR, n_requests BIGINT, state VARCHAR, counts_json VARCHAR, submitted_at DOUBLE,
         updated_at DOUBLE, collected BOOLEAN)""",
     "CREATE TABLE IF NOT EXISTS batch_requests (batch_id VARCHAR, key VARCHAR, custom_id VARCHAR)",
+    # a complete run's last invocation and the fingerprint of everything its scores came from
+    # (reuse.py): a re-run with the same fingerprint is booked from the store. Not copied by
+    # `recover`: a recovered file's first re-run scores again.
+    "CREATE TABLE IF NOT EXISTS reusable (run_id VARCHAR PRIMARY KEY, invocation INTEGER, fingerprint VARCHAR)",
 ]
 # every table `recover` copies
 TABLES = ("responses", "failures", "results", "runs", "ledger_requests", "invocations", "prompts")

@@ -254,6 +254,7 @@ def select(tasks: list[str] | None, length: str) -> list[tuple[str, str, bool]]:
 @dataclass
 class BambooBenchmark(Benchmark):
     SCORES: ClassVar[type[BambooScores]] = BambooScores
+    RESCORES: ClassVar[bool] = True  # PrivateEval runs the programs in this machine's sandbox
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--length", "BAMBOO: 4k | 16k | both", choices=("4k", "16k", "both")),
         CliOption("--strict-data", "stop at an unreadable data row (default: exclude it, with its file, line and "

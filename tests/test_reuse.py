@@ -1,0 +1,157 @@
+"""A re-run of a complete run that nothing changed since is booked from the store
+(reuse.py, issue 27: a warm re-run recomputes nothing the store holds): its run.json, its
+request rows and the sample rows are exactly what the full path writes (the same re-run
+on a copy of the cache with the run's reuse mark removed), and anything that could change
+a score or a figure (the package's code, an answer gone from the cache, a failed sample,
+answers shared with a paid one) sends the re-run down the full path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+import asyncbench.reuse as reuse
+from tests.test_engine import run_cli, write_jsonl
+
+# what differs between two invocations of one command by the clock alone
+_CLOCK = ("started_at", "wall_s", "throughput_rps")
+
+
+def _steady(summary: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in summary.items() if k not in (*_CLOCK, "_exit")}
+    out["invocations"] = [{k: v for k, v in inv.items() if k not in _CLOCK} for inv in summary["invocations"]]
+    out["this_invocation"] = {k: v for k, v in summary["this_invocation"].items() if k not in _CLOCK}
+    return out
+
+
+def _rows(cache: Path, sql: str) -> list[tuple[Any, ...]]:
+    con = duckdb.connect(str(cache), read_only=True)
+    try:
+        return sorted(con.execute(sql).fetchall(), key=repr)
+    finally:
+        con.close()
+
+
+LEDGER = "SELECT * FROM ledger_requests"
+SAMPLES = "SELECT * FROM results"
+RUNS = "SELECT run_id, benchmark, model, started_at, status FROM runs"  # config: each its own --cache
+
+
+def _booked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The runs booked from the store, as they are (a spy around reuse.book)."""
+    calls: list[str] = []
+    original = reuse.book
+
+    def spy(p, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(p.run_id)
+        return original(p, *args, **kwargs)
+
+    monkeypatch.setattr(reuse, "book", spy)
+    return calls
+
+
+def _forget_mark(cache: Path) -> None:
+    con = duckdb.connect(str(cache))
+    try:
+        con.execute("DELETE FROM reusable")
+    finally:
+        con.close()
+
+
+def _same_as_full_path(tmp_path: Path, args: list[str], booked: list[str]) -> dict[str, Any]:
+    """Re-run `args` in tmp_path/a (booked from the store) and on a copy of its cache
+    without the mark (the full path); both must write the same record."""
+    full = tmp_path / "full"
+    full.mkdir()
+    shutil.copy(tmp_path / "a" / "cache.duckdb", full / "cache.duckdb")
+    _forget_mark(full / "cache.duckdb")
+    n = len(booked)
+    slow = run_cli(full, *args)
+    assert len(booked) == n  # the copy without its mark scored again
+    fast = run_cli(tmp_path / "a", *args)
+    assert booked[n:] == [fast["run_id"]]
+    assert fast["_exit"] == slow["_exit"] == 0
+    assert _steady(fast) == _steady(slow)
+    for sql in (LEDGER, SAMPLES, RUNS):
+        assert _rows(tmp_path / "a" / "cache.duckdb", sql) == _rows(full / "cache.duckdb", sql), sql
+    stored = _rows(tmp_path / "a" / "cache.duckdb", "SELECT summary_json FROM runs")[0][0]
+    assert _steady(json.loads(stored)) == _steady(fast)  # the store keeps what run.json says
+    return fast
+
+
+@pytest.mark.parametrize("twins", [False, True])
+def test_a_warm_rerun_is_booked_from_the_store_as_the_full_path_books_it(tmp_path, start_sim, monkeypatch,
+                                                                         twins):
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 40)
+    if twins:  # samples asking what another asks: shared, sent once
+        lines = data.read_text().splitlines()
+        lines += [line.replace('"id": "q', '"id": "twin') for line in lines[:5]]
+        data.write_text("\n".join(lines) + "\n")
+    args = [f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1"]
+    (tmp_path / "a").mkdir()
+    booked = _booked(monkeypatch)
+    cold = run_cli(tmp_path / "a", *args)
+    assert cold["complete"] and booked == []
+    if twins:
+        # a paid answer and its twins: a cache-first pass books the twins from the cache
+        # as their own the next time, so that pass takes the full path once
+        assert cold["samples"]["shared"] == 5
+        again = run_cli(tmp_path / "a", *args)
+        assert booked == [] and again["this_invocation"]["requests"] == 0
+    before = sim.stats()["requests"]
+    warm = _same_as_full_path(tmp_path, args, booked)
+    assert sim.stats()["requests"] == before  # neither re-run sent anything
+    assert warm["scores"] == cold["scores"] and warm["samples"] == cold["samples"]
+    assert warm["this_invocation"]["saved_by_cache_usd"] > 0 and warm["latency_ms"]["source"] == "cache"
+
+
+def test_what_could_change_a_score_takes_the_full_path(tmp_path, start_sim, monkeypatch):
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 30)
+    args = [f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1"]
+    booked = _booked(monkeypatch)
+    run_cli(tmp_path, *args)
+    # new code: scored again, and the next re-run under that code is booked
+    monkeypatch.setattr(reuse, "code_digest", lambda: "an edited package")
+    run_cli(tmp_path, *args)
+    assert booked == []
+    run_cli(tmp_path, *args)
+    assert len(booked) == 1
+    # an answer gone from the cache: the full path sends it again
+    con = duckdb.connect(str(tmp_path / "cache.duckdb"))
+    con.execute("DELETE FROM responses WHERE key = (SELECT min(key) FROM responses)")
+    con.close()
+    before = sim.stats()["requests"]
+    resent = run_cli(tmp_path, *args)
+    assert len(booked) == 1 and sim.stats()["requests"] == before + 1 and resent["this_invocation"]["requests"] == 1
+
+
+def test_a_partial_run_is_never_booked_from_the_store(tmp_path, start_sim, monkeypatch):
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 20, marker_at=3)  # the server refuses one prompt
+    args = [f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1"]
+    booked = _booked(monkeypatch)
+    for _ in range(2):
+        run = run_cli(tmp_path, *args)
+        assert not run["complete"] and run["samples"]["failed"] == 1
+    assert booked == []
+    assert _rows(tmp_path / "cache.duckdb", "SELECT * FROM reusable") == []
+
+
+def test_a_listed_benchmark_is_booked_as_the_full_path_books_it(tmp_path, start_sim, monkeypatch, shared_data):
+    """MiniLongBench: LongBench's own prompts, cut by the tokenizer, with its truncation block."""
+    sim = start_sim()
+    args = ["minilongbench:hotpotqa,samsum,lcc", "--model", "openai-compat:sim", "--base-url",
+            sim.base_url + "/v1", "--data-dir", str(shared_data)]
+    (tmp_path / "a").mkdir()
+    booked = _booked(monkeypatch)
+    cold = run_cli(tmp_path / "a", *args)
+    assert cold["complete"] and booked == []
+    warm = _same_as_full_path(tmp_path, args, booked)
+    assert warm["scores"] == cold["scores"] and warm["truncation"] == cold["truncation"]
