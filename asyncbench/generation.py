@@ -18,7 +18,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import anyio
 
@@ -64,6 +64,15 @@ PREFIX_WAIT_S = 240.0
 WRITE_EVERY_S = 1.0
 
 
+class Lookup(NamedTuple):
+    """A chunk of requests hashed and looked up: their keys, the cache's answers, and the
+    keys among those that this invocation paid for."""
+
+    keys: list[str]
+    hits: dict[str, CachedResponse]
+    paid: set[str]
+
+
 @dataclass
 class Generated:
     """What `Engine.generate` returns, one entry per request in order; `sources` says what
@@ -98,8 +107,6 @@ class Engine:
         self.counters: list[SchedulerStats] = []  # the live counters of every runner run (Counting)
         self.endpoints: dict[ModelClient, list[EndpointHealth]] = {}  # each client's, from its last report
         self.last_report: RunnerReport | None = None
-        # keys this invocation paid for: found in the cache later, they are shared, not cached
-        self.paid_keys: set[str] = set()
         self._flush_event = anyio.Event()
         self._db_lock = anyio.Lock()
 
@@ -218,12 +225,17 @@ class Engine:
         self._flush_event.set()
 
     # -- generation -----------------------------------------------------------------
-    async def keys_and_hits(self, requests: list[Request]) -> tuple[list[str], dict[str, CachedResponse]]:
+    async def keys_and_hits(self, requests: list[Request]) -> Lookup:
         """Hash a chunk of requests and look them up, off the event loop (sha256 of long
         prompts releases the GIL, so this overlaps requests already in flight)."""
-        def work() -> tuple[list[str], dict[str, CachedResponse]]:
+        def work() -> Lookup:
             keys = [r.key() for r in requests]
-            return keys, self.store.cache.lookup(keys)
+            hits = self.store.cache.lookup(keys)
+            # hits this invocation paid for (in an earlier window or call): shared, not
+            # cached. Asked of the ledger, whose row is stored with the answer, rather
+            # than kept in memory for every answer of the run.
+            paid = self.store.runs.sent_in(self.run_id, self.invocation, list(hits)) if hits else set()
+            return Lookup(keys, hits, paid)
 
         async with self._db_lock:
             return await anyio.to_thread.run_sync(work)
@@ -251,12 +263,12 @@ class Engine:
         failure log, and may grow as the iterator runs. `progress`: a bar the caller keeps
         across calls (a streamed source's windows), which sets its total."""
         total = len(requests) if isinstance(requests, Sized) else None
-        looked_up: dict[str, CachedResponse] | None = None
+        looked_up: Lookup | None = None
         if self.prompt_cache and isinstance(requests, list) and client.prompt_cache_min_tokens():
             # shared prefixes among the requests to be sent (a streamed file is not marked):
             # a group's only uncached request would pay the cache write for nothing
-            _, looked_up = await self.keys_and_hits(requests)
-            client.plan_prefixes([r for r in requests if r.key() not in looked_up], mark=True)
+            looked_up = await self.keys_and_hits(requests)
+            client.plan_prefixes([r for r in requests if r.key() not in looked_up.hits], mark=True)
         own = progress is None
         bar = RunProgress(total, label or f"{purpose} {client.spec.label}", self.progress_enabled,
                           stats=self.counts) if progress is None else progress
@@ -280,7 +292,7 @@ class _Generation:
 
     def __init__(self, engine: Engine, client: ModelClient, source: Iterator[Request], purpose: Purpose,
                  samples: Sequence[Sample] | None, progress: RunProgress,
-                 looked_up: dict[str, CachedResponse] | None = None, own_total: bool = True) -> None:
+                 looked_up: Lookup | None = None, own_total: bool = True) -> None:
         self.engine = engine
         self.own_total = own_total  # the bar's total is this call's (else its caller's)
         self.looked_up = looked_up  # every request's cache hits, when generate() already asked
@@ -318,10 +330,10 @@ class _Generation:
             lo = len(self.requests)
             self.requests.extend(chunk)
             if self.looked_up is None:
-                chunk_keys, hits = await self.engine.keys_and_hits(chunk)
+                chunk_keys, hits, paid = await self.engine.keys_and_hits(chunk)
             else:  # hashed and looked up once already (keys are kept on the requests)
                 chunk_keys = [r.key() for r in chunk]
-                hits = self.looked_up
+                hits, paid = self.looked_up.hits, self.looked_up.paid
             self.keys.extend(chunk_keys)
             self.sources.extend(["skipped_budget"] * len(chunk))  # until an outcome says otherwise
             for i, key in enumerate(chunk_keys, start=lo):
@@ -329,7 +341,7 @@ class _Generation:
                     yield self.ready.popleft()
                 hit = hits.get(key)
                 if hit is not None:
-                    self._from_cache(i, hit)
+                    self._from_cache(i, hit, key in paid)
                 elif key in self.first_index:  # identical request twice in one run: send once
                     self.duplicates.append((i, self.first_index[key]))
                 else:
@@ -383,10 +395,11 @@ class _Generation:
         return RequestEntry(invocation=self.engine.invocation, purpose=self.purpose, task=self._task(i), source=source,
                             key=self.keys[i], sample_id=sid, **fields)
 
-    def _from_cache(self, i: int, hit: CachedResponse) -> None:
+    def _from_cache(self, i: int, hit: CachedResponse, paid: bool) -> None:
+        """`paid`: this invocation sent the request (in an earlier window or call)."""
         usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens, hit.cache_write_tokens)
         self.hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
-        if hit.key in self.engine.paid_keys or hit.key in self.hit_keys:
+        if paid or hit.key in self.hit_keys:
             # sent earlier in this invocation and stored since, or a cache hit this call
             # already served to another sample: one answer, paid (or saved) once
             self.sources[i] = "shared"
@@ -430,7 +443,6 @@ class _Generation:
             resp.text = redact(resp.text)  # a server that echoes the key into its answer
         cost = self.client.price.cost(usage, resp.discount)
         self.sources[i] = "sent"
-        engine.paid_keys.add(self.keys[i])
         # saved: the batch discount (what the list price would have been, less what was paid)
         entry = self._entry(
             i, "sent", prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,

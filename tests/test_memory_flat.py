@@ -80,3 +80,21 @@ def test_compare_from_the_store_equals_compare_of_loaded_runs(tmp_path, start_si
     light = load_runs(cache, [a["run_id"], b["run_id"]], samples=False)
     assert all(r.samples for r in loaded) and not any(r.samples for r in light)
     assert compare_runs(*light) == compare_runs(*loaded)
+
+
+def test_an_answer_paid_in_an_earlier_window_is_shared_not_cached(tmp_path, start_sim, monkeypatch):
+    """What this invocation paid is asked of the ledger (not kept per answer in memory):
+    a later window's sample asking the same is "shared", its ledger row too, sent once."""
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 30)
+    lines = data.read_text().splitlines()
+    lines.append(lines[2].replace('"id": "q2"', '"id": "twin"'))  # the last window asks what the first did
+    data.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(engine_module, "STREAM_WINDOW", 7)
+    run = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1")
+    assert sim.stats()["requests"] == 30 and run["samples"]["shared"] == 1 and run["samples"]["answered"] == 30
+    con = duckdb.connect(str(tmp_path / "cache.duckdb"), read_only=True)
+    sources = con.execute("SELECT sample_id, source FROM ledger_requests WHERE sample_id IN ('q2', 'twin') "
+                          "ORDER BY 1").fetchall()
+    con.close()
+    assert sources == [("q2", "sent"), ("twin", "shared")]

@@ -106,9 +106,9 @@ class Plan:
     combine: Combine
 
 
-# Elements of one block of draws (resamples x clusters): ~8 MB of indices and as much
+# Elements of one block of draws (resamples x clusters): ~2 MB of indices and as much
 # gathered, whatever the number of samples.
-BLOCK_ELEMENTS = 1 << 20
+BLOCK_ELEMENTS = 1 << 18
 
 
 def _block_rows(clusters: int) -> int:

@@ -262,6 +262,13 @@ class RunRecord(Part):
             "SELECT latency_ms FROM ledger_requests WHERE run_id = ? AND invocation = ? AND source = 'from_cache' "
             "AND latency_ms IS NOT NULL", [run_id, invocation]).fetchall()]
 
+    @in_session
+    def sent_in(self, run_id: str, invocation: int, keys: Sequence[str]) -> set[str]:
+        """Those of `keys` that `invocation` of the run sent (and paid for)."""
+        return {str(k) for (k,) in self.con.execute(
+            "SELECT DISTINCT key FROM ledger_requests WHERE run_id = $run AND invocation = $inv AND source = 'sent' "
+            "AND key IN (SELECT unnest($keys))", {"run": run_id, "inv": invocation, "keys": list(keys)}).fetchall()}
+
     # -- samples and prompts --------------------------------------------------------------
     @in_session
     def put_prompts(self, rows: Sequence[tuple[str, str]]) -> None:
