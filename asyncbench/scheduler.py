@@ -204,6 +204,8 @@ class Scheduler:
     on_outcome: Callable[[Outcome], None] | None = None
     on_attempt: Callable[[], None] | None = None
     cost_of: Callable[[Response], float] = lambda r: 0.0
+    # the provider's send ends within timeout_s by itself (ProviderBase.ends_in_time)
+    ends_in_time: bool = False
     stats: SchedulerStats = field(default_factory=SchedulerStats)
     # Set when the endpoints were found dead: one line naming them and the last error.
     dead: str | None = None
@@ -252,8 +254,11 @@ class Scheduler:
             try:
                 # one total deadline for the attempt, whatever the transport: an SDK's
                 # timeout is per read, which a server sending a byte at a time resets
-                with anyio.fail_after(self.timeout_s):
+                if self.ends_in_time:  # the provider's own deadline is total already
                     response = _validated(await self.provider.send(job.request, ep.url, self.timeout_s))
+                else:
+                    with anyio.fail_after(self.timeout_s):
+                        response = _validated(await self.provider.send(job.request, ep.url, self.timeout_s))
             except TimeoutError:
                 raise ProviderError("transient", f"no complete answer from {ep.url} within --timeout "
                                                  f"{self.timeout_s:g}s") from None

@@ -79,8 +79,9 @@ def run_jobs(provider: ProviderBase, base_url: str, n: int = 3) -> tuple[Schedul
     provider.max_response_bytes = CAP
 
     async def go() -> tuple[Scheduler, list[Outcome]]:
+        # as LocalRunner builds it: a provider whose own deadline is total gets no second one
         scheduler = Scheduler(provider, EndpointPool([base_url], 4), RateLimiter(), timeout_s=TIMEOUT_S,
-                              max_attempts=3)
+                              max_attempts=3, ends_in_time=provider.ends_in_time)
         request = Request(provider=provider.name, model=provider.model, endpoint_id=base_url,
                           messages=[{"role": "user", "content": "hello"}], max_tokens=8)
         try:

@@ -81,6 +81,11 @@ class ProviderBase:
     serves_open_models: ClassVar[bool] = False
     # A batch API (runners/batch.py): (max requests, max bytes) per batch; None: none.
     batch_limits: ClassVar[tuple[int, int] | None] = None
+    # `send` ends within its timeout by itself: its only calls are HTTPClient.post_json,
+    # whose aiohttp deadline is total (connecting, sending, every byte of the answer), so
+    # the scheduler sets no second deadline around it (a cancel scope per request, ~4% of
+    # a fast local run's CPU). An SDK's timeout is per read: those providers keep it.
+    ends_in_time: ClassVar[bool] = False
 
     def __init__(self, model: str, api_key: str | None, api: ApiKind = "chat") -> None:
         self.model = model

@@ -65,7 +65,7 @@ class HTTPClient:
         except BodyTooLarge as exc:
             raise ProviderError("fatal", str(exc)) from None
         except asyncio.TimeoutError:
-            raise ProviderError("transient", f"timed out after {timeout:g}s: {url}") from None
+            raise ProviderError("transient", f"no complete answer from {url} within --timeout {timeout:g}s") from None
         except (aiohttp.ClientError, OSError) as exc:
             raise ProviderError("transient", f"connection error to {url}: {type(exc).__name__}: {exc}") from None
 

@@ -88,6 +88,7 @@ class VLLMTokenizer:
 class OpenAICompatProvider(ProviderBase):
     name = "openai-compat"
     serves_open_models = True
+    ends_in_time = True  # send is one HTTPClient.post_json
 
     def __init__(self, model: str, api_key: str | None, api: ApiKind = "chat") -> None:
         super().__init__(model, api_key, api)

@@ -125,6 +125,7 @@ def _side(raw: bytes, kept: list[tuple[int, int] | None], dropped: list[tuple[in
 class TGIProvider(ProviderBase):
     name = "tgi"
     serves_open_models = True
+    ends_in_time = True  # send is one HTTPClient.post_json
 
     def __init__(self, model: str, api_key: str | None, api: ApiKind = "chat") -> None:
         super().__init__(model, api_key, api)
