@@ -5,11 +5,14 @@ too, and a replayed file (a crashed process, its last line cut) adds nothing twi
 from __future__ import annotations
 
 import dataclasses
+import json
+import socket
 from pathlib import Path
 
 from asyncbench.ledger import RequestEntry
 from asyncbench.store import Store
 from asyncbench.store.journal import Journal, ingest, replay
+from asyncbench.store.prompt_files import prompt_dir, read_prompts
 from asyncbench.store.rows import RESPONSE_COLUMNS, ResponseRow
 
 ODD = ['plain', 'quote " and backslash \\ and tab\t', "line\nbreaks\r\n", "ünïcödé 中文 🎉", "", "x" * 50_000]
@@ -45,7 +48,9 @@ def test_ingested_rows_equal_what_was_written(tmp_path: Path) -> None:
     with store.session():
         got = {r[0]: r for r in store.con.execute(f"SELECT {', '.join(RESPONSE_COLUMNS)} FROM responses").fetchall()}
         ledger = store.con.execute("SELECT * FROM ledger_requests ORDER BY key").fetchall()
-        prompts = dict(store.con.execute("SELECT key, prompt FROM prompts").fetchall())
+        refs = store.con.execute("SELECT key, file, start, length FROM prompt_refs").fetchall()
+    texts = read_prompts(store.path, [tuple(r[1:]) for r in refs])
+    prompts = {key: texts[(f, s, n)] for key, f, s, n in refs}
     assert len(got) == len(ledger) == len(ODD)  # every answer read, each once
     for i, text in enumerate(ODD):
         assert got[f"k{i}"] == tuple(_row(i, text)[c] for c in RESPONSE_COLUMNS)  # type: ignore[literal-required]
@@ -72,3 +77,41 @@ def test_replay_skips_a_cut_line_and_adds_no_ledger_row_twice(tmp_path: Path) ->
         (n_ledger,) = store.one("SELECT count(*) FROM ledger_requests")
         (n_responses,) = store.one("SELECT count(*) FROM responses")
     assert (n_ledger, n_responses) == (len(ODD), len(ODD))
+
+
+def test_prompts_are_bytes_in_the_prompt_file_and_a_lone_surrogate_survives(tmp_path: Path) -> None:
+    """A prompt is appended to the process's prompt file as it was sent (UTF-8, unescaped)
+    and read back exactly, a lone surrogate from a JSON data file included; a prompt file
+    gone (a cache moved without its .prompts folder) reads as missing, nothing fails."""
+    store = Store(tmp_path / "c.duckdb")
+    journal = Journal(store.path, "run1")
+    odd = "lone \ud800 surrogate and 中文"
+    journal.append(_row(0, "a"), _entry(0), odd)
+    journal.append(_row(1, "b"), _entry(1), "plain")
+    path = journal.rotate()
+    assert path is not None
+    with store.transaction():
+        ingest(store, path)
+    with store.session():
+        refs = store.con.execute("SELECT key, file, start, length FROM prompt_refs ORDER BY key").fetchall()
+    assert [r[3] for r in refs] == [len(odd.encode("utf-8", "surrogatepass")), 5]
+    assert (prompt_dir(store.path) / refs[0][1]).read_bytes() == odd.encode("utf-8", "surrogatepass") + b"plain"
+    assert read_prompts(store.path, [tuple(r[1:]) for r in refs]) == {tuple(refs[0][1:]): odd,
+                                                                     tuple(refs[1][1:]): "plain"}
+    journal.close()
+    (prompt_dir(store.path) / refs[0][1]).unlink()
+    assert set(read_prompts(store.path, [tuple(r[1:]) for r in refs]).values()) == {None}
+    assert read_prompts(store.path, [("../c.duckdb", 0, 4)]) == {}  # a store's name never leaves the folder
+
+
+def test_a_journal_of_an_earlier_version_replays_with_its_prompt(tmp_path: Path) -> None:
+    """A crashed process of an earlier version wrote the prompt text into its lines."""
+    store = Store(tmp_path / "c.duckdb")
+    folder = store.path.with_name(store.path.name + ".journal")
+    folder.mkdir()
+    line = {"run_id": "run1", "response": _row(0, "old"), "ledger": dataclasses.asdict(_entry(0)),
+            "prompt": "the old prompt"}
+    (folder / f"{socket.gethostname()}-999999999-1.jsonl").write_text(json.dumps(line) + "\n")  # a dead pid
+    assert replay(store) == 1
+    with store.session():
+        assert store.con.execute("SELECT key, prompt FROM prompts").fetchall() == [("k0", "the old prompt")]

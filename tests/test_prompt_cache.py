@@ -22,6 +22,7 @@ from asyncbench.providers.anthropic import AnthropicProvider
 from asyncbench.providers.openai import OpenAIProvider
 from asyncbench.sim.server import SimConfig, run_sim_in_thread
 from asyncbench.sim.testing import sim_subprocess
+from asyncbench.store.prompt_files import read_prompts
 from asyncbench.tokenizers import approx_count
 from asyncbench.types import Request, Usage
 
@@ -275,7 +276,9 @@ def test_only_requests_still_to_send_are_grouped(tmp_path: Path) -> None:
         first = subprocess.run([*cmd, "--out", str(tmp_path / "a")], capture_output=True, text=True, env=env)
         assert first.returncode == 0, first.stderr[-2000:]
         con = duckdb.connect(str(tmp_path / "c.duckdb"))
-        rows = con.execute("SELECT key, prompt FROM prompts").fetchall()
+        refs = con.execute("SELECT key, file, start, length FROM prompt_refs").fetchall()
+        texts = read_prompts(tmp_path / "c.duckdb", [tuple(r[1:]) for r in refs])
+        rows = [(key, texts[(f, s, n)]) for key, f, s, n in refs]
         one_per_paper: dict[str, str] = {}
         for key, prompt in sorted(rows):
             one_per_paper.setdefault(json.loads(prompt)[0]["content"][:3000], key)

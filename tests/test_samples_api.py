@@ -191,7 +191,7 @@ def test_two_runs_share_one_cache_while_report_and_stats_read_it(tmp_path, start
     assert all(s["complete"] and s["samples"]["answered"] == 120 for s in summaries)
     con = duckdb.connect(str(cache), read_only=True)
     per_model = dict(con.execute("SELECT model, count(*) FROM responses GROUP BY model").fetchall())
-    prompts = con.execute("SELECT count(*) FROM prompts").fetchone()[0]
+    prompts = con.execute("SELECT count(*) FROM prompt_refs").fetchone()[0]
     con.close()
     assert per_model == {"warm": 3, "model-a": 120, "model-b": 120}
     assert prompts == 3 + 240

@@ -28,6 +28,7 @@ from typing import IO
 
 from ..ledger import RequestEntry
 from .file import Store
+from .prompt_files import PromptFile
 from .rows import LEDGER_COLUMNS, RESPONSE_COLUMNS, ResponseRow
 
 # File numbers unique in the process: the runs of an eval set each keep a journal in one
@@ -50,6 +51,7 @@ class Journal:
         self._fh: IO[str] | None = None
         self.lines = 0  # answers in the current file
         self.path = self._next()
+        self.prompts = PromptFile(cache)
 
     def _next(self) -> Path:
         path = self.dir / f"{self._prefix}{next(_NUMBERS)}.jsonl"
@@ -58,13 +60,19 @@ class Journal:
         return path
 
     def append(self, response: ResponseRow, entry: RequestEntry, prompt: str | None = None) -> None:
-        """One answer (with the prompt as sent, for the per-sample view), on disk (in the
-        OS's hands) before this returns. Answers arrive one per event-loop turn, so
-        deferring the flush to the turn's end saved ~2k of 20k flushes (~0.02 s) in a
-        20,000-answer run: not worth a weaker promise."""
+        """One answer (with the prompt as sent, for the per-sample view: appended to the
+        prompt file, the line says where), on disk (in the OS's hands) before this
+        returns, the prompt before the line that points at it. Answers arrive one per
+        event-loop turn, so deferring the flush to the turn's end saved ~2k of 20k flushes
+        (~0.02 s) in a 20,000-answer run: not worth a weaker promise."""
         assert self._fh is not None
+        at = None
+        if prompt is not None:
+            name, start, length = self.prompts.append(prompt)
+            self.prompts.flush()
+            at = {"file": name, "start": start, "length": length}
         self._fh.write(json.dumps({"run_id": self.run_id, "response": response, "ledger": vars(entry),
-                                   "prompt": prompt}, ensure_ascii=False) + "\n")
+                                   "prompt_at": at}, ensure_ascii=False) + "\n")
         self._fh.flush()
         self.lines += 1
 
@@ -90,6 +98,7 @@ class Journal:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+        self.prompts.close()
         self.done(self.path)
 
 
@@ -136,8 +145,9 @@ def _struct(columns: tuple[str, ...]) -> str:
     return "STRUCT(" + ", ".join(f"{c} {_TYPES[c]}" for c in columns) + ")"
 
 
+# `prompt`: the prompt text itself, as journals of earlier versions carry it (replayed)
 _LINE = (f"{{run_id: 'VARCHAR', response: '{_struct(RESPONSE_COLUMNS)}', ledger: '{_struct(LEDGER_COLUMNS)}', "
-         "prompt: 'VARCHAR'}")
+         "prompt_at: 'STRUCT(file VARCHAR, start BIGINT, length BIGINT)', prompt: 'VARCHAR'}")
 _LEDGER = ", ".join(LEDGER_COLUMNS)
 _SAME_ROW = " AND ".join(f"l.{c} IS NOT DISTINCT FROM j.ledger.{c}"
                          for c in ("invocation", "key", "purpose", "source", "sample_id"))
@@ -146,9 +156,10 @@ _SAME_ROW = " AND ".join(f"l.{c} IS NOT DISTINCT FROM j.ledger.{c}"
 def ingest(store: Store, path: Path, replay: bool = False) -> None:
     """A journal file's answers into the store, inside the caller's transaction: DuckDB
     reads the file (every line whole: it was closed before this), inserts the cache rows
-    (a key already stored is kept), the ledger rows and the prompts. `replay`: the file of
-    a process that died — its last line may be cut (skipped), and a ledger row already
-    stored (the batch was committed, the file not yet deleted) is not added twice."""
+    (a key already stored is kept), the ledger rows and where the prompts are
+    (prompt_files.py). `replay`: the file of a process that died — its last line may be
+    cut (skipped), a ledger row already stored (the batch was committed, the file not yet
+    deleted) is not added twice, and an earlier version's line carries its prompt."""
     con, file = store.con, [str(path)]
     lines = _lines(replay)
     # read three times rather than once into a temporary table: the file is in the page
@@ -159,8 +170,12 @@ def ingest(store: Store, path: Path, replay: bool = False) -> None:
     con.execute(f"INSERT INTO ledger_requests (run_id, {_LEDGER}) SELECT j.run_id, "
                 + ", ".join(f"j.ledger.{c}" for c in LEDGER_COLUMNS)
                 + f" FROM {lines} j WHERE j.response.key IS NOT NULL{once if replay else ''}", file)
-    con.execute(f"INSERT OR IGNORE INTO prompts SELECT DISTINCT ON (response.key) response.key, prompt "
-                f"FROM {lines} WHERE response.key IS NOT NULL AND prompt IS NOT NULL", file)
+    con.execute(f"INSERT OR IGNORE INTO prompt_refs SELECT DISTINCT ON (response.key) response.key, prompt_at.file, "
+                f"prompt_at.start, prompt_at.length FROM {lines} WHERE response.key IS NOT NULL "
+                "AND prompt_at IS NOT NULL", file)
+    if replay:
+        con.execute(f"INSERT OR IGNORE INTO prompts SELECT DISTINCT ON (response.key) response.key, prompt "
+                    f"FROM {lines} WHERE response.key IS NOT NULL AND prompt IS NOT NULL", file)
 
 
 def _lines(replay: bool) -> str:

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from ..errors import UserError
 from .file import Store
+from .prompt_files import prompt_dir
 from .schema import TABLES
 
 
@@ -40,5 +42,8 @@ def recover(broken: Path, out: Path) -> dict[str, int]:
             except duckdb.Error:
                 continue  # the rest of this table is unreadable; keep what was copied
     src.close()
+    # the prompt files the copied `prompt_refs` point at (prompt_files.py)
+    if prompt_dir(broken).is_dir() and not prompt_dir(out).exists():
+        shutil.copytree(prompt_dir(broken), prompt_dir(out))
     return copied
 

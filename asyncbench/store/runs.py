@@ -23,6 +23,7 @@ from ..ledger import (
     StatusCount,
 )
 from .connection import Part, in_session, unnest
+from .prompt_files import read_prompts
 from .rows import INVOCATION_COLUMNS, LEDGER_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS, ResultRow, RunRow, SampleRow
 
 # Sample rows per statement: the columns of a statement are copied into DuckDB whole.
@@ -33,7 +34,7 @@ WRITE_CHUNK = 4096
 _SAMPLES = """
 SELECT r.run_id, r.sample_id, r.task, r.status, r.score, r.prediction, r.meta_json, r.references_json, {prompt},
        coalesce(a.prompt_tokens, 0), coalesce(a.completion_tokens, 0), coalesce(a.usd, 0), coalesce(a.saved, 0),
-       r.latency_ms, coalesce(a.attempts, 0), coalesce(r.truncated_tokens, 0), r.error, r.key, t.twin
+       r.latency_ms, coalesce(a.attempts, 0), coalesce(r.truncated_tokens, 0), r.error, r.key, t.twin, {ref}
 FROM results r{join}
 LEFT JOIN (SELECT sample_id, sum(cost_usd) AS usd, sum(saved_usd) AS saved,
                   sum(prompt_tokens) FILTER (WHERE source = 'sent') AS prompt_tokens,
@@ -307,8 +308,15 @@ class RunRecord(Part):
         if failed:
             where += f" AND r.status NOT IN ({', '.join(repr(s) for s in sorted(SETTLED))})"
         query = _SAMPLES.format(where=where, prompt="p.prompt" if prompts else "NULL",
-                                join="\nLEFT JOIN prompts p ON p.key = r.key" if prompts else "")
-        return [SampleRow(*r) for r in self.con.execute(query, params).fetchall()]
+                                ref="f.file, f.start, f.length" if prompts else "NULL, NULL, NULL",
+                                join="\nLEFT JOIN prompts p ON p.key = r.key\nLEFT JOIN prompt_refs f ON f.key = r.key"
+                                if prompts else "")
+        rows = self.con.execute(query, params).fetchall()
+        # the prompts kept in the cache's prompt files (their text NULL here), each file read once
+        refs = {i: (str(r[-3]), int(r[-2]), int(r[-1])) for i, r in enumerate(rows) if r[8] is None and r[-3] is not None}
+        texts = read_prompts(self.db.path, refs.values())
+        return [SampleRow._make((*r[:8], texts.get(refs[i]) if i in refs else r[8], *r[9:-3]))
+                for i, r in enumerate(rows)]
 
     @in_session
     def scored(self, run_id: str) -> list[tuple[str, str, float, str | None, str | None]]:

@@ -8,8 +8,10 @@
 - `ledger_requests` / `invocations`: one row per request a run needed and per
   invocation of it, appended and never rewritten: every count, token and dollar a run
   reports is summed from them (ledger.account).
-- `prompts`: the prompt of each request as sent (after truncation), once per request
-  key however many runs send it: what the per-sample view shows beside the answer.
+- `prompts` / `prompt_refs`: the prompt of each request as sent (after truncation), once
+  per request key however many runs send it: what the per-sample view shows beside the
+  answer. A paid prompt is in the cache's prompt files (`prompt_refs` says where:
+  prompt_files.py); `prompts` holds the text of the others (failed requests, older files).
 - `batches` / `batch_requests`: provider batches and the request keys in each.
 - `meta`: the schema version, checked on open; an older file is migrated in place.
 """
@@ -51,6 +53,9 @@ _SCHEMA = [
         rate_limited BIGINT, transient_errors BIGINT, complete BOOLEAN, finished BOOLEAN, pid INTEGER,
         host VARCHAR, PRIMARY KEY (run_id, invocation))""",
     "CREATE TABLE IF NOT EXISTS prompts (key VARCHAR PRIMARY KEY, prompt VARCHAR)",
+    # where a paid prompt is in the cache's prompt files (prompt_files.py); `prompts` keeps
+    # the few others (failed requests) and those of caches written before
+    "CREATE TABLE IF NOT EXISTS prompt_refs (key VARCHAR PRIMARY KEY, file VARCHAR, start BIGINT, length BIGINT)",
     # provider batches (runners/batch.py), recorded the moment they are created so that a
     # crashed or interrupted run re-attaches to them instead of submitting twice
     """CREATE TABLE IF NOT EXISTS batches (
@@ -64,7 +69,7 @@ _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS reusable (run_id VARCHAR PRIMARY KEY, invocation INTEGER, fingerprint VARCHAR)",
 ]
 # every table `recover` copies
-TABLES = ("responses", "failures", "results", "runs", "ledger_requests", "invocations", "prompts")
+TABLES = ("responses", "failures", "results", "runs", "ledger_requests", "invocations", "prompts", "prompt_refs")
 
 
 def migrate(db: Connection) -> None:
