@@ -28,7 +28,7 @@ from typing import TypedDict
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .errors import ProviderError
 from .limits import Limiter
@@ -398,7 +398,7 @@ class Scheduler:
                 try:
                     async for job in jobs if isinstance(jobs, AsyncIterable) else _aiter(jobs):
                         order.append(job.index)
-                        await send.send(job)
+                        await _put(send, job)
                 except Exception as exc:
                     # A failing source (a malformed line in a streamed file) stops the
                     # feeding; requests already sent are paid for, so let them complete.
@@ -421,6 +421,15 @@ async def _next(inbox: MemoryObjectReceiveStream[Job]) -> Job | None:
             return None
     except anyio.EndOfStream:
         return None
+
+
+async def _put(outbox: MemoryObjectSendStream[Job], job: Job) -> None:
+    """Hand a job to the workers; with room in the buffer, without a checkpoint (`send`
+    yields to the event loop for every item first; the source yields when it must wait)."""
+    try:
+        outbox.send_nowait(job)
+    except anyio.WouldBlock:
+        await outbox.send(job)
 
 
 async def _aiter(items: Iterable[Job]) -> AsyncIterator[Job]:
