@@ -70,8 +70,10 @@ class RunRecord(Part):
 
     @in_session
     def finish_run(self, run_id: str, status: str, summary: Mapping[str, object]) -> None:
+        """The run's status and summary, in run.json's order (a re-run booked from the
+        store, reuse.py, writes the same run.json from it)."""
         self.con.execute("UPDATE runs SET finished_at = ?, status = ?, summary_json = ? WHERE run_id = ?",
-                         [time.time(), status, json.dumps(summary, sort_keys=True), run_id])
+                         [time.time(), status, json.dumps(summary), run_id])
 
     @in_session
     def find_run(self, wanted: str) -> str:
