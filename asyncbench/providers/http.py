@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -112,31 +111,13 @@ def _error_message(raw: bytes | bytearray) -> tuple[str, str | None]:
 
 
 def tokenizer_client(root: str, headers: dict[str, str], timeout: float) -> Any:
-    """The synchronous httpx client a server tokenizer posts with, made on first use: a
-    run whose prompts all fit never asks the server to tokenize, and importing httpx and
-    building a client was ~8% of a small run's start-up CPU. A plain-http server gets a
-    client without certificate loading (`verify=False` only skips it: no TLS is spoken to
-    an http:// URL), which was a fifth of it."""
-    def make() -> Any:
-        import httpx
+    """The synchronous httpx client a server tokenizer posts with. A plain-http server
+    gets a client without certificate loading (`verify=False` only skips it: no TLS is
+    spoken to an http:// URL), which was a fifth of a small run's start-up CPU."""
+    import httpx
 
-        return httpx.Client(headers=headers, timeout=timeout, verify=not root.startswith("http://"))
-
-    return _OnFirstUse(make)
-
-
-class _OnFirstUse:
-    """An object made by `make` when one of its attributes is first asked for (two worker
-    threads asking at once may each make one; one is kept)."""
-
-    def __init__(self, make: Callable[[], Any]) -> None:
-        self._make = make
-        self._made: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._made is None:
-            self._made = self._make()
-        return getattr(self._made, name)
+    plain = root.startswith("http://")
+    return httpx.Client(headers=headers, timeout=timeout, verify=not plain)
 
 
 def post_object(client: Any, url: str, body: dict[str, Any]) -> dict[str, Any]:
