@@ -91,8 +91,6 @@ class Options(TypedDict, total=False):
     prior_threshold: float
 
 
-
-
 @dataclass
 class EvalResult:
     """One stored run. `scores` is run.json's "scores"; `cost` its "cost_usd" (by purpose

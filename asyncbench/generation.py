@@ -237,8 +237,7 @@ class Engine:
             paid = self.store.runs.sent_in(self.run_id, self.invocation, list(hits)) if hits else set()
             return Lookup(keys, hits, paid)
 
-        async with self._db_lock:
-            return await anyio.to_thread.run_sync(work)
+        return await self.in_store(work)
 
     async def in_store(self, work: Callable[[], T]) -> T:
         """`work` (store reads and writes) in a worker thread, between the writer's batches."""

@@ -14,7 +14,7 @@ from .generation import Engine, Generated
 from .ledger import LEGACY_STATUSES, SETTLED, InvocationEntry, SampleEntry, merge_sample
 from .plan import RunPlan
 from .prompting import Tally
-from .run_summary import Closing, RunSummary, interrupted_summary, run_summary, write_out
+from .run_summary import Closing, RunSummary, Truncation, interrupted_summary, run_summary, write_out
 from .store import Store
 from .store.rows import ResultRow
 from .types import Sample, SampleResult
@@ -118,25 +118,39 @@ def close_run(p: RunPlan, store: Store, engine: Engine, invocation: InvocationEn
         store.runs.put_results(_unsent_rows(run_id, invocation.invocation, outcome.loaded, outcome.kept,
                                             str(outcome.report.get("excluded_reason") or EXCLUDED_BY_RULE)))
         book_stats(invocation, engine, p.started)
-        invocation.finished = True
-        ledger = store.runs.ledger(run_id)
-        invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
-        store.runs.put_invocation(run_id, invocation)
-        ledger.invocations[-1] = invocation
         scores = p.benchmark.aggregate(outcome.results, outcome.report)
-        entries = store.runs.sample_entries(run_id, unsettled=True)
         report = engine.report(p.client)
         closing = Closing(engine.latencies, [dict(e) for e in report.endpoints], dict(report.backend), report.aborted,
                           scores, outcome.report, tally.truncated, p.prompting.limits_found(tally),
                           p.prices.version, list(p.unpriced))
-        summary = run_summary(p.benchmark_name, run_id, p.client.spec, ledger,
-                              [e for e in entries if e.status not in SETTLED],
-                              [e for e in entries if e.status == "excluded"], closing).redacted()
-        store.runs.finish_run(run_id, "complete" if summary.complete else "partial", summary.to_json())
-        if summary.complete and fingerprint is not None:
-            store.runs.mark_reusable(run_id, invocation.invocation, fingerprint)
+        summary = store_summary(p, store, invocation, closing, fingerprint)
     assert p.out is not None
     return write_out(p.out, summary)
+
+
+def store_summary(p: RunPlan, store: Store, invocation: InvocationEntry, closing: Closing, fingerprint: str | None,
+                  truncation: Truncation | None = None) -> RunSummary:
+    """End the invocation's row (its row exists already) and store the run's summary: the
+    ledger's figures with `closing`'s, and a complete run's reuse mark (reuse.py) when it
+    has a `fingerprint`. `truncation`: run.json's block as stored (a re-run booked from
+    the store builds no prompts). Inside the caller's session; run.json is the caller's."""
+    run_id = p.run_id
+    invocation.finished = True
+    ledger = store.runs.ledger(run_id)
+    invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
+    store.runs.put_invocation(run_id, invocation)
+    ledger.invocations[-1] = invocation
+    entries = store.runs.sample_entries(run_id, unsettled=True)
+    summary = run_summary(p.benchmark_name, run_id, p.client.spec, ledger,
+                          [e for e in entries if e.status not in SETTLED],
+                          [e for e in entries if e.status == "excluded"], closing)
+    if truncation is not None:
+        summary = dataclasses.replace(summary, truncation=truncation)
+    summary = summary.redacted()
+    store.runs.finish_run(run_id, "complete" if summary.complete else "partial", summary.to_json())
+    if summary.complete and fingerprint is not None:
+        store.runs.mark_reusable(run_id, invocation.invocation, fingerprint)
+    return summary
 
 
 def book_interrupted(p: RunPlan, store: Store, engine: Engine,

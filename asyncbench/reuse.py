@@ -27,13 +27,13 @@ import json
 import os
 import socket
 import time
-from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
-from .ledger import SETTLED, InvocationEntry, Ledger
+from .ledger import InvocationEntry, Ledger
 from .plan import RunPlan
-from .run_summary import Closing, Latencies, RunSummary, run_summary, write_out
+from .record import store_summary
+from .run_summary import Closing, Latencies, RunSummary, write_out
 from .runners.local import LOCAL, LocalRunner
 from .store import Store
 
@@ -84,22 +84,11 @@ def book(p: RunPlan, store: Store, before: Ledger, stored: RunSummary, fp: str) 
         cached = store.runs.rebook(p.run_id, last, invocation.invocation, excluded=p.samples.listed is not None)
         store.runs.put_invocation(p.run_id, invocation)
         invocation.wall_s = round(time.time() - p.started, 3)
-        invocation.finished = True
-        ledger = store.runs.ledger(p.run_id)
-        invocation.complete = all(c.status in SETTLED for c in ledger.statuses)
-        store.runs.put_invocation(p.run_id, invocation)
-        ledger.invocations[-1] = invocation
         assert stored.scores is not None  # a complete run's summary has them
         closing = Closing(Latencies(cached=cached), [dict(e) for e in p.client.pool.health()], {"name": LOCAL},
                           None, stored.scores, stored.prepare, {}, p.prompting.limits, p.prices.version,
                           list(p.unpriced))
-        entries = store.runs.sample_entries(p.run_id, unsettled=True)
-        summary = run_summary(p.benchmark_name, p.run_id, p.client.spec, ledger,
-                              [e for e in entries if e.status not in SETTLED],
-                              [e for e in entries if e.status == "excluded"], closing)
         # how prompts were cut is what building them found last time (the same prompts)
-        summary = replace(summary, truncation=stored.truncation).redacted()
-        store.runs.finish_run(p.run_id, "complete" if summary.complete else "partial", summary.to_json())
-        store.runs.mark_reusable(p.run_id, invocation.invocation, fp)
+        summary = store_summary(p, store, invocation, closing, fp, truncation=stored.truncation)
     assert p.out is not None
     return write_out(p.out, summary)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -254,11 +255,9 @@ class Scheduler:
             try:
                 # one total deadline for the attempt, whatever the transport: an SDK's
                 # timeout is per read, which a server sending a byte at a time resets
-                if self.ends_in_time:  # the provider's own deadline is total already
+                # (a provider whose own deadline is total already needs no second one)
+                with nullcontext() if self.ends_in_time else anyio.fail_after(self.timeout_s):
                     response = _validated(await self.provider.send(job.request, ep.url, self.timeout_s))
-                else:
-                    with anyio.fail_after(self.timeout_s):
-                        response = _validated(await self.provider.send(job.request, ep.url, self.timeout_s))
             except TimeoutError:
                 raise ProviderError("transient", f"no complete answer from {ep.url} within --timeout "
                                                  f"{self.timeout_s:g}s") from None
