@@ -39,6 +39,7 @@ class ProviderError(Exception):
         status: int | None = None,
         retry_after: float | None = None,
         ratelimit: dict[str, float] | None = None,
+        unreachable: str | None = None,
     ) -> None:
         # Server text (an error body that echoes the request's key) is redacted here, once,
         # so no failure, result, summary or log line can carry a secret.
@@ -52,18 +53,22 @@ class ProviderError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.ratelimit = ratelimit or {}
+        # no connection could be made at all, and why ("connection refused"): a down server
+        self.unreachable = unreachable
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Picklable with its keyword fields (Ray workers send errors back to the driver)."""
-        return (_provider_error, (self.kind, self.message, self.status, self.retry_after, self.ratelimit))
+        return (_provider_error, (self.kind, self.message, self.status, self.retry_after, self.ratelimit,
+                                  self.unreachable))
 
     def __str__(self) -> str:  # pragma: no cover - trivial
         return f"{self.kind}: {self.message}"
 
 
 def _provider_error(kind: str, message: str, status: int | None, retry_after: float | None,
-                    ratelimit: dict[str, float]) -> ProviderError:
-    return ProviderError(kind, message, status=status, retry_after=retry_after, ratelimit=ratelimit)
+                    ratelimit: dict[str, float], unreachable: str | None = None) -> ProviderError:
+    return ProviderError(kind, message, status=status, retry_after=retry_after, ratelimit=ratelimit,
+                         unreachable=unreachable)
 
 
 class RunInterrupted(KeyboardInterrupt):

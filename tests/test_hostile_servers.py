@@ -1,5 +1,5 @@
 """A server's answers cannot hold a run or its memory (issue 24, servers 5 and 6), on every
-transport: aiohttp (`openai-compat:`), and httpx2 under the official `openai` and
+transport: our HTTP/1.1 client (`openai-compat:`), and httpx2 under the official `openai` and
 `anthropic` SDKs. The hostile server (asyncbench/sim/hostile.py) listens on 127.0.0.1
 with real sockets; each behaviour is a path prefix. Times are in
 bench/hostile_servers.md, not asserted here."""
@@ -69,7 +69,7 @@ def hostile() -> Iterator[Hostile]:
 
 
 TRANSPORTS = {
-    "openai-compat (aiohttp)": (lambda: OpenAICompatProvider("m", None), "/v1"),
+    "openai-compat (http1)": (lambda: OpenAICompatProvider("m", None), "/v1"),
     "openai SDK (httpx2)": (lambda: OpenAIProvider("gpt-4o-mini", None), "/v1"),
     "anthropic SDK (httpx2)": (lambda: AnthropicProvider("claude-haiku-4-5", None), ""),
 }

@@ -82,7 +82,7 @@ class ProviderBase:
     # A batch API (runners/batch.py): (max requests, max bytes) per batch; None: none.
     batch_limits: ClassVar[tuple[int, int] | None] = None
     # `send` ends within its timeout by itself: its only calls are HTTPClient.post_json,
-    # whose aiohttp deadline is total (connecting, sending, every byte of the answer), so
+    # whose deadline (http1.py) is total (connecting, sending, every byte of the answer), so
     # the scheduler sets no second deadline around it (a cancel scope per request, ~4% of
     # a fast local run's CPU). An SDK's timeout is per read: those providers keep it.
     ends_in_time: ClassVar[bool] = False
@@ -101,7 +101,7 @@ class ProviderBase:
     @max_response_bytes.setter
     def max_response_bytes(self, limit: int) -> None:
         self._max_response_bytes = limit
-        http = getattr(self, "http", None)  # the aiohttp providers' client
+        http = getattr(self, "http", None)  # the HTTPClient of openai-compat and tgi
         if http is not None:
             http.max_bytes = limit
 

@@ -4,8 +4,8 @@ A server's answer is a few kilobytes; a hostile or broken one can send an endles
 chunked body (1.1 GB in 5 s), a gzip bomb (1 MB on the wire, 1 GB inflated) or a 100 MB
 JSON document. Every transport asyncbench uses reads through here:
 
-- aiohttp (`openai-compat:`, `tgi:`): `read_bounded` over the response's stream, with the
-  session's own decompression off;
+- our HTTP/1.1 client (`openai-compat:`, `tgi:`; `http1.py`) feeds each piece of the
+  body to a `BoundedDecoder` as it arrives;
 - httpx2 under the official SDKs (`openai:`, `anthropic:`): `sdk_transport.BoundedTransport`
   wraps the SDK's transport and hands it a stream that is already decoded and bounded.
 
@@ -86,19 +86,6 @@ def declared_too_large(headers: Any, limit: int, url: str) -> None:
     encoding = (headers.get("content-encoding") or "identity").strip().lower()
     if encoding == "identity" and length is not None and length.isdigit() and int(length) > limit:
         raise BodyTooLarge(too_large(url, limit))
-
-
-async def read_bounded(resp: Any, limit: int, url: str) -> bytearray:
-    """The whole body of an aiohttp response opened with `auto_decompress=False`."""
-    declared_too_large(resp.headers, limit, url)
-    decoder = BoundedDecoder(resp.headers.get("content-encoding"), limit, url)
-    body = bytearray()  # grown in place: no second copy of the body at the end
-    async for chunk in resp.content.iter_chunked(_PIECE):
-        for piece in decoder.feed(chunk):
-            body += piece
-    for piece in decoder.flush():
-        body += piece
-    return body
 
 
 def body_too_large_cause(exc: BaseException) -> BodyTooLarge | None:

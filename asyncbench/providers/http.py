@@ -1,93 +1,79 @@
-"""Shared plain-HTTP plumbing (aiohttp) for the providers that do not use an SDK.
+"""Shared plain-HTTP plumbing for the providers that do not use an SDK.
 
-aiohttp is used rather than an SDK where we can: against a local server the official
-openai SDK manages ~570 requests/s on this 2-core machine, aiohttp ~9,700 (measured in
-bench/README.md), and client overhead is what limits self-hosted fleets.
+An SDK is avoided where we can: against a local server the official openai SDK manages
+~570 requests/s on this 2-core machine, aiohttp ~9,700 (bench/README.md), and our own
+HTTP/1.1 client (`http1.py`) costs about half of aiohttp's CPU per request
+(bench/raw_client_ratio.md): client overhead is what limits self-hosted fleets.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import re
 from typing import Any
-
-import aiohttp
 
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from .base import classify_status
-from .bounded import ACCEPT_ENCODING, DEFAULT_MAX_RESPONSE_BYTES, BodyTooLarge, read_bounded
+from .bounded import ACCEPT_ENCODING, DEFAULT_MAX_RESPONSE_BYTES, BodyTooLarge
+from .http1 import Answer, CallTimeout, HTTP1Client, HTTPFailure
 
 
 class HTTPClient:
-    """One pooled aiohttp session per provider instance, created lazily inside the loop.
-    Bodies are read through `bounded.read_bounded` (at most `max_bytes` decoded, inflated
-    in pieces): the session's own decompression is off."""
+    """One provider's keep-alive connections (`http1.HTTP1Client`). Bodies are decoded
+    and capped at `max_bytes` as they arrive; one deadline covers each whole call."""
 
     def __init__(self, headers: dict[str, str] | None = None) -> None:
         self._headers = headers or {}
-        self._session: aiohttp.ClientSession | None = None
+        self._client = HTTP1Client({"Accept-Encoding": ACCEPT_ENCODING, **self._headers})
         self.max_bytes = DEFAULT_MAX_RESPONSE_BYTES
 
     @property
     def headers(self) -> dict[str, str]:
         return dict(self._headers)
 
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                headers={"Accept-Encoding": ACCEPT_ENCODING, **self._headers},
-                auto_decompress=False,
-                json_serialize=lambda o: json.dumps(o, ensure_ascii=False),
-            )
-        return self._session
-
-    async def post_json(self, url: str, body: dict[str, Any], timeout: float) -> tuple[Any, dict[str, float], Any]:
-        """POST JSON; return (parsed body, parsed rate-limit headers, raw headers) or raise
-        ProviderError."""
+    async def _call(self, method: str, url: str, body: bytes | None, timeout: float, failed: str) -> Answer:
+        """One call, its failures as ProviderErrors: a body over the cap is fatal, anything
+        else the transport met (no connection, a hang-up, the deadline) transient and
+        said as `failed` + the URL."""
         try:
-            async with self.session().post(url, json=body, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                raw = await read_bounded(resp, self.max_bytes, url)
-                info = parse_ratelimit_headers(resp.headers)
-                if resp.status >= 400:
-                    message, code = _error_message(raw)
-                    raise classify_status(resp.status, message, retry_after=info.get("retry_after"),
-                                          ratelimit=info, code=code)
-                try:
-                    data = json.loads(raw)
-                except ValueError as exc:
-                    raise ProviderError("transient", f"malformed response body from {url}: {exc}") from None
-                return data, info, resp.headers
-        except ProviderError:
-            raise
+            return await self._client.request(method, url, body, timeout, self.max_bytes)
         except BodyTooLarge as exc:
             raise ProviderError("fatal", str(exc)) from None
-        except asyncio.TimeoutError:
+        except CallTimeout:
             raise ProviderError("transient", f"no complete answer from {url} within --timeout {timeout:g}s") from None
-        except (aiohttp.ClientError, OSError) as exc:
-            raise ProviderError("transient", f"connection error to {url}: {type(exc).__name__}: {exc}") from None
+        except HTTPFailure as exc:
+            raise ProviderError("transient", f"{failed} {url}: {exc}", unreachable=exc.connect) from None
+
+    async def post_json(self, url: str, body: dict[str, Any], timeout: float) -> tuple[Any, dict[str, float], dict[str, str]]:
+        """POST JSON; return (parsed body, parsed rate-limit headers, headers with lower-case
+        names) or raise ProviderError."""
+        answer = await self._call("POST", url, json.dumps(body, ensure_ascii=False).encode(), timeout,
+                                  "connection error to")
+        info = parse_ratelimit_headers(answer.headers)
+        if answer.status >= 400:
+            message, code = _error_message(answer.body)
+            raise classify_status(answer.status, message, retry_after=info.get("retry_after"), ratelimit=info, code=code)
+        try:
+            data = json.loads(answer.body)
+        except ValueError as exc:
+            raise ProviderError("transient", f"malformed response body from {url}: {exc}") from None
+        return data, info, answer.headers
 
     async def get_json(self, url: str, timeout: float = 10.0) -> dict[str, Any]:
+        answer = await self._call("GET", url, None, timeout, "cannot reach")
+        if answer.status >= 400:
+            message, code = _error_message(answer.body)
+            raise classify_status(answer.status, message, code=code)
         try:
-            async with self.session().get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                raw = await read_bounded(resp, self.max_bytes, url)
-                if resp.status >= 400:
-                    message, code = _error_message(raw)
-                    raise classify_status(resp.status, message, code=code)
-                data = json.loads(raw)
-                if not isinstance(data, dict):
-                    raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-                return data
-        except ProviderError:
-            raise
-        except (asyncio.TimeoutError, aiohttp.ClientError, OSError, ValueError, BodyTooLarge) as exc:
+            data = json.loads(answer.body)
+            if not isinstance(data, dict):
+                raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+        except ValueError as exc:
             raise ProviderError("transient", f"cannot reach {url}: {type(exc).__name__}: {exc}") from None
+        return data
 
     async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
+        self._client.close()
 
 
 def _error_message(raw: bytes | bytearray) -> tuple[str, str | None]:
@@ -139,10 +125,6 @@ def post_object(client: Any, url: str, body: dict[str, Any]) -> dict[str, Any]:
 
 def unreachable_reason(exc: ProviderError) -> str | None:
     """Why nothing answered at all ("connection refused", a DNS failure...), when `exc` is
-    a failure to connect (aiohttp's ClientConnector errors); None for any other error. A
-    down server is said as such before anything that follows from its silence."""
-    if "ClientConnector" not in exc.message:
-        return None
-    found = re.search(r"\[([^\]()]*)", exc.message)  # "[Connect call failed ('127.0.0.1', 9)]"
-    why = found.group(1).strip() if found else "no connection"
-    return "connection refused" if why == "Connect call failed" else why
+    a failure to connect; None for any other error. A down server is said as such before
+    anything that follows from its silence."""
+    return exc.unreachable

@@ -1,5 +1,5 @@
 """`openai-compat:<model>`: any OpenAI-compatible server (vLLM, TGI's Messages API,
-llama.cpp, the simulator) over plain HTTP with aiohttp — no SDK retries, low overhead."""
+llama.cpp, the simulator) over plain HTTP with our lean HTTP/1.1 client (http1.py) — no SDK retries, low overhead."""
 
 from __future__ import annotations
 
