@@ -219,3 +219,31 @@ class socket_closed:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def test_the_tokenizers_blocking_client_keeps_alive_and_reconnects() -> None:
+    """`SyncClient` (the server tokenizers', from worker threads) against the same server."""
+    import threading
+
+    from asyncbench.providers.http import SyncCallError, SyncClient
+
+    server, loop = Server(), asyncio.new_event_loop()
+    listener = loop.run_until_complete(asyncio.start_server(server.handle, "127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        client = SyncClient(url, {"Authorization": "Bearer k"}, 5)
+        for path in ("/length", "/chunked", "/length", "/until-close", "/length"):
+            assert client.call("POST", url + path, {"inputs": "é"}) == {"ok": True}
+        # /until-close ended its connection: the next call made a new one, no error
+        assert server.connections == 2 and all(h["authorization"] == "Bearer k" for _, h, _ in server.requests)
+        assert json.loads(server.requests[0][2]) == {"inputs": "é"}
+        with pytest.raises(SyncCallError, match="HTTP 400: context too long"):
+            client.call("POST", url + "/error", {})
+        with pytest.raises(SyncCallError, match="RemoteDisconnected|connection error|BadStatusLine"):
+            client.call("POST", url + "/not-http", {})
+    finally:
+        loop.call_soon_threadsafe(listener.close)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)

@@ -8,8 +8,12 @@ HTTP/1.1 client (`http1.py`) costs about half of aiohttp's CPU per request
 
 from __future__ import annotations
 
+import http.client
 import json
+import ssl
+import threading
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
@@ -96,31 +100,94 @@ def _error_message(raw: bytes | bytearray) -> tuple[str, str | None]:
     return str(err), data.get("error_type") if isinstance(data, dict) else None
 
 
-def tokenizer_client(root: str, headers: dict[str, str], timeout: float) -> Any:
-    """The synchronous httpx client a server tokenizer posts with. A plain-http server
-    gets a client without certificate loading (`verify=False` only skips it: no TLS is
-    spoken to an http:// URL), which was a fifth of a small run's start-up CPU."""
-    import httpx
-
-    plain = root.startswith("http://")
-    return httpx.Client(headers=headers, timeout=timeout, verify=not plain)
+# A tokenizer's answer lists every token of a prompt (TGI: id, text, special, start and
+# stop, 70-100 bytes a token): a 2M-character LongBench prompt is ~50 MB of it.
+TOKENIZER_MAX_BYTES = 256 * 1024 * 1024
 
 
-def post_object(client: Any, url: str, body: dict[str, Any]) -> dict[str, Any]:
-    """POST `body` with a synchronous httpx client (the server tokenizers', called from a
-    worker thread) and return the JSON object it answers; anything else, an HTTP error or
-    a reply that is not an object, is a fatal ProviderError naming the URL."""
-    import httpx
+class SyncCallError(Exception):
+    """A blocking call that got no usable answer: no connection, a hang-up, an HTTP
+    error status or a body over the cap."""
 
+
+class SyncClient:
+    """The blocking JSON client the server tokenizers call from worker threads: the
+    standard library's http.client, one keep-alive connection per thread. (httpx's
+    import and client were a sixth of a small run's start-up CPU, for a few calls.)"""
+
+    def __init__(self, root: str, headers: dict[str, str], timeout: float) -> None:
+        parts = urlsplit(root)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ProviderError("fatal", f"{root} is not an http:// or https:// URL")
+        self._https, self._host, self._port = parts.scheme == "https", parts.hostname, parts.port
+        self._headers, self._timeout = {"Accept": "application/json", **headers}, timeout
+        self._local = threading.local()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._https:
+                conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout,
+                                                   context=ssl.create_default_context())
+            else:
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            self._local.conn = conn
+        return conn
+
+    def call(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
+        """The parsed JSON answer to one call; SyncCallError for anything else. A kept
+        connection the server has closed meanwhile is replaced once."""
+        parts = urlsplit(url)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        data = None if body is None else json.dumps(body, ensure_ascii=False).encode()
+        headers = self._headers if data is None else {**self._headers, "Content-Type": "application/json"}
+        for fresh in (False, True):
+            conn = self._connection()
+            try:
+                conn.request(method, path, body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = bytearray()
+                while piece := resp.read(65536):
+                    raw += piece
+                    if len(raw) > TOKENIZER_MAX_BYTES:
+                        conn.close()
+                        self._local.conn = None
+                        raise SyncCallError(f"an answer over {TOKENIZER_MAX_BYTES:,} bytes (a broken or hostile server?)")
+                break
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
+                conn.close()
+                self._local.conn = None
+                if fresh:
+                    raise SyncCallError(f"connection error: {exc}") from None
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                self._local.conn = None
+                raise SyncCallError(f"{type(exc).__name__}: {exc}") from None
+        if resp.status >= 400:
+            message, _ = _error_message(raw)
+            raise SyncCallError(f"HTTP {resp.status}: {message}")
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise SyncCallError(f"malformed JSON answer: {exc}") from None
+
+
+def tokenizer_client(root: str, headers: dict[str, str], timeout: float) -> SyncClient:
+    """The blocking client a server tokenizer calls with (the run's --timeout)."""
+    return SyncClient(root, headers, timeout)
+
+
+def post_object(client: SyncClient, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """POST `body` with a server tokenizer's client (called from a worker thread) and
+    return the JSON object it answers; anything else, an HTTP error or a reply that is
+    not an object, is a fatal ProviderError naming the URL."""
     try:
-        resp = client.post(url, json=body)
-        resp.raise_for_status()
-        data = resp.json()
-        if not isinstance(data, dict):
-            raise ValueError("expected a JSON object")
-        return data
-    except (httpx.HTTPError, ValueError) as exc:
+        data = client.call("POST", url, body)
+    except SyncCallError as exc:
         raise ProviderError("fatal", f"{url}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ProviderError("fatal", f"{url}: expected a JSON object")
+    return data
 
 
 def unreachable_reason(exc: ProviderError) -> str | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ProviderError
-from .http import post_object, tokenizer_client
+from .http import SyncCallError, post_object, tokenizer_client
 
 OWNED_BY = "llamacpp"
 
@@ -105,15 +105,11 @@ class LlamaCppTokenizer:
         return frozenset(ids)
 
     def _props(self) -> dict[str, Any]:
-        import httpx
-
         try:
-            resp = self.client.get(f"{self.root}/props")
-            resp.raise_for_status()
-            data = resp.json()
-            return data if isinstance(data, dict) else {}
-        except (httpx.HTTPError, ValueError):
+            data = self.client.call("GET", f"{self.root}/props")
+        except SyncCallError:
             return {}
+        return data if isinstance(data, dict) else {}
 
     def _byte_base(self) -> int | None:
         """The id of byte token <0x00>: a SentencePiece vocabulary keeps its 256 byte tokens

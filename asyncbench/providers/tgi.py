@@ -21,7 +21,7 @@ from ..errors import ProviderError, UserError
 from ..tokenizers import approx_count
 from ..types import ApiKind, Request, Response, Usage
 from .base import ProviderBase
-from .http import HTTPClient, tokenizer_client, unreachable_reason
+from .http import HTTPClient, SyncCallError, tokenizer_client, unreachable_reason
 from .openai_wire import parse_body, request_body
 
 
@@ -50,12 +50,8 @@ class ServerTokenizer:
 
     def tokens(self, text: str) -> list[tuple[int, int] | None]:
         """Each token's byte span, None for a special (empty-span) token."""
-        import httpx
-
         try:
-            resp = self.client.post(self.url, json={"inputs": text})
-            resp.raise_for_status()
-            data = resp.json()
+            data = self.client.call("POST", self.url, {"inputs": text})
             if not isinstance(data, list):
                 raise TypeError("expected a list of tokens")
             out: list[tuple[int, int] | None] = []
@@ -64,7 +60,7 @@ class ServerTokenizer:
                 out.append(None if start is None or stop is None or int(start) == int(stop) or t.get("special")
                            else (int(start), int(stop)))
             return out
-        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (SyncCallError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ProviderError("fatal", f"{self.url}: {exc}") from None
 
     def cut_middle(self, text: str, max_tokens: int) -> tuple[str, int]:
