@@ -67,7 +67,9 @@ class Recorder:
                                                   SampleEntry(r.sample_id, r.task, status, self.invocation),
                                                   paid.get(r.key or "")))
                                  for r, status in zip(results, statuses))]
-            store.runs.put_results([row for row in rows if not _same(stored.get(row.sample_id), row)])
+            # a run's first invocation writes each sample once, and none before it did
+            store.runs.put_results([row for row in rows if not _same(stored.get(row.sample_id), row)],
+                                   new=not self.earlier)
 
 
 def _status(entry: SampleEntry | None) -> str | None:

@@ -4,6 +4,7 @@ and `compare` read from the store equals `compare` of the loaded runs."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import duckdb
@@ -30,9 +31,9 @@ def _written(monkeypatch) -> list[int]:
     counts: list[int] = []
     original = RunRecord.put_results
 
-    def counting(self, rows):
+    def counting(self, rows, new=False):
         counts.append(len(rows))
-        return original(self, rows)
+        return original(self, rows, new)
 
     monkeypatch.setattr(RunRecord, "put_results", counting)
     return counts
@@ -98,3 +99,28 @@ def test_an_answer_paid_in_an_earlier_window_is_shared_not_cached(tmp_path, star
                           "ORDER BY 1").fetchall()
     con.close()
     assert sources == [("q2", "sent"), ("twin", "shared")]
+
+
+def test_a_new_runs_sample_rows_insert_as_the_upsert_writes_them(tmp_path):
+    """put_results(new=True) (numpy columns, plain INSERT) stores every column as the
+    upsert of Python lists does, whatever Python type a value came as."""
+    from asyncbench.store import Store
+    from asyncbench.store.rows import ResultRow
+
+    def rows(run: str) -> list[ResultRow]:
+        return [ResultRow(run, "a", "t", "eval", "k1", "answered", True, "é\x00x", None, None, 3, 0, None, 0.001, 5,
+                          None, "{}", 1, "[]"),
+                ResultRow(run, "b", "t", "eval", "k2", "failed", None, None, False, "boom", None, None, None, None, None,
+                          7, None, 1, None),
+                ResultRow(run, "c", "u", "eval", None, "excluded", 1, "", True, "", 0, 0, 0, 0, 1.5, 0, "{}", 2, "[\"r\"]"),
+                ResultRow(run, "d", "u", "eval", "k4", "answered", 0.25, "long " * 1000, False, None, 10**12, 1, 2, 1e-9,
+                          0.5, 0, None, 1, None)]
+
+    store = Store(tmp_path / "c.duckdb")
+    with store.session(), store.transaction():
+        store.runs.put_results(rows("new"), new=True)
+        store.runs.put_results(rows("upsert"))
+    new, upsert = store.runs.results("new"), store.runs.results("upsert")
+    assert len(new) == 4 and [dataclasses.replace(r, run_id="x") for r in new] == \
+        [dataclasses.replace(r, run_id="x") for r in upsert]
+    assert new[0].score == 1.0 and isinstance(new[0].score, float) and new[2].prompt_tokens == 0
