@@ -44,7 +44,7 @@ from .scheduler import Budget, EndpointHealth, Job, Outcome, SchedulerStats
 from .secrets import redact, secret_values, strip_userinfo
 from .store import Store
 from .store.batch_journal import BatchJournal, finished_files, unresolved
-from .store.journal import Journal, ingest
+from .store.journal import Journal, StoredMeanwhile, ingest
 from .store.rows import CachedResponse, FailureRow, ResponseRow
 from .types import Purpose, Request, Response, Sample, Usage
 
@@ -159,18 +159,25 @@ class Engine:
         ledger row that paid for it), the failures, the other ledger rows. Then the batch
         records, in order (a batch is marked collected after its answers are in)."""
         with self.store.session():
-            with self.store.transaction():
-                if journal is not None:
-                    ingest(self.store, journal)
-                self.store.cache.put_failures(failures)
-                self.store.runs.put_ledger_requests(self.run_id, ledger)
-                self.store.runs.put_prompts(prompts)
+            try:
+                self._rows(journal, failures, ledger, prompts, fresh=True)
+            except StoredMeanwhile:  # rolled back: again, keeping what another process stored
+                self._rows(journal, failures, ledger, prompts, fresh=False)
             for event in batches:
                 if isinstance(event, BatchRecord):  # one transaction of its own
                     self.store.batches.put(event.batch_id, event.run_id, event.provider, event.model, event.endpoint,
                                          event.base_url, event.keys, event.submitted_at)
                 elif isinstance(event, BatchState):
                     self.store.batches.update(event.batch_id, event.state, event.counts, event.collected)
+
+    def _rows(self, journal: Path | None, failures: list[FailureRow], ledger: list[RequestEntry],
+              prompts: list[tuple[str, str]], fresh: bool) -> None:
+        with self.store.transaction():
+            if journal is not None:
+                ingest(self.store, journal, fresh=fresh)
+            self.store.cache.put_failures(failures)
+            self.store.runs.put_ledger_requests(self.run_id, ledger)
+            self.store.runs.put_prompts(prompts)
 
     async def _committed(self, event: BatchRecord | BatchState | JournalsResolved | BatchLookup) -> None:
         """A batch event's part after the commit: the journal's "recorded" step, the journal

@@ -26,6 +26,8 @@ import socket
 from pathlib import Path
 from typing import IO
 
+import duckdb
+
 from ..ledger import RequestEntry
 from .file import Store
 from .prompt_files import PromptFile
@@ -153,20 +155,41 @@ _SAME_ROW = " AND ".join(f"l.{c} IS NOT DISTINCT FROM j.ledger.{c}"
                          for c in ("invocation", "key", "purpose", "source", "sample_id"))
 
 
-def ingest(store: Store, path: Path, replay: bool = False) -> None:
+class StoredMeanwhile(Exception):
+    """A `fresh` ingest met a key the store already holds (another process stored it
+    meanwhile): the caller's transaction is void; write the batch again, not fresh."""
+
+
+def ingest(store: Store, path: Path, replay: bool = False, fresh: bool = False) -> None:
     """A journal file's answers into the store, inside the caller's transaction: DuckDB
     reads the file (every line whole: it was closed before this), inserts the cache rows
     (a key already stored is kept), the ledger rows and where the prompts are
     (prompt_files.py). `replay`: the file of a process that died — its last line may be
     cut (skipped), a ledger row already stored (the batch was committed, the file not yet
-    deleted) is not added twice, and an earlier version's line carries its prompt."""
+    deleted) is not added twice, and an earlier version's line carries its prompt.
+
+    `fresh`: the batch's keys were missing from the store when they were looked up, so
+    plain INSERTs do, from one read of the file into a temporary table: 16 against 36 us
+    an answer (bench/raw_client_ratio.md; DuckDB's OR IGNORE costs more than the insert).
+    A key stored meanwhile raises StoredMeanwhile."""
     con, file = store.con, [str(path)]
     lines = _lines(replay)
-    # read three times rather than once into a temporary table: the file is in the page
-    # cache. Once, with its lines' prompts, a materialised batch stayed in DuckDB's memory
-    # (100+ MB of RSS on a run of 40 KB prompts); the prompts are in their own files now
-    # and one read measured 13.5 against 16.7 us per answer, but a batch of long answers
-    # would be held the same way, and that was not measured.
+    if fresh and not replay:
+        try:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE journal_batch AS SELECT * FROM {lines} "
+                        "WHERE response.key IS NOT NULL", file)
+            con.execute("INSERT INTO responses SELECT response.* FROM journal_batch")
+            con.execute(f"INSERT INTO ledger_requests (run_id, {_LEDGER}) SELECT run_id, "
+                        + ", ".join(f"ledger.{c}" for c in LEDGER_COLUMNS) + " FROM journal_batch")
+            con.execute("INSERT INTO prompt_refs SELECT response.key, prompt_at.file, prompt_at.start, prompt_at.length "
+                        "FROM journal_batch WHERE prompt_at IS NOT NULL")
+            con.execute("DROP TABLE journal_batch")
+        except duckdb.ConstraintException:
+            raise StoredMeanwhile() from None
+        return
+    # read three times rather than once into a temporary table: a replayed file may hold
+    # an earlier version's lines with their prompts, which a materialised batch kept in
+    # DuckDB's memory (100+ MB of RSS on a run of 40 KB prompts)
     con.execute(f"INSERT OR IGNORE INTO responses SELECT response.* FROM {lines} WHERE response.key IS NOT NULL", file)
     once = f" AND NOT EXISTS (SELECT 1 FROM ledger_requests l WHERE l.run_id = j.run_id AND {_SAME_ROW})"
     con.execute(f"INSERT INTO ledger_requests (run_id, {_LEDGER}) SELECT j.run_id, "
