@@ -48,12 +48,18 @@ def secret_values() -> list[str]:
 def redact(text: str) -> str:
     """`text` with URL user-info removed and every secret (and its simple transforms)
     masked."""
+    return _redact(text, _current_pattern())
+
+
+def _current_pattern() -> re.Pattern[str] | None:
+    secrets = secret_values()
+    return _pattern(tuple(secrets)) if secrets else None
+
+
+def _redact(text: str, pattern: re.Pattern[str] | None) -> str:
     if "@" in text:
         text = _USERINFO.sub(r"\g<scheme>", text)
-    secrets = secret_values()
-    if secrets:
-        text = _pattern(tuple(secrets)).sub(MASK, text)
-    return text
+    return pattern.sub(MASK, text) if pattern is not None else text
 
 
 def _base64_cores(secret: str) -> set[str]:
@@ -82,13 +88,17 @@ def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
 
 def redact_json(value: Any) -> Any:
     """A JSON-shaped value (a run summary, a stored configuration) with every string
-    redacted, keys included."""
+    redacted, keys included (the secrets are read from the environment once for all)."""
+    return _redact_json(value, _current_pattern())
+
+
+def _redact_json(value: Any, pattern: re.Pattern[str] | None) -> Any:
     if isinstance(value, str):
-        return redact(value)
+        return _redact(value, pattern)
     if isinstance(value, dict):
-        return {redact(str(k)) if isinstance(k, str) else k: redact_json(v) for k, v in value.items()}
+        return {_redact(k, pattern) if isinstance(k, str) else k: _redact_json(v, pattern) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [redact_json(v) for v in value]
+        return [_redact_json(v, pattern) for v in value]
     return value
 
 

@@ -8,6 +8,7 @@ the real servers (llama.cpp, the simulator's aiohttp) in their own tests."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import json
 from collections.abc import Awaitable, Callable
@@ -202,6 +203,17 @@ def test_nothing_listening_is_said_as_unreachable() -> None:
     asyncio.run(go())
 
 
+def test_url_credentials_go_as_basic_auth_in_place_of_the_clients_own() -> None:
+    async def go(client: HTTPClient, url: str, server: Server) -> None:
+        await client.post_json(url.replace("//", "//evaluator:s%3Acret@") + "/length", {}, 5)
+        await client.post_json(url + "/length", {}, 5)
+        (_, with_creds, _), (_, without, _) = server.requests
+        assert with_creds["authorization"] == "Basic " + base64.b64encode(b"evaluator:s:cret").decode()
+        assert without["authorization"] == "Bearer k"
+
+    serve(go)
+
+
 def test_a_header_that_could_split_the_request_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot go in an HTTP header"):
         HTTP1Client({"Authorization": "Bearer k\r\nX-Evil: 1"})
@@ -239,11 +251,22 @@ def test_the_tokenizers_blocking_client_keeps_alive_and_reconnects() -> None:
         # /until-close ended its connection: the next call made a new one, no error
         assert server.connections == 2 and all(h["authorization"] == "Bearer k" for _, h, _ in server.requests)
         assert json.loads(server.requests[0][2]) == {"inputs": "é"}
+        with_url_password = SyncClient(url.replace("//", "//u:p%40ss@"), {"Authorization": "Bearer k"}, 5)
+        assert with_url_password.call("GET", url + "/length") == {"ok": True}
+        assert server.requests[-1][1]["authorization"] == "Basic " + base64.b64encode(b"u:p@ss").decode()
         with pytest.raises(SyncCallError, match="HTTP 400: context too long"):
             client.call("POST", url + "/error", {})
         with pytest.raises(SyncCallError, match="RemoteDisconnected|connection error|BadStatusLine"):
             client.call("POST", url + "/not-http", {})
     finally:
-        loop.call_soon_threadsafe(listener.close)
+        async def stop() -> None:
+            listener.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(stop(), loop).result(5)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
+        loop.close()

@@ -8,12 +8,13 @@ HTTP/1.1 client (`http1.py`) costs about half of aiohttp's CPU per request
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import ssl
 import threading
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
@@ -121,6 +122,9 @@ class SyncClient:
             raise ProviderError("fatal", f"{root} is not an http:// or https:// URL")
         self._https, self._host, self._port = parts.scheme == "https", parts.hostname, parts.port
         self._headers, self._timeout = {"Accept": "application/json", **headers}, timeout
+        if parts.username is not None or parts.password is not None:  # user:password@ as Basic auth
+            pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
+            self._headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
         self._local = threading.local()
 
     def _connection(self) -> http.client.HTTPConnection:

@@ -19,9 +19,10 @@ it). https:// URLs go over TLS with the system's default certificate checks.
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .bounded import BodyTooLarge, BoundedDecoder, declared_too_large
 
@@ -255,6 +256,7 @@ class _Target:
     origin: tuple[str, str, int]
     path: bytes
     host_header: bytes
+    auth: bytes  # an Authorization header line from the URL's user:password@, or b""
 
 
 class HTTP1Client:
@@ -281,8 +283,12 @@ class HTTP1Client:
             host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
             default = port == (443 if parts.scheme == "https" else 80)
             path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            auth = b""
+            if parts.username is not None or parts.password is not None:  # as Basic auth (RFC 7617)
+                pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
+                auth = b"Authorization: Basic %s\r\n" % base64.b64encode(pair)
             found = _Target((parts.scheme, parts.hostname, port), path.encode("ascii", "strict"),
-                            (host if default else f"{host}:{port}").encode("idna"))
+                            (host if default else f"{host}:{port}").encode("idna"), auth)
             self._targets[url] = found
         return found
 
@@ -302,7 +308,8 @@ class HTTP1Client:
         if conn is None:
             conn = await self._connect(target.origin, timeout)
         head = b"%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\n%s" % (
-            method.encode(), target.path, target.host_header, USER_AGENT.encode(), self._extra)
+            method.encode(), target.path, target.host_header, USER_AGENT.encode(),
+            self._extra_with_auth(target.auth) if target.auth else self._extra)
         if body is not None:
             head += b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
             data = head + body
@@ -322,6 +329,12 @@ class HTTP1Client:
         else:
             conn.abort()
         return answer
+
+    def _extra_with_auth(self, auth: bytes) -> bytes:
+        """The client's headers with the URL's credentials in place of its own
+        Authorization, if it has one (one request carries one)."""
+        lines = [ln for ln in self._extra.split(b"\r\n") if ln and not ln.lower().startswith(b"authorization:")]
+        return b"".join(ln + b"\r\n" for ln in lines) + auth
 
     async def _connect(self, origin: tuple[str, str, int], timeout: float) -> _Connection:
         scheme, host, port = origin
