@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
@@ -128,73 +129,92 @@ class _Connection(asyncio.Protocol):
 
     # -- parsing --------------------------------------------------------------------------
     def _parse(self) -> None:
-        while True:
-            state, buf = self._state, self._buf
-            if state == "head":
-                end = buf.find(b"\r\n\r\n")
-                if (end if end >= 0 else len(buf)) > MAX_HEAD_BYTES:
-                    raise HTTPFailure(f"{self._url} sent a response head over {MAX_HEAD_BYTES:,} bytes")
-                if end < 0:
-                    return
-                head = bytes(buf[:end])
-                del buf[:end + 4]
-                self._head(head)
-            elif state == "length":
-                if not buf:
-                    return
-                piece = bytes(buf[:self._left])
-                del buf[:len(piece)]
-                self._left -= len(piece)
-                self._feed(piece)
-                if not self._left:
-                    self._finish()
-                    return
-            elif state == "close":
-                if buf:
-                    self._feed(bytes(buf))
-                    buf.clear()
-                return
-            elif state == "chunk-size":
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    if len(buf) > 1024:
-                        raise HTTPFailure(f"{self._url} sent a malformed chunk size line")
-                    return
-                line = bytes(buf[:end]).split(b";", 1)[0].strip()
-                del buf[:end + 2]
-                try:
-                    self._left = int(line, 16)
-                except ValueError:
-                    raise HTTPFailure(f"{self._url} sent a malformed chunk size {line[:40]!r}") from None
-                self._state = "chunk-data" if self._left else "trailers"
-            elif state == "chunk-data":
-                if not buf:
-                    return
-                piece = bytes(buf[:self._left])
-                del buf[:len(piece)]
-                self._left -= len(piece)
-                self._feed(piece)
-                if not self._left:
-                    self._state = "chunk-crlf"
-            elif state == "chunk-crlf":
-                if len(buf) < 2:
-                    return
-                if buf[:2] != b"\r\n":
-                    raise HTTPFailure(f"{self._url} sent a chunk without its closing CRLF")
-                del buf[:2]
-                self._state = "chunk-size"
-            elif state == "trailers":
-                end = buf.find(b"\r\n")
-                if end < 0:
-                    if len(buf) > MAX_HEAD_BYTES:
-                        raise HTTPFailure(f"{self._url} sent trailers over {MAX_HEAD_BYTES:,} bytes")
-                    return
-                del buf[:end + 2]
-                if end == 0:
-                    self._finish()
-                    return
-            else:
-                return
+        """Take what the buffer holds, state by state, until a state needs more bytes."""
+        while self._state != "idle" and _STEPS[self._state](self):
+            pass
+
+    def _step_head(self) -> bool:
+        buf = self._buf
+        end = buf.find(b"\r\n\r\n")
+        if (end if end >= 0 else len(buf)) > MAX_HEAD_BYTES:
+            raise HTTPFailure(f"{self._url} sent a response head over {MAX_HEAD_BYTES:,} bytes")
+        if end < 0:
+            return False
+        head = bytes(buf[:end])
+        del buf[:end + 4]
+        self._head(head)
+        return True
+
+    def _take(self) -> bool:
+        """Up to `_left` bytes of the body (a Content-Length's or a chunk's) into the
+        decoder; False when none has arrived."""
+        buf = self._buf
+        if not buf:
+            return False
+        piece = bytes(buf[:self._left])
+        del buf[:len(piece)]
+        self._left -= len(piece)
+        self._feed(piece)
+        return True
+
+    def _step_length(self) -> bool:
+        if not self._take():
+            return False
+        if not self._left:
+            self._finish()
+        return not self._left
+
+    def _step_close(self) -> bool:
+        if self._buf:
+            self._feed(bytes(self._buf))
+            self._buf.clear()
+        return False
+
+    def _step_chunk_size(self) -> bool:
+        buf = self._buf
+        end = buf.find(b"\r\n")
+        if end < 0:
+            if len(buf) > 1024:
+                raise HTTPFailure(f"{self._url} sent a malformed chunk size line")
+            return False
+        line = bytes(buf[:end]).split(b";", 1)[0].strip()
+        del buf[:end + 2]
+        try:
+            self._left = int(line, 16)
+        except ValueError:
+            raise HTTPFailure(f"{self._url} sent a malformed chunk size {line[:40]!r}") from None
+        self._state = "chunk-data" if self._left else "trailers"
+        return True
+
+    def _step_chunk_data(self) -> bool:
+        if not self._take():
+            return False
+        if not self._left:
+            self._state = "chunk-crlf"
+        return True
+
+    def _step_chunk_crlf(self) -> bool:
+        buf = self._buf
+        if len(buf) < 2:
+            return False
+        if buf[:2] != b"\r\n":
+            raise HTTPFailure(f"{self._url} sent a chunk without its closing CRLF")
+        del buf[:2]
+        self._state = "chunk-size"
+        return True
+
+    def _step_trailers(self) -> bool:
+        buf = self._buf
+        end = buf.find(b"\r\n")
+        if end < 0:
+            if len(buf) > MAX_HEAD_BYTES:
+                raise HTTPFailure(f"{self._url} sent trailers over {MAX_HEAD_BYTES:,} bytes")
+            return False
+        del buf[:end + 2]
+        if end == 0:
+            self._finish()
+            return False
+        return True
 
     def _head(self, head: bytes) -> None:
         lines = head.decode("latin-1").split("\r\n")
@@ -247,6 +267,13 @@ class _Connection(asyncio.Protocol):
         self._state = "idle"
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(self._answer)
+
+
+# what `_Connection._parse` does in each state of an answer (a step returns whether to go on)
+_STEPS: dict[str, Callable[[_Connection], bool]] = {
+    "head": _Connection._step_head, "length": _Connection._step_length, "close": _Connection._step_close,
+    "chunk-size": _Connection._step_chunk_size, "chunk-data": _Connection._step_chunk_data,
+    "chunk-crlf": _Connection._step_chunk_crlf, "trailers": _Connection._step_trailers}
 
 
 @dataclass(slots=True)
