@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO
 
 import duckdb
+import orjson
 
 from ..ledger import RequestEntry
 from .file import Store
@@ -50,14 +51,14 @@ class Journal:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.run_id = run_id
         self._prefix = f"{socket.gethostname()}-{os.getpid()}-"
-        self._fh: IO[str] | None = None
+        self._fh: IO[bytes] | None = None
         self.lines = 0  # answers in the current file
         self.path = self._next()
         self.prompts = PromptFile(cache)
 
     def _next(self) -> Path:
         path = self.dir / f"{self._prefix}{next(_NUMBERS)}.jsonl"
-        self._fh = path.open("a", encoding="utf-8")
+        self._fh = path.open("ab")
         self.lines = 0
         return path
 
@@ -73,8 +74,11 @@ class Journal:
             name, start, length = self.prompts.append(prompt)
             self.prompts.flush()
             at = {"file": name, "start": start, "length": length}
-        self._fh.write(json.dumps({"run_id": self.run_id, "response": response, "ledger": vars(entry),
-                                   "prompt_at": at}, ensure_ascii=False) + "\n")
+        line = {"run_id": self.run_id, "response": response, "ledger": vars(entry), "prompt_at": at}
+        try:  # orjson: ~1 µs where json.dumps took ~9
+            self._fh.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+        except TypeError:  # what orjson refuses (a lone surrogate in an answer) fails as it did
+            self._fh.write((json.dumps(line, ensure_ascii=False) + "\n").encode())
         self._fh.flush()
         self.lines += 1
 
