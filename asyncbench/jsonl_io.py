@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from .errors import UserError
 
 # Python's parser recurses per nesting level: a file nested ~1,000 deep (a hostile one
@@ -64,6 +66,13 @@ def iter_json_objects(path: Path, *, hint: str = "write one JSON object per line
         raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     with fh:
         for lineno, raw in enumerate(fh, 1):
+            try:  # orjson takes the bytes (UTF-8, no lone surrogate) at a third of json's cost
+                fast = orjson.loads(raw) if raw.strip() else None
+            except ValueError:  # ... the json module then says what is wrong, as it did
+                fast = None
+            if isinstance(fast, dict):
+                yield lineno, fast
+                continue
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
