@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import nullcontext
@@ -445,6 +446,9 @@ async def _aiter(items: Iterable[Job]) -> AsyncIterator[Job]:
         yield item
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class _BudgetReached(Exception):
     pass
 
@@ -459,10 +463,23 @@ def _validated(response: Response) -> Response:
     usage = response.usage
     if not isinstance(response.text, str):
         raise TypeError(f"answer text is {type(response.text).__name__}, not a string")
+    response.text = _unicode(response.text)
     for name in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cache_write_tokens"):
         value = getattr(usage, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} is {value!r}, not a non-negative integer")
-    if response.finish_reason is not None and not isinstance(response.finish_reason, str):
-        response.finish_reason = str(response.finish_reason)
+    if response.finish_reason is not None:
+        response.finish_reason = _unicode(str(response.finish_reason))
     return response
+
+
+def _unicode(text: str) -> str:
+    """`text` with each lone surrogate (JSON's "\\ud800" parses to one, but no UTF-8 file,
+    journal or store takes it) as U+FFFD: the answer was paid for and is kept."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text

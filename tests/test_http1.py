@@ -47,6 +47,9 @@ def _framed(path: str) -> tuple[bytes, bool]:
     if path == "/error":
         err = json.dumps({"error": {"message": "context too long", "code": "context_length_exceeded"}}).encode()
         return b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\n\r\n%s" % (len(err), err), False
+    if path == "/surrogate":  # valid JSON, but "\ud800" is no text: orjson refuses it, json takes it
+        body = b'{"choices": [{"text": "a\\ud800b", "finish_reason": "stop"}]}'
+        return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body), False
     if path == "/not-http":
         return b"SSH-2.0-OpenSSH_9.6\r\n\r\n", True
     if path == "/bad-header":
@@ -212,6 +215,23 @@ def test_url_credentials_go_as_basic_auth_in_place_of_the_clients_own() -> None:
         assert without["authorization"] == "Bearer k"
 
     serve(go)
+
+
+def test_an_answer_with_a_lone_surrogate_is_kept_with_a_replacement_character() -> None:
+    """A paid answer whose JSON escapes a lone surrogate is parsed (the json module after
+    orjson) and kept, the surrogate made U+FFFD: no UTF-8 journal or store takes it."""
+    from asyncbench.scheduler import _validated
+    from asyncbench.types import Response, Usage
+
+    async def go(client: HTTPClient, url: str, server: Server) -> str:
+        data, _, _ = await client.post_json(url + "/surrogate", {}, 5)
+        return str(data["choices"][0]["text"])
+
+    text = serve(go)
+    assert text == "a\ud800b"
+    kept = _validated(Response(text=text, usage=Usage(1, 1), latency_ms=1.0, finish_reason="st\udc00op"))
+    assert kept.text == "a\ufffdb" and kept.finish_reason == "st\ufffdop"
+    kept.text.encode("utf-8")
 
 
 def test_a_header_that_could_split_the_request_is_refused() -> None:
