@@ -446,9 +446,6 @@ async def _aiter(items: Iterable[Job]) -> AsyncIterator[Job]:
         yield item
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 class _BudgetReached(Exception):
     pass
 
@@ -471,6 +468,9 @@ def _validated(response: Response) -> Response:
     if response.finish_reason is not None:
         response.finish_reason = _unicode(str(response.finish_reason))
     return response
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _unicode(text: str) -> str:

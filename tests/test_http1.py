@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from asyncbench.errors import ProviderError
-from asyncbench.providers.http import HTTPClient, unreachable_reason
+from asyncbench.providers.http import HTTPClient
 from asyncbench.providers.http1 import HTTP1Client
 
 OK = json.dumps({"ok": True}).encode()
@@ -174,7 +174,7 @@ def test_a_broken_answer_is_a_transient_error_naming_it(path: str, says: str) ->
         with pytest.raises(ProviderError) as err:
             await client.post_json(url + path, {}, 5)
         assert err.value.kind == "transient" and says in err.value.message, err.value.message
-        assert f"connection error to {url}{path}" in err.value.message and unreachable_reason(err.value) is None
+        assert f"connection error to {url}{path}" in err.value.message and err.value.unreachable is None
         data, _, _ = await client.post_json(url + "/length", {}, 5)  # a fresh connection serves the next
         assert data == {"ok": True}
 
@@ -200,7 +200,7 @@ def test_nothing_listening_is_said_as_unreachable() -> None:
             with pytest.raises(ProviderError) as err:
                 await client.get_json(f"http://127.0.0.1:{port}/v1/models", 5)
             await client.aclose()
-        assert err.value.kind == "transient" and unreachable_reason(err.value) == "connection refused"
+        assert err.value.kind == "transient" and err.value.unreachable == "connection refused"
         assert err.value.message.startswith(f"cannot reach http://127.0.0.1:{port}/v1/models: cannot connect")
 
     asyncio.run(go())

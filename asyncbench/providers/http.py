@@ -8,13 +8,12 @@ HTTP/1.1 client (`http1.py`) costs about half of aiohttp's CPU per request
 
 from __future__ import annotations
 
-import base64
 import http.client
 import json
 import ssl
 import threading
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -22,7 +21,7 @@ from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from .base import classify_status
 from .bounded import ACCEPT_ENCODING, DEFAULT_MAX_RESPONSE_BYTES, BodyTooLarge
-from .http1 import Answer, CallTimeout, HTTP1Client, HTTPFailure
+from .http1 import Answer, CallTimeout, HTTP1Client, HTTPFailure, basic_auth, request_path
 
 
 def json_bytes(value: Any) -> bytes:
@@ -144,9 +143,8 @@ class SyncClient:
             raise ProviderError("fatal", f"{root} is not an http:// or https:// URL")
         self._https, self._host, self._port = parts.scheme == "https", parts.hostname, parts.port
         self._headers, self._timeout = {"Accept": "application/json", **headers}, timeout
-        if parts.username is not None or parts.password is not None:  # user:password@ as Basic auth
-            pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
-            self._headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        if (auth := basic_auth(parts)) is not None:  # user:password@ in place of the key
+            self._headers["Authorization"] = auth
         self._local = threading.local()
 
     def _connection(self) -> http.client.HTTPConnection:
@@ -163,8 +161,7 @@ class SyncClient:
     def call(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
         """The parsed JSON answer to one call; SyncCallError for anything else. A kept
         connection the server has closed meanwhile is replaced once."""
-        parts = urlsplit(url)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        path = request_path(urlsplit(url))
         data = None if body is None else json.dumps(body, ensure_ascii=False).encode()
         headers = self._headers if data is None else {**self._headers, "Content-Type": "application/json"}
         for fresh in (False, True):
@@ -198,11 +195,6 @@ class SyncClient:
             raise SyncCallError(f"malformed JSON answer: {exc}") from None
 
 
-def tokenizer_client(root: str, headers: dict[str, str], timeout: float) -> SyncClient:
-    """The blocking client a server tokenizer calls with (the run's --timeout)."""
-    return SyncClient(root, headers, timeout)
-
-
 def post_object(client: SyncClient, url: str, body: dict[str, Any]) -> dict[str, Any]:
     """POST `body` with a server tokenizer's client (called from a worker thread) and
     return the JSON object it answers; anything else, an HTTP error or a reply that is
@@ -214,10 +206,3 @@ def post_object(client: SyncClient, url: str, body: dict[str, Any]) -> dict[str,
     if not isinstance(data, dict):
         raise ProviderError("fatal", f"{url}: expected a JSON object")
     return data
-
-
-def unreachable_reason(exc: ProviderError) -> str | None:
-    """Why nothing answered at all ("connection refused", a DNS failure...), when `exc` is
-    a failure to connect; None for any other error. A down server is said as such before
-    anything that follows from its silence."""
-    return exc.unreachable

@@ -23,7 +23,7 @@ import base64
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from .bounded import BodyTooLarge, BoundedDecoder, declared_too_large
 
@@ -283,7 +283,20 @@ class _Target:
     origin: tuple[str, str, int]
     path: bytes
     host_header: bytes
-    auth: bytes  # an Authorization header line from the URL's user:password@, or b""
+    headers: bytes  # the client's header lines, the URL's user:password@ in place of its Authorization
+
+
+def request_path(parts: SplitResult) -> str:
+    """The path and query a request line asks for."""
+    return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
+def basic_auth(parts: SplitResult) -> str | None:
+    """The URL's `user:password@` as a Basic Authorization value (RFC 7617), if it has one."""
+    if parts.username is None and parts.password is None:
+        return None
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
+    return "Basic " + base64.b64encode(pair).decode()
 
 
 class HTTP1Client:
@@ -294,7 +307,8 @@ class HTTP1Client:
         for name, value in headers.items():
             if any(c in f"{name}{value}" for c in "\r\n\0") or ":" in name:
                 raise ValueError(f"header {name!r} has a character that cannot go in an HTTP header")
-        self._extra = b"".join(b"%s: %s\r\n" % (k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items())
+        self._headers = headers
+        self._extra = _lines(headers)
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._targets: dict[str, _Target] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -309,13 +323,11 @@ class HTTP1Client:
             port = parts.port or (443 if parts.scheme == "https" else 80)
             host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
             default = port == (443 if parts.scheme == "https" else 80)
-            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            auth = b""
-            if parts.username is not None or parts.password is not None:  # as Basic auth (RFC 7617)
-                pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
-                auth = b"Authorization: Basic %s\r\n" % base64.b64encode(pair)
-            found = _Target((parts.scheme, parts.hostname, port), path.encode("ascii", "strict"),
-                            (host if default else f"{host}:{port}").encode("idna"), auth)
+            auth = basic_auth(parts)  # one request carries one Authorization: the URL's wins
+            headers = self._extra if auth is None else _lines(
+                {**{k: v for k, v in self._headers.items() if k.lower() != "authorization"}, "Authorization": auth})
+            found = _Target((parts.scheme, parts.hostname, port), request_path(parts).encode("ascii", "strict"),
+                            (host if default else f"{host}:{port}").encode("idna"), headers)
             self._targets[url] = found
         return found
 
@@ -335,8 +347,7 @@ class HTTP1Client:
         if conn is None:
             conn = await self._connect(target.origin, timeout)
         head = b"%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\n%s" % (
-            method.encode(), target.path, target.host_header, USER_AGENT.encode(),
-            self._extra_with_auth(target.auth) if target.auth else self._extra)
+            method.encode(), target.path, target.host_header, USER_AGENT.encode(), target.headers)
         if body is not None:
             head += b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
             data = head + body
@@ -357,12 +368,6 @@ class HTTP1Client:
             conn.abort()
         return answer
 
-    def _extra_with_auth(self, auth: bytes) -> bytes:
-        """The client's headers with the URL's credentials in place of its own
-        Authorization, if it has one (one request carries one)."""
-        lines = [ln for ln in self._extra.split(b"\r\n") if ln and not ln.lower().startswith(b"authorization:")]
-        return b"".join(ln + b"\r\n" for ln in lines) + auth
-
     async def _connect(self, origin: tuple[str, str, int], timeout: float) -> _Connection:
         scheme, host, port = origin
         tls: ssl.SSLContext | None = None
@@ -377,8 +382,8 @@ class HTTP1Client:
         except asyncio.TimeoutError:
             raise CallTimeout() from None
         except OSError as exc:
-            raise HTTPFailure(f"cannot connect to {host}:{port}: {connect_reason(exc)}",
-                              connect=connect_reason(exc)) from None
+            why = connect_reason(exc)
+            raise HTTPFailure(f"cannot connect to {host}:{port}: {why}", connect=why) from None
         return conn
 
     def close(self) -> None:
@@ -386,6 +391,10 @@ class HTTP1Client:
             for conn in conns:
                 conn.abort()
         self._idle = {}
+
+
+def _lines(headers: dict[str, str]) -> bytes:
+    return b"".join(b"%s: %s\r\n" % (k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items())
 
 
 def connect_reason(exc: OSError) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ProviderError
-from .http import SyncCallError, post_object, tokenizer_client
+from .http import SyncCallError, SyncClient, post_object
 
 OWNED_BY = "llamacpp"
 
@@ -63,7 +63,7 @@ class LlamaCppTokenizer:
     def __init__(self, root: str, headers: dict[str, str], timeout: float = 60.0) -> None:
 
         self.root = root
-        self.client = tokenizer_client(root, headers, timeout)  # the run's --timeout
+        self.client = SyncClient(root, headers, timeout)  # the run's --timeout
         self.special = self._special_ids()
         # A SentencePiece vocabulary prefixes a space ("a" -> "▁a"); its decoder strips it.
         self.strip_space = self._text(self._tokenize("a", add_special=False)).startswith(" ")

@@ -12,7 +12,7 @@ import anyio
 from ..errors import ProviderError
 from ..types import ApiKind, Request, Response
 from .base import ProviderBase
-from .http import HTTPClient, post_object, tokenizer_client, unreachable_reason
+from .http import HTTPClient, SyncClient, post_object
 from .llamacpp_wire import LlamaCppTokenizer, is_llamacpp, slot_context
 from .openai_wire import parse_body, request_body
 
@@ -33,7 +33,7 @@ class VLLMTokenizer:
     def __init__(self, root: str, model: str, headers: dict[str, str], timeout: float = 60.0) -> None:
 
         self.root, self.model = root, model
-        self.client = tokenizer_client(root, headers, timeout)  # the run's --timeout
+        self.client = SyncClient(root, headers, timeout)  # the run's --timeout
         self._around: tuple[int, int] | None = None
         self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
 
@@ -155,7 +155,7 @@ class OpenAICompatProvider(ProviderBase):
             try:
                 data = await self.http.get_json(f"{url}/models")
             except ProviderError as exc:
-                if (why := unreachable_reason(exc)) is not None:  # refused, no route, unknown host
+                if (why := exc.unreachable) is not None:  # refused, no route, unknown host
                     down.append((url, why))
                 continue
             if is_llamacpp(data):

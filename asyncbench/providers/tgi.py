@@ -21,7 +21,7 @@ from ..errors import ProviderError, UserError
 from ..tokenizers import approx_count
 from ..types import ApiKind, Request, Response, Usage
 from .base import ProviderBase
-from .http import HTTPClient, SyncCallError, tokenizer_client, unreachable_reason
+from .http import HTTPClient, SyncCallError, SyncClient
 from .openai_wire import parse_body, request_body
 
 
@@ -46,7 +46,7 @@ class ServerTokenizer:
         self.url = url
         self.strip_space = strip_space
         self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
-        self.client = tokenizer_client(url, headers, timeout)  # the run's --timeout
+        self.client = SyncClient(url, headers, timeout)  # the run's --timeout
 
     def tokens(self, text: str) -> list[tuple[int, int] | None]:
         """Each token's byte span, None for a special (empty-span) token."""
@@ -146,7 +146,7 @@ class TGIProvider(ProviderBase):
                 infos[url] = await self.info(url)
             except ProviderError as exc:
                 errors.append(f"{url}/info ({exc.message})")
-                if (why := unreachable_reason(exc)) is not None:
+                if (why := exc.unreachable) is not None:
                     down.append((url, why))
 
         async with anyio.create_task_group() as tg:

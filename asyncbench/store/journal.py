@@ -77,7 +77,7 @@ class Journal:
         line = {"run_id": self.run_id, "response": response, "ledger": vars(entry), "prompt_at": at}
         try:  # orjson: ~1 µs where json.dumps took ~9
             self._fh.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
-        except TypeError:  # what orjson refuses (a lone surrogate in an answer) fails as it did
+        except TypeError:  # what orjson refuses (an integer over 64 bits in a request's params) as before
             self._fh.write((json.dumps(line, ensure_ascii=False) + "\n").encode())
         self._fh.flush()
         self.lines += 1

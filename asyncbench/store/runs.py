@@ -44,7 +44,7 @@ def _bool(v: object) -> bool | None:
 _NUMERIC: dict[str, Callable[[object], object]] = {
     "score": _float, "cost_usd": _float, "latency_ms": _float, "cached": _bool, "prompt_tokens": _int,
     "completion_tokens": _int, "cached_prompt_tokens": _int, "truncated_tokens": _int, "invocation": _int}
-RESULT_TYPES = [_NUMERIC.get(c) for c in RESULT_COLUMNS]
+_RESULT_TYPES = [_NUMERIC.get(c) for c in RESULT_COLUMNS]
 
 # Sample rows per statement: the columns of a statement are copied into DuckDB whole.
 WRITE_CHUNK = 4096
@@ -316,7 +316,7 @@ class RunRecord(Part):
 
                 self.con.register("new_results", {c: np.array([_as(getattr(r, c)) for r in chunk] if _as else
                                                               [getattr(r, c) for r in chunk], dtype=object)
-                                                  for c, _as in zip(RESULT_COLUMNS, RESULT_TYPES)})
+                                                  for c, _as in zip(RESULT_COLUMNS, _RESULT_TYPES)})
                 try:
                     self.con.execute(f"INSERT INTO results SELECT {', '.join(RESULT_COLUMNS)} FROM new_results")
                 finally:
