@@ -256,7 +256,25 @@ def test_a_node_killed_mid_run_repeats_only_its_in_flight_requests(tmp_path, sta
     assert len(log) - len(set(log)) == len(seen_twice) <= min(2 * 2, backend["requests_resent"]), (seen_twice, backend)
 
 
-SCORING_SCRIPT = r"""
+# Pasted into the driver scripts that check work ran on both nodes: a node just added (or
+# re-added after the node-kill test) can take a while, on a loaded machine, before the
+# head's scheduler offers it tasks. Ask until both nodes have run one, or give up after
+# 120 s saying which nodes Ray knows.
+BOTH_NODES = r"""
+def wait_for_both_nodes(backend, limit_s=120.0):
+    import time
+    import ray
+    deadline, seen = time.monotonic() + limit_s, set()
+    while len(seen) < 2 and time.monotonic() < deadline:
+        seen |= set(backend.map_chunks(lambda i: ray.get_runtime_context().get_node_id(), [(i,) for i in range(8)]))
+        if len(seen) < 2:
+            time.sleep(1.0)
+    known = [(n["NodeID"][:8], n["Alive"], n["Resources"].get("CPU")) for n in ray.nodes()]
+    assert len(seen) == 2, f"tasks ran on {len(seen)} node(s) in {limit_s:g} s; Ray knows {known}"
+"""
+
+
+SCORING_SCRIPT = BOTH_NODES + r"""
 import sys
 import anyio
 from asyncbench.runners.ray import RayRunner
@@ -280,14 +298,12 @@ def counting(fn, args):
     return backend.map_chunks(fn, args)
 
 try:
+    wait_for_both_nodes(backend)  # where tasks run: both nodes take them
     remote = score_many(*columns, map_chunks=counting)
-    import ray  # where tasks run: spread over both nodes
-    nodes = backend.map_chunks(lambda i: ray.get_runtime_context().get_node_id(), [(i,) for i in range(8)])
 finally:
     anyio.run(backend.aclose)
 assert calls and calls[0] > 1, calls  # the work really went out in chunks
 assert remote == score_many(*columns, jobs=1), "Ray and local scores differ"
-assert len(set(nodes)) == 2, nodes
 print("ok", calls[0])
 """
 
@@ -414,7 +430,7 @@ def test_a_silent_ray_address_ends_after_the_timeout():
     assert 4 <= int(seconds) < 60
 
 
-PRIVATE_EVAL_SCRIPT = r"""
+PRIVATE_EVAL_SCRIPT = BOTH_NODES + r"""
 import json, sys
 from pathlib import Path
 import anyio
@@ -446,6 +462,7 @@ def spread(fn, calls):
     return [result for _, result in out]
 
 try:
+    wait_for_both_nodes(backend)
     remote = anyio.run(run_programs, programs, options, spread)
 finally:
     anyio.run(backend.aclose)
