@@ -43,7 +43,7 @@ class RunProgress:
         self._last_plain = time.monotonic()
         self._progress: Progress | None = None
         if self.enabled:
-            self.console = Console(stderr=True)
+            self.console = Console(stderr=True, emoji=False)
             self._progress = Progress(
                 TextColumn(f"[bold]{label}"), BarColumn(bar_width=None), MofNCompleteColumn(),
                 TextColumn("{task.fields[stats]}"), console=self.console, transient=False, refresh_per_second=8,

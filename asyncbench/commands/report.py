@@ -64,7 +64,7 @@ def main(args: argparse.Namespace) -> int:
             print_tables(report)
             return 0
         with open(Path(args.out).expanduser(), "w", encoding="utf-8") as fh:
-            print_tables(report, Console(file=fh, width=200, no_color=True))
+            print_tables(report, Console(file=fh, width=200, no_color=True, emoji=False))
         return 0
     if fmt == "md":
         from ..report.tables import render_markdown

@@ -130,7 +130,7 @@ def _show_dry_run(priced: dict[str, Any], as_json: bool) -> None:
     t = priced["totals"]
     table.add_row("[bold]set total[/]", "", f"{t['requests']:,}", "", _usd(t["estimated_cost_usd"]),
                   _usd(t["eval_batch_usd"]), _usd(t["eval_prompt_cache_usd"]))
-    Console().print(table)
+    Console(emoji=False).print(table)
     print("batch and prompt cache: the eval requests through --batch, and with --prompt-cache auto's expected reads")
 
 

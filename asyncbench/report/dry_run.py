@@ -21,7 +21,7 @@ def _usd(v: Any) -> str:
 
 
 def print_dry_run(plan: DryRunSummary, console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or Console(emoji=False)
     console.print(f"[bold]dry run[/]: {plan['benchmark']} with {plan['model']}  run {plan['run_id']}  (nothing sent)")
     left = f", {plan['left_out_as_stored']} left out as the stored run's filter left them" \
         if plan.get("left_out_as_stored") else ""

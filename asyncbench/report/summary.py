@@ -36,7 +36,7 @@ def _partial(t: TaskFigures) -> str:
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     """Scores (subset scores marked partial), then the ledger: samples by status, this
     invocation, and what the run cost to produce by purpose and by task."""
-    console = console or Console()
+    console = console or Console(emoji=False)
     console.print(f"[bold]{summary.benchmark}[/] with [bold]{summary.model}[/], run {summary.run_id}")
     if summary.out_dir:
         console.print(f"run.json: {summary.out_dir}/run.json")

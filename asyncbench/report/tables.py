@@ -234,7 +234,7 @@ def print_tables(report: Report, console: Any = None) -> None:
     from rich.markup import escape
     from rich.table import Table as RichTable
 
-    console = console or Console()
+    console = console or Console(emoji=False)
 
     def show(title: str, table: Table) -> None:
         header, body = table

@@ -144,7 +144,7 @@ def text(lb: Leaderboard) -> str:
     from rich.table import Table as RichTable
 
     buf = io.StringIO()
-    console = Console(file=buf, width=WIDTH, no_color=True, highlight=False, soft_wrap=False)
+    console = Console(file=buf, width=WIDTH, no_color=True, highlight=False, soft_wrap=False, emoji=False)
 
     def show(title: str, table: Table) -> None:
         header, body = table
