@@ -456,13 +456,9 @@ class _Generation:
             saved_usd=self.client.price.cost(usage) - cost if resp.discount != 1.0 else 0.0,
             latency_ms=resp.latency_ms, attempts=attempts)
         engine.latencies.fresh.append(resp.latency_ms)
-        canonical = req.canonical()
-        # the prompt itself is benchmark data (and the key is its hash): keep only its size
-        canonical["prompt_chars"] = len(canonical.pop("prompt") or "") + sum(
-            len(m.get("content", "")) for m in canonical.pop("messages") or [])
         row = ResponseRow(
             key=self.keys[i], provider=req.provider, model=req.model, endpoint=req.endpoint_id,
-            request_json=json.dumps(canonical, sort_keys=True), text=resp.text, finish_reason=resp.finish_reason,
+            request_json=req.hashed_json(), text=resp.text, finish_reason=resp.finish_reason,
             prompt_tokens=resp.usage.prompt_tokens, completion_tokens=resp.usage.completion_tokens,
             cached_prompt_tokens=resp.usage.cached_prompt_tokens, latency_ms=resp.latency_ms, cost_usd=cost,
             served_by=strip_userinfo(resp.endpoint), created_at=time.time(),

@@ -93,6 +93,13 @@ def _parse_reset_timestamp(value: str) -> float | None:
         return _parse_duration(value)
 
 
+# (what it is, OpenAI's header, Anthropic's header), named once: every answer is read
+_COUNT_HEADERS = tuple((f"{field_}_{kind}", f"x-ratelimit-{field_}-{kind}", f"anthropic-ratelimit-{kind}-{field_}")
+                       for kind in ("requests", "tokens") for field_ in ("limit", "remaining"))
+_RESET_HEADERS = tuple((f"reset_{kind}", f"x-ratelimit-reset-{kind}", f"anthropic-ratelimit-{kind}-reset")
+                       for kind in ("requests", "tokens"))
+
+
 def parse_ratelimit_headers(headers: Mapping[str, str]) -> dict[str, float]:
     """Normalise OpenAI `x-ratelimit-*`, Anthropic `anthropic-ratelimit-*` and
     `retry-after(-ms)` headers into {limit_requests, remaining_requests, reset_requests,
@@ -102,24 +109,21 @@ def parse_ratelimit_headers(headers: Mapping[str, str]) -> dict[str, float]:
     (delay-seconds or an HTTP-date for Retry-After, RFC 9110 10.2.3) counts as absent."""
     out: dict[str, float] = {}
     get = headers.get
-    for kind in ("requests", "tokens"):
-        for field_, oa, an in (
-            ("limit", f"x-ratelimit-limit-{kind}", f"anthropic-ratelimit-{kind}-limit"),
-            ("remaining", f"x-ratelimit-remaining-{kind}", f"anthropic-ratelimit-{kind}-remaining"),
-        ):
-            raw = get(oa) or get(an)
-            if raw is not None:
-                try:
-                    out[f"{field_}_{kind}"] = float(raw)
-                except ValueError:
-                    pass
-        raw = get(f"x-ratelimit-reset-{kind}")
+    for name, oa, an in _COUNT_HEADERS:
+        raw = get(oa) or get(an)
+        if raw is not None:
+            try:
+                out[name] = float(raw)
+            except ValueError:
+                pass
+    for name, oa, an in _RESET_HEADERS:
+        raw = get(oa)
         parsed = _parse_duration(raw) if raw is not None else None
         if parsed is None:
-            raw = get(f"anthropic-ratelimit-{kind}-reset")
+            raw = get(an)
             parsed = _parse_reset_timestamp(raw) if raw is not None else None
         if parsed is not None:
-            out[f"reset_{kind}"] = parsed
+            out[name] = parsed
     ms = get("retry-after-ms")
     if ms is not None:
         try:

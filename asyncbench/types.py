@@ -69,6 +69,7 @@ class Request:
     # first request alone and the rest once it is answered (the prefix is cached then)
     cache_group: int = field(default=-1, compare=False)
     _key: str | None = field(default=None, repr=False, compare=False)
+    _hashed: str | None = field(default=None, repr=False, compare=False)
 
     def canonical(self) -> dict[str, Any]:
         return {
@@ -95,8 +96,17 @@ class Request:
                 "".join(f"{len(str(m.get('role')))}:{m.get('role')}{len(str(m.get('content')))}:{m.get('content')}"
                         for m in messages).encode("utf-8")).hexdigest()
             blob = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-            self._key = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+            self._key, self._hashed = hashlib.sha256(blob.encode("utf-8")).hexdigest(), blob
         return self._key
+
+    def hashed_json(self) -> str:
+        """The canonical request exactly as `key()` hashes it (the prompt and messages by
+        their sha256): the store keeps it as the answer's `request_json`, so the sha256 of
+        that text is the row's key, which anyone can check, and an answer does not pay a
+        second canonical JSON encoding."""
+        self.key()
+        assert self._hashed is not None
+        return self._hashed
 
     def text(self) -> str:
         """All prompt text, for token counting."""

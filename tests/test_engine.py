@@ -70,6 +70,24 @@ def test_rerun_is_served_from_cache(tmp_path, start_sim):
     assert block["cost_usd"] == first["cost_usd"] and len(block["invocations"]) == 2  # what it cost to produce
 
 
+def test_each_stored_request_json_hashes_to_its_key(tmp_path, start_sim):
+    """`request_json` is the canonical request exactly as hashed into the cache key (the
+    prompt by its sha256): anyone can check a row's key, and it names what was asked."""
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 12)
+    assert run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url",
+                   sim.base_url + "/v1")["_exit"] == 0
+    prompts = {json.loads(line)["prompt"] for line in data.read_text().splitlines()}
+    con = duckdb.connect(str(tmp_path / "cache.duckdb"), read_only=True)
+    rows = con.execute("SELECT key, request_json FROM responses").fetchall()
+    con.close()
+    assert len(rows) == 12
+    for key, request_json in rows:
+        assert hashlib.sha256(request_json.encode()).hexdigest() == key
+        asked = json.loads(request_json)
+        assert asked["model"] == "sim" and asked["max_tokens"] == 8 and asked["messages_sha256"] is None
+        assert asked["prompt_sha256"] in {hashlib.sha256(p.encode()).hexdigest() for p in prompts}
+
 def test_streamed_lookups_across_chunks_send_each_request_once(tmp_path, start_sim):
     """With concurrency 1 the first lookup chunk is one request: later chunks, duplicates
     of an earlier chunk's request and a partly cached re-run must still each be sent once."""

@@ -1,7 +1,9 @@
 """The file's tables and their versions: created on open, an older file migrated in place.
 
-- `responses`: successful answers keyed by sha256 of the canonical request. Only
-  successes are served from cache; failures go to `failures` and are never answers.
+- `responses`: successful answers keyed by sha256 of the canonical request, which
+  `request_json` holds as hashed (the prompt and messages by their sha256; rows written
+  before 2026-11 hold a readable form with `prompt_chars` instead). Only successes are
+  served from cache; failures go to `failures` and are never answers.
 - `runs` / `results`: one row per run and per (run, sample) — the sample ledger, with
   the status of each sample (see ledger.py) — so a re-run continues and `report` can
   show a run later.
