@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 from typing import NoReturn
@@ -112,6 +113,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # numpy's OpenBLAS starts a thread per core on import, and they spin on the CPU for a
+    # while: ~100 ms of CPU per process on 2 cores (more on large machines), for matrix
+    # products of a few hundred rows that one thread does as fast. Before numpy is
+    # imported (commands import it inside `main`); a value the user set is kept.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     args_in = sys.argv[1:] if argv is None else argv
     parser = build_parser(args_in[0] if args_in and args_in[0] in COMMANDS else None)
     args = parser.parse_args(argv)
@@ -134,8 +140,6 @@ def main(argv: list[str] | None = None) -> int:
         print("asyncbench: interrupted; completed responses are saved in the cache", file=sys.stderr)
         return 130
     except BrokenPipeError:  # `asyncbench samples ... | head`: the reader has what it wanted
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 0
 
