@@ -91,7 +91,7 @@ class HTTPClient:
             message, code = _error_message(answer.body)
             raise classify_status(answer.status, message, code=code)
         try:
-            data = json.loads(answer.body)
+            data = json_value(answer.body)
             if not isinstance(data, dict):
                 raise ValueError(f"expected a JSON object, got {type(data).__name__}")
         except ValueError as exc:
@@ -162,7 +162,7 @@ class SyncClient:
         """The parsed JSON answer to one call; SyncCallError for anything else. A kept
         connection the server has closed meanwhile is replaced once."""
         path = request_path(urlsplit(url))
-        data = None if body is None else json.dumps(body, ensure_ascii=False).encode()
+        data = None if body is None else json_bytes(body)
         headers = self._headers if data is None else {**self._headers, "Content-Type": "application/json"}
         for fresh in (False, True):
             conn = self._connection()
@@ -190,7 +190,7 @@ class SyncClient:
             message, _ = _error_message(raw)
             raise SyncCallError(f"HTTP {resp.status}: {message}")
         try:
-            return json.loads(raw)
+            return json_value(raw)  # a tokenizer's answer to a long prompt is tens of MB
         except ValueError as exc:
             raise SyncCallError(f"malformed JSON answer: {exc}") from None
 
