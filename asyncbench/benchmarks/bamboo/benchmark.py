@@ -295,6 +295,8 @@ class BambooBenchmark(Benchmark):
                 continue
             rows, unreadable = read_jsonl(path)
             bad += unreadable
+            if opts.limit is not None:  # --limit: the first N samples of each task
+                rows = rows[:opts.limit]
             samples += self._samples(name, level, rows, prompts[name]["final_answer"], root)
         if bad and opts.extra.get("strict_data"):
             listed = "; ".join(b.describe() for b in bad)
