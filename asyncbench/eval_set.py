@@ -31,7 +31,7 @@ from .client import ModelClient, SharedEndpoints
 from .config import RUN_FIELDS, RunConfig, run_fields
 from .engine import execute
 from .errors import RunInterrupted, UserError
-from .plan import RunPlan, SetShared, dry_run, open_in_background, plan, runner_for
+from .plan import RUN_ID, RunPlan, SetShared, dry_run, open_in_background, plan, runner_for
 from .run_summary import DryRunSummary, RunSummary
 from .runners import Runner
 from .runners.base import MapChunks, OnEvent, RunnerReport
@@ -226,7 +226,9 @@ async def plan_set(cfgs: Sequence[RunConfig], sim_url: str | None = None) -> Set
     try:
         for cfg in cfgs:
             if out is not None:
-                cfg = dataclasses.replace(cfg, out=str(out / f"{_slug(cfg.model)}--{_slug(cfg.benchmark)}"))
+                # the run id in the name: models "m/x", "m_x" and "m x" slug alike, and names
+                # equal in their first 80 characters cut alike; run ids differ
+                cfg = dataclasses.replace(cfg, out=str(out / f"{_slug(cfg.model)}--{_slug(cfg.benchmark)}--{RUN_ID}"))
             try:
                 p = await plan(cfg, sim_url, shared)
             except UserError as exc:

@@ -327,10 +327,15 @@ def public_config(cfg: RunConfig, spec: ModelSpec) -> dict[str, object]:
     return redacted
 
 
+# in an --out folder's name, stands for the run id (an eval set names each run's folder so)
+RUN_ID = "{run_id}"
+
+
 def out_dir(out: str | None, run_id: str) -> Path:
     """The run's output folder, made and test-written before any request is sent: an
-    unwritable --out found after the work would lose the report of a paid-for run."""
-    path = Path(out).expanduser() if out else Path("runs") / run_id
+    unwritable --out found after the work would lose the report of a paid-for run.
+    `{run_id}` in `out` is the run's id."""
+    path = Path(out.replace(RUN_ID, run_id)).expanduser() if out else Path("runs") / run_id
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".asyncbench-write-test"

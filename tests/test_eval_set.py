@@ -121,6 +121,23 @@ def test_runs_on_one_key_share_its_limit(tmp_path: Path, start_sim: Any) -> None
     assert [r["run_id"] for r in listed] == [r.run_id for r in result.runs]
 
 
+def test_models_whose_names_slug_alike_get_a_folder_each(tmp_path: Path, start_sim: Any) -> None:
+    """"m/x", "m_x" and "m x" (and names equal in their first 80 characters) once shared
+    one output folder, so each run's run.json overwrote the other's: the run id is in
+    every run's folder name."""
+    sim = start_sim()
+    long = "m" * 90
+    names = ["m/x", "m_x", "m x", f"{long}1", f"{long}2"]
+    models = [{"model": f"openai-compat:{m}", "base_urls": [f"{sim.base_url}/v1"]} for m in names]
+    cfgs = run_configs([_data(tmp_path, 2)], models, _options(tmp_path, out=str(tmp_path / "set")))
+    result = _run(cfgs)
+    assert [r.status for r in result.runs] == ["complete"] * len(names)
+    written = sorted((tmp_path / "set").glob("*/run.json"))
+    assert len(written) == len(names)
+    assert {json.loads(p.read_text())["run_id"] for p in written} == {r.run_id for r in result.runs}
+    assert all(p.parent.name.endswith(json.loads(p.read_text())["run_id"]) for p in written)
+
+
 def test_account_sharing_is_by_key_and_endpoint(tmp_path: Path, start_sim: Any) -> None:
     one, two = start_sim(), start_sim()
     models = [{"model": "openai-compat:a", "base_urls": [f"{one.base_url}/v1"], "rpm": 120},
