@@ -131,6 +131,14 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"asyncbench: error: {redact(str(exc))}", file=sys.stderr)
         return 2
+    except Exception as exc:  # an exception group holding a UserError one of a run's tasks raised (a full disk)
+        found = _user_error_in(exc)
+        if found is None:
+            raise
+        from .secrets import redact
+
+        print(f"asyncbench: error: {redact(str(found))}", file=sys.stderr)
+        return 2
     except RecursionError:
         # a JSON input nested thousands deep that a reader let through: bad input, not a crash
         print("asyncbench: error: an input file is nested too deeply (JSON arrays/objects inside each other "
@@ -142,6 +150,16 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `asyncbench samples ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 0
+
+
+def _user_error_in(exc: BaseException) -> UserError | None:
+    """The first UserError inside an exception group (of any depth), if any; a plain
+    exception is not searched (its cause may be one a command chose not to show)."""
+    for inner in getattr(exc, "exceptions", ()):
+        found = inner if isinstance(inner, UserError) else _user_error_in(inner)
+        if found is not None:
+            return found
+    return None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -34,6 +34,27 @@ def _number(option: str, value: float | None, *, low: float, high: float = math.
         raise UserError(f"{option} must be a finite number {bound}{upper} (got {value!r})")
 
 
+def _texts_and_flags(cfg: RunConfig) -> None:
+    """The text, list and yes/no options are of their type: a set file or the Python API
+    can hand in anything (`model = 5`, `base_urls = 5`, `tokenizer = 5`), which once
+    reached code that called string methods on it. Numbers are checked by range below."""
+    for f in fields(cfg):
+        value, kind = getattr(cfg, f.name), str(f.type)
+        option = "the model" if f.name == "model" else f"--{f.name.replace('_', '-')}"
+        if kind == "list[str]":
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            want = "a list of text values"
+        elif kind in ("str", "str | None") or kind in ("ApiKind", "Backend", "BatchFallback", "PromptCacheMode"):
+            ok, want = isinstance(value, str) or (value is None and "None" in kind), "text"
+        elif kind in ("bool", "bool | None"):
+            ok, want = isinstance(value, bool) or (value is None and "None" in kind), "true or false"
+        else:
+            continue
+        if not ok:
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            raise UserError(f"{option} must be {want} (got {shown})")
+
+
 def _whole(option: str, value: int, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise UserError(f"{option} must be a whole number from {low:,} to {high:,} (got {value!r})")
@@ -103,6 +124,7 @@ class RunConfig:
     def validate(self) -> RunConfig:
         """Every option in its range, or one UserError naming the option and the range.
         Called once, where a config is made (the CLI, the Python API, execute)."""
+        _texts_and_flags(self)
         _number("--rpm", self.rpm, low=0.0, low_open=True, optional=True)
         _number("--tpm", self.tpm, low=0.0, low_open=True, optional=True)
         _number("--timeout", self.timeout_s, low=0.0, low_open=True)
@@ -161,11 +183,12 @@ def run_fields(given: Mapping[str, Any]) -> dict[str, Any]:
     as RunConfig takes them: paths as text, URLs as a list (one URL may be given alone)."""
     run: dict[str, Any] = {k: v for k, v in given.items() if k in RUN_FIELDS}
     for key in ("data_dir", "cache", "out", "prices"):
-        if run.get(key) is not None:
-            run[key] = str(run[key])
+        if isinstance(run.get(key), os.PathLike):
+            run[key] = os.fspath(run[key])
     for key in ("base_urls", "judge_base_urls"):
         if key in run:
-            run[key] = [run[key]] if isinstance(run[key], str) else list(run[key])
+            run[key] = [run[key]] if isinstance(run[key], str) else list(run[key]) if isinstance(
+                run[key], (list, tuple)) else run[key]  # anything else: validate() names it
     return run
 
 

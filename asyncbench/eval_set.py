@@ -105,9 +105,9 @@ def _benchmark_given(benchmarks: Sequence[str], options: Mapping[str, Any]) -> d
 
 def _model_entry(entry: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """A set's model: its spec and its own options (MODEL_KEYS only)."""
-    model = str(entry.get("model") or "")
-    if not model:
-        raise UserError("each model of a set needs `model = \"provider:name\"`")
+    model = entry.get("model")
+    if not isinstance(model, str) or not model:
+        raise UserError(f"each model of a set needs `model = \"provider:name\"` (text; got {model!r:.60})")
     own = {k: v for k, v in entry.items() if k != "model"}
     if "base_url" in own:  # one endpoint, as `--base-url URL` names it
         own["base_urls"] = [*_listed(own.pop("base_url")), *_listed(own.get("base_urls", []))]
@@ -119,7 +119,7 @@ def _model_entry(entry: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def _listed(value: Any) -> list[Any]:
-    return [value] if isinstance(value, str) else list(value)
+    return [value] if isinstance(value, str) else list(value) if isinstance(value, list) else [value]
 
 
 class _NoOptions:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
+from .atomic import write_text
 from .benchmarks import score_type
 from .benchmarks.scores import ScoreSet
 from .ledger import InvocationFigures, Ledger, SampleEntry, TaskFigures, account, hint_for, next_step, partial_label
@@ -291,8 +292,7 @@ def excluded_block(excluded: list[SampleEntry], listed: int = 50) -> Excluded:
 def write_out(out: Path, summary: RunSummary) -> RunSummary:
     """Write run.json into the folder `plan.out_dir` made and checked before the run; the
     summary that says where."""
-    (out / "run.json").write_text(json.dumps(summary.to_json(), indent=2, ensure_ascii=False,
-                                             default=_json_default))
+    write_text(out / "run.json", json.dumps(summary.to_json(), indent=2, ensure_ascii=False, default=_json_default))
     return replace(summary, out_dir=str(out))
 
 

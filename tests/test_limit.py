@@ -13,10 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from adaptive_data import make_longbench_dir
 
 from asyncbench.cli import main
-
-from adaptive_data import make_longbench_dir
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 pytestmark = pytest.mark.skipif(not (SHARED / "minilongbench").is_dir(), reason="../shared/data not available")

@@ -17,6 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..atomic import open_replacing, write_text
+
 FORMATS = ("table", "md", "json", "html")
 _SUFFIX_FORMAT = {".md": "md", ".markdown": "md", ".json": "json", ".html": "html", ".htm": "html"}
 
@@ -63,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
         if not args.out:
             print_tables(report)
             return 0
-        with open(Path(args.out).expanduser(), "w", encoding="utf-8") as fh:
+        with open_replacing(Path(args.out).expanduser()) as fh:
             print_tables(report, Console(file=fh, width=200, no_color=True, emoji=False))
         return 0
     if fmt == "md":
@@ -92,7 +94,7 @@ def _write(args: argparse.Namespace, text: str) -> int:
     if args.out:
         out = Path(args.out).expanduser()
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        write_text(out, text)  # whole or not at all: a kill mid-write keeps the previous report
         print(f"wrote {out}", file=sys.stderr)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")

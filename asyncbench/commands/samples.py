@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import IO, TYPE_CHECKING
+
+from ..atomic import open_replacing
 
 if TYPE_CHECKING:
     from ..report.samples import SampleRecord
@@ -48,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
     records = load_samples(Store(path), args.run_id, task=args.task, failed=args.failed, prompts=fmt != "table")
     if fmt == "table":
         if args.out:
-            with open(Path(args.out).expanduser(), "w", encoding="utf-8") as fh:
+            with open_replacing(Path(args.out).expanduser()) as fh:
                 _print_table(records, fh)
         else:
             _print_table(records, None)
@@ -60,7 +62,7 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(records: list[SampleRecord], file: TextIO | None) -> None:
+def _print_table(records: list[SampleRecord], file: IO[str] | None) -> None:
     """One line per sample; sample, status, score, USD and ms keep their width and the
     prediction and reference share the rest of the terminal (a file is 200 columns wide).
     Plain fixed-width text, written in one go: a rich table measures every cell and took

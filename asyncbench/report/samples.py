@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ..atomic import open_replacing, replacing
 from ..errors import UserError
 from ..ledger import SETTLED
 from ..store import Store
@@ -116,9 +117,10 @@ def write_samples(records: Sequence[SampleRecord], fmt: str, out: Path | None) -
     if fmt == "parquet":
         if out is None:
             raise UserError("parquet needs --out FILE.parquet")
-        write_parquet([_flat(r) for r in records], [(c, _TYPES.get(c, "VARCHAR")) for c in COLUMNS], out)
+        with replacing(out) as tmp:
+            write_parquet([_flat(r) for r in records], [(c, _TYPES.get(c, "VARCHAR")) for c in COLUMNS], tmp)
         return
-    with (out.open("w", encoding="utf-8", newline="") if out is not None else contextlib.nullcontext(sys.stdout)) as fh:
+    with (open_replacing(out, newline="") if out is not None else contextlib.nullcontext(sys.stdout)) as fh:
         if fmt == "jsonl":
             fh.writelines(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in records)
         else:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ..atomic import open_replacing, replacing
 from ..errors import UserError
 from .connection import Part, in_session, unnest
 from .rows import RESPONSE_COLUMNS, CachedResponse, CacheStats, FailureRow, ModelStats, ResponseRow
@@ -107,11 +108,12 @@ class ResponseCache(Part):
         relation = self.con.cursor().table("responses")  # a cursor of its own: no pending result
         try:
             if fmt == "parquet":
-                relation.write_parquet(str(out))
+                with replacing(out) as tmp:
+                    relation.write_parquet(str(tmp))
             else:
                 columns = relation.columns
                 cursor = self.con.execute("SELECT * FROM responses ORDER BY key")
-                with out.open("w", encoding="utf-8") as fh:
+                with open_replacing(out) as fh:
                     while rows := cursor.fetchmany(10_000):
                         fh.writelines(json.dumps(dict(zip(columns, row)), ensure_ascii=False, default=str) + "\n"
                                       for row in rows)

@@ -13,6 +13,7 @@ file (bench/concurrent_writers.md). Every write commits before it returns.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import random
@@ -76,6 +77,10 @@ class Connection:
             self._depth += 1
             try:
                 yield
+            except Exception as exc:  # a truncated file's missing blocks, a full disk
+                if (failed := io_failed(self.path, exc)) is not None:
+                    raise failed from None
+                raise
             finally:
                 self._depth -= 1
                 if self._depth == 0 and (not self.keep_open or self.wait_file.exists()):
@@ -90,7 +95,8 @@ class Connection:
             try:
                 yield
             except BaseException:
-                self.con.execute("ROLLBACK")
+                with contextlib.suppress(Exception):  # a failed write may have ended it already
+                    self.con.execute("ROLLBACK")
                 raise
             self.con.execute("COMMIT")
 
@@ -197,6 +203,19 @@ def check_cache_path(path: Path) -> None:
     if head[_MAGIC_AT:] != _MAGIC:
         raise UserError(f"cache file {path} is not a DuckDB file (no DuckDB header); pass --cache NEW.duckdb, "
                         f"or if it is a damaged cache run `asyncbench cache recover --cache {path} --out NEW.duckdb`")
+
+
+def io_failed(path: Path, exc: Exception) -> UserError | None:
+    """DuckDB could not read or write the file mid-run (a full disk, or a damaged file) as
+    one line; None for any other error."""
+    import duckdb
+
+    text = str(exc)
+    if isinstance(exc, (duckdb.IOException, duckdb.TransactionException)) and (
+            "No space left" in text or "Disk quota" in text):
+        return UserError(f"cannot write cache file {path}: the disk is full; the answers paid so far are kept (the "
+                         "cache and its journal): free some space and run the same command again")
+    return corrupt(path, exc) if isinstance(exc, duckdb.IOException) else None
 
 
 def corrupt(path: Path, exc: Exception) -> UserError:

@@ -5,10 +5,11 @@ batches), so an answer waits a few tens of milliseconds before it is in DuckDB �
 when another process holds the file. Each paid answer (its cache row and its ledger row)
 is therefore also appended to `<cache>.journal/<host>-<pid>-<n>.jsonl` the moment it
 arrives: one line, flushed to the OS, which survives SIGKILL of the process. When a batch
-is committed its journal file is deleted (a new one takes the answers that arrive
-meanwhile). The next run on the cache replays the files of processes that are gone:
+is committed its journal file is renamed `*.jsonl.kept` (a new one takes the answers that
+arrive meanwhile): out of replay's way, and kept as the copy of every paid answer that
+`cache recover` rebuilds a damaged DuckDB file from. The next run on the cache replays the files of processes that are gone:
 responses by key (INSERT OR IGNORE), ledger rows only where the same row is not already
-stored, so a file deleted late is not counted twice.
+stored, so a file renamed late is not counted twice.
 
 The journal line is also how a paid answer reaches DuckDB: a batch is committed by DuckDB
 reading the batch's journal file itself (`ingest`, read_json), so each answer — its cache
@@ -31,7 +32,7 @@ import orjson
 
 from ..ledger import RequestEntry
 from .file import Store
-from .prompt_files import PromptFile
+from .prompt_files import PromptFile, write_whole
 from .rows import LEDGER_COLUMNS, RESPONSE_COLUMNS, ResponseRow
 
 # File numbers unique in the process: the runs of an eval set each keep a journal in one
@@ -58,8 +59,8 @@ class Journal:
 
     def _next(self) -> Path:
         path = self.dir / f"{self._prefix}{next(_NUMBERS)}.jsonl"
-        self._fh = path.open("ab")
-        self.lines = 0
+        self._fh = path.open("ab", buffering=0)  # one write a line, none half-written (write_whole)
+        self.lines = self._size = 0
         return path
 
     def append(self, response: ResponseRow, entry: RequestEntry, prompt: str | None = None) -> None:
@@ -72,19 +73,19 @@ class Journal:
         at = None
         if prompt is not None:
             name, start, length = self.prompts.append(prompt)
-            self.prompts.flush()
             at = {"file": name, "start": start, "length": length}
         line = {"run_id": self.run_id, "response": response, "ledger": vars(entry), "prompt_at": at}
         try:  # orjson: ~1 µs where json.dumps took ~9
-            self._fh.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+            data = orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
         except TypeError:  # what orjson refuses (an integer over 64 bits in a request's params) as before
-            self._fh.write((json.dumps(line, ensure_ascii=False) + "\n").encode())
-        self._fh.flush()
+            data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
+        write_whole(self._fh, data, self._size, self.path)
+        self._size += len(data)
         self.lines += 1
 
     def rotate(self) -> Path | None:
         """Start a new file for what arrives next and return the old one (None: it holds
-        nothing, and is kept for what comes); the old one is ingested, then deleted by
+        nothing, and is kept for what comes); the old one is ingested, then kept by
         `done` once the batch holding its answers is committed."""
         if not self.lines:
             return None
@@ -96,8 +97,9 @@ class Journal:
 
     @staticmethod
     def done(path: Path | None) -> None:
+        """A file whose batch is committed: kept as `<name>.kept` (see `keep`)."""
         if path is not None:
-            path.unlink(missing_ok=True)
+            keep(path)
 
     def close(self) -> None:
         """At the end of a run (everything committed): remove the last, empty file."""
@@ -106,6 +108,24 @@ class Journal:
             self._fh = None
         self.prompts.close()
         self.done(self.path)
+
+
+KEPT = ".kept"
+
+
+def keep(path: Path) -> None:
+    """A journal file whose answers are in the store, renamed out of `replay`'s way but
+    kept: with the prompt files, the journal is a second copy of every paid answer and its
+    ledger row, from which `cache recover` rebuilds what a damaged (truncated, half
+    written) DuckDB file lost. About a third of the store's size for short prompts; an
+    empty file is removed."""
+    try:
+        if path.stat().st_size:
+            path.replace(path.with_name(path.name + KEPT))
+            return
+    except FileNotFoundError:
+        return
+    path.unlink(missing_ok=True)
 
 
 def _alive(name: str) -> bool:
@@ -123,8 +143,8 @@ def _alive(name: str) -> bool:
 
 
 def replay(store: Store) -> int:
-    """Write the journals of dead processes into the store, then delete them. Returns the
-    number of answers replayed (already stored ones included)."""
+    """Write the journals of dead processes into the store, then keep them (`keep`).
+    Returns the number of answers replayed (already stored ones included)."""
     folder = journal_dir(store.path)
     if not folder.is_dir():
         return 0
@@ -135,8 +155,21 @@ def replay(store: Store) -> int:
             ingest(store, path, replay=True)
             (n,) = store.one(f"SELECT count(*) FROM {_lines(True)} WHERE response.key IS NOT NULL", [str(path)])
             replayed += int(n)
-        path.unlink(missing_ok=True)
+        keep(path)
     return replayed
+
+
+def salvage(store: Store, folder: Path) -> int:
+    """Every journal file in `folder`, kept or not yet replayed, into `store` (a cache
+    being recovered): answers by key, ledger rows not already there. Returns the answers
+    read (already stored ones included)."""
+    salvaged = 0
+    for path in sorted([*folder.glob(f"*.jsonl{KEPT}"), *folder.glob("*.jsonl")]):
+        with store.transaction():
+            ingest(store, path, replay=True)
+            (n,) = store.one(f"SELECT count(*) FROM {_lines(True)} WHERE response.key IS NOT NULL", [str(path)])
+            salvaged += int(n)
+    return salvaged
 
 
 _TYPES = {"key": "VARCHAR", "provider": "VARCHAR", "model": "VARCHAR", "endpoint": "VARCHAR",
@@ -170,7 +203,7 @@ def ingest(store: Store, path: Path, replay: bool = False, fresh: bool = False) 
     (a key already stored is kept), the ledger rows and where the prompts are
     (prompt_files.py). `replay`: the file of a process that died — its last line may be
     cut (skipped), a ledger row already stored (the batch was committed, the file not yet
-    deleted) is not added twice, and an earlier version's line carries its prompt.
+    renamed) is not added twice, and an earlier version's line carries its prompt.
 
     `fresh`: the batch's keys were missing from the store when they were looked up, so
     plain INSERTs do, from one read of the file into a temporary table: 16 against 36 us

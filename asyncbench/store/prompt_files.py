@@ -16,6 +16,8 @@ it during the run. Moving a cache file means moving its `.prompts` folder with i
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import itertools
 import os
 import socket
@@ -23,6 +25,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
+
+from ..errors import UserError
 
 # File numbers unique in the process (the runs of an eval set each append to their own).
 _NUMBERS = itertools.count(1)
@@ -42,26 +46,46 @@ class PromptFile:
         self._size = 0
 
     def append(self, text: str) -> tuple[str, int, int]:
-        """Write `text` (flushed to the OS with the journal line that points at it);
-        returns (file name, byte offset, byte length)."""
+        """Write `text`, in the OS's hands when this returns (the file is unbuffered), before
+        the journal line that points at it; returns (file name, byte offset, byte length)."""
         if self._fh is None:
             self.dir.mkdir(parents=True, exist_ok=True)
-            self._fh = (self.dir / self.name).open("ab")
+            self._fh = (self.dir / self.name).open("ab", buffering=0)
             self._size = self._fh.tell()
         data = text.encode("utf-8", "surrogatepass")
         offset = self._size
-        self._fh.write(data)
+        write_whole(self._fh, data, offset, self.dir / self.name)
         self._size += len(data)
         return self.name, offset, len(data)
-
-    def flush(self) -> None:
-        if self._fh is not None:
-            self._fh.flush()
 
     def close(self) -> None:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+def write_whole(fh: IO[bytes], data: bytes, at: int, path: Path) -> None:
+    """`data` appended whole to the unbuffered file `fh` (now `at` bytes long), or the
+    file cut back to `at` and a UserError: a disk that fills mid-write leaves no half
+    line or half prompt behind, so what was written before stays readable."""
+    view, done = memoryview(data), 0
+    try:
+        while done < len(data):
+            n = fh.write(view[done:])
+            if not n:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            done += n
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fh.fileno(), at)
+        raise write_failed(path, exc) from None
+
+
+def write_failed(path: Path, exc: OSError) -> UserError:
+    """One line for a write the disk refused; what was paid before it is kept."""
+    why = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else (exc.strerror or str(exc))
+    return UserError(f"cannot write {path}: {why}; the answers paid so far are kept (the cache and its journal): "
+                     "free some space and run the same command again")
 
 
 def read_prompts(cache: Path, refs: Iterable[tuple[str, int, int]]) -> dict[tuple[str, int, int], str | None]:

@@ -75,8 +75,10 @@ TABLES = ("responses", "failures", "results", "runs", "ledger_requests", "invoca
 
 
 def migrate(db: Connection) -> None:
-    """Create the tables a new file lacks; bring an older file to SCHEMA_VERSION."""
+    """Create the tables a new file lacks; bring an older file to SCHEMA_VERSION. A
+    DuckDB file of another application is refused before anything is written to it."""
     con = db.con
+    _refuse_foreign(db)
     for stmt in _SCHEMA:
         con.execute(stmt)
     row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -91,6 +93,32 @@ def migrate(db: Connection) -> None:
         if int(row[0]) <= 2:
             _from_v2(db)
         _from_v3(db)
+
+
+def _refuse_foreign(db: Connection) -> None:
+    """A file with tables but no asyncbench schema version is someone else's database:
+    `--cache` pointed at it by mistake would add a dozen tables to it (and then fail on
+    a table of the same name), so it is left exactly as it was."""
+    tables = {name for (name,) in db.con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() "
+        "AND table_schema = 'main'").fetchall()}
+    if not tables:
+        return
+    import duckdb
+
+    try:
+        ours = "meta" in tables and db.con.execute(
+            "SELECT count(*) FROM meta WHERE key = 'schema_version'").fetchone() == (1,)
+    except duckdb.Error:  # a `meta` table of another shape
+        ours = False
+    if not ours and {"responses", "ledger_requests"} <= tables:  # ours, its meta row lost: damaged
+        from .connection import corrupt
+
+        raise corrupt(db.path, ValueError("its schema version is unreadable"))
+    if not ours:
+        shown = ", ".join(sorted(tables)[:3]) + (", ..." if len(tables) > 3 else "")
+        raise UserError(f"{db.path} is a DuckDB file of another application (tables {shown}), not an asyncbench "
+                        "cache; it was left untouched: pass --cache NEW.duckdb")
 
 
 def _from_v2(db: Connection) -> None:
