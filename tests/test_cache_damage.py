@@ -79,6 +79,24 @@ def test_a_truncated_cache_is_one_line_and_recover_salvages_every_paid_answer(tm
     assert sim.stats()["ok"] == 20
 
 
+def test_recover_copies_every_row_of_an_undamaged_cache(tmp_path: Path, start_sim: Any) -> None:
+    """The ledger has no key, and DuckDB refuses INSERT OR IGNORE there: recover once
+    copied 0 of its rows."""
+    import duckdb
+
+    sim, cache = start_sim(), tmp_path / "c.duckdb"
+    assert _run(tmp_path, sim, cache, _data(tmp_path, 5)).returncode == 0
+    done = _cli("cache", "recover", "--cache", str(cache), "--out", str(tmp_path / "r.duckdb"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    counts = []
+    for path in (cache, tmp_path / "r.duckdb"):
+        con = duckdb.connect(str(path), read_only=True)
+        counts.append({t: con.execute(f"SELECT count(*) FROM {t}").fetchone() for t in
+                       ("responses", "ledger_requests", "results", "runs", "invocations", "prompt_refs")})
+        con.close()
+    assert counts[0] == counts[1] and counts[0]["ledger_requests"] == (5,)
+
+
 def test_a_full_disk_is_one_line_and_what_was_paid_is_kept(tmp_path: Path, start_sim: Any) -> None:
     if os.geteuid() != 0 or not shutil.which("unshare"):
         pytest.skip("needs root and unshare(1) to mount a small tmpfs as the full disk")

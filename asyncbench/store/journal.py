@@ -117,8 +117,8 @@ def keep(path: Path) -> None:
     """A journal file whose answers are in the store, renamed out of `replay`'s way but
     kept: with the prompt files, the journal is a second copy of every paid answer and its
     ledger row, from which `cache recover` rebuilds what a damaged (truncated, half
-    written) DuckDB file lost. About a third of the store's size for short prompts; an
-    empty file is removed."""
+    written) DuckDB file lost. About the store's size for short prompts (5,000 answers:
+    5.4 MB beside 6.3 MB), small beside long prompts' files; an empty file is removed."""
     try:
         if path.stat().st_size:
             path.replace(path.with_name(path.name + KEPT))

@@ -54,13 +54,18 @@ def _copy(src: Any, dst: Store, table: str) -> int:
     import duckdb
 
     copied = 0
+    # OR IGNORE only where a key can conflict: DuckDB refuses it on a table without one
+    # (the ledger's), which once left every ledger row behind
+    (keyed,) = dst.one("SELECT count(*) FROM duckdb_constraints() WHERE table_name = ? "
+                       "AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')", [table])
+    insert = "INSERT OR IGNORE" if keyed else "INSERT"
     try:
         # names from our schema; an older file lacks later columns (and tables)
         columns = [c for c in dst.con.table(table).columns if c in src.table(table).columns]
         cursor = src.execute(f"SELECT {', '.join(columns)} FROM {table}")
         while rows := cursor.fetchmany(5_000):
             with dst.transaction():
-                dst.con.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) "
+                dst.con.executemany(f"{insert} INTO {table} ({', '.join(columns)}) "
                                     f"VALUES ({', '.join('?' * len(columns))})", rows)
             copied += len(rows)
     except duckdb.Error:
