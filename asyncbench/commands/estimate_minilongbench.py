@@ -3,7 +3,7 @@
 Input: `{"scores": [237 floats in sorted-anchor order]}` or `{"scores": {dataset:
 [floats]}}` (or the mapping at top level), the release's example file
 (`{"scores_in_sorted_anchor_order": [...]}`), or the `asyncbench samples RUN --out
-FILE.jsonl|.csv` export of a MiniLongBench run in any row order; scores on the 0-1 scale. Prints the IRT,
+FILE.jsonl|.csv|.parquet` export of a MiniLongBench run in any row order; scores on the 0-1 scale. Prints the IRT,
 direct and blended estimates per dataset, per category and Overall, the headline Overall
 with its 90% interval (`overall_ci90`), and the anchors' share of the full benchmark's
 length. The parameters are the shipped ones unless `--params release` or `--params DIR`.
@@ -20,7 +20,7 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--anchor-scores", required=True, metavar="FILE.json", help="the model's anchor scores: JSON, or a `samples` export (.jsonl/.csv)")
+    parser.add_argument("--anchor-scores", required=True, metavar="FILE.json", help="the model's anchor scores: JSON, or a `samples` export (.jsonl/.csv/.parquet)")
     parser.add_argument("--method", choices=("irt", "direct", "blend"),
                         help="headline method (default: the parameters', blend for the shipped ones)")
     parser.add_argument("--params", default="shipped", metavar="shipped|release|DIR",
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def read_anchor_scores(path: Path) -> Any:
     """The anchor scores in FILE: a `scores` list or {dataset: [scores]} mapping, the
     release's example file (`scores_in_sorted_anchor_order`), or a `samples` export of a
-    MiniLongBench run (.jsonl, .csv or a JSON list of records with `sample_id` and
+    MiniLongBench run (.jsonl, .csv, .parquet or a JSON list of records with `sample_id` and
     `score`). UserError naming the problem."""
     from ..errors import UserError
     from ..jsonl_io import parse_json, read_json_file, read_text_file
@@ -41,6 +41,8 @@ def read_anchor_scores(path: Path) -> Any:
     if not path.is_file():
         raise UserError(f"{path}: no such file; pass --anchor-scores FILE.json")
     hint = 'expected {"scores": [237 numbers]} or a `asyncbench samples RUN --out FILE.jsonl` export'
+    if path.suffix.lower() == ".parquet":
+        return scores_from_samples(_parquet_records(path), path)
     if path.suffix.lower() not in (".csv", ".jsonl"):
         raw = read_json_file(path, hint=hint, what="anchor scores")
         if isinstance(raw, list) and raw and isinstance(raw[0], dict):
@@ -56,10 +58,34 @@ def read_anchor_scores(path: Path) -> Any:
         return raw
     text = read_text_file(path, what="anchor scores")
     if path.suffix.lower() == ".csv":
+        # a `samples` export carries each prompt, far over the csv module's 128 KiB field default
+        csv.field_size_limit(2**31 - 1)
         return scores_from_samples(list(csv.DictReader(io.StringIO(text))), path)
     rows = [parse_json(line, f"{path} line {lineno}", hint)  # .jsonl
             for lineno, line in enumerate(text.splitlines(), 1) if line.strip()]
     return scores_from_samples(rows, path)
+
+
+def _parquet_records(path: Path) -> list[dict[str, Any]]:
+    """`sample_id`, `score` and `status` of a `samples --out FILE.parquet` export (its
+    prompts and answers are not read)."""
+    import duckdb
+
+    from ..errors import UserError
+
+    con = duckdb.connect()
+    try:
+        rel = con.read_parquet(str(path))
+        missing = [c for c in ("sample_id", "score") if c not in rel.columns]
+        if missing:
+            raise UserError(f"{path}: no {missing[0]} column; expected a `asyncbench samples RUN --out FILE.parquet` export")
+        wanted = [c for c in ("sample_id", "score", "status") if c in rel.columns]
+        rows = rel.select(*wanted).fetchall()
+    except duckdb.Error as exc:
+        raise UserError(f"{path} is not a readable parquet file ({str(exc).splitlines()[0]})") from None
+    finally:
+        con.close()
+    return [dict(zip(wanted, row)) for row in rows]
 
 
 def _id_order(sample_id: str) -> tuple[str, int]:
