@@ -181,7 +181,7 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | N
         return RunPlan(
             benchmark=benchmark, benchmark_name=cfg.benchmark, caps=caps,
             samples=SampleSource(listed, stream, data_id), client=client, judge=judge, prompting=prompting,
-            runner=runner, run_id=run_id, out=None if cfg.dry_run else out_dir(cfg.out, run_id),
+            runner=runner, run_id=run_id, out=None if cfg.dry_run else out_dir(cfg.out, run_id, cache_path),
             cache_path=cache_path, opening=opening, prices=prices, unpriced=tuple(unpriced), max_cost=cfg.max_cost,
             progress=cfg.progress, prompt_cache=cfg.prompt_cache == "auto", options={"judge": cfg.judge, **cfg.extra},
             stored_config=public_config(cfg, client.spec), started=started)
@@ -327,15 +327,26 @@ def public_config(cfg: RunConfig, spec: ModelSpec) -> dict[str, object]:
     return redacted
 
 
+def _default_name(run_id: str, cache: Path | None) -> str:
+    from .store import default_cache_path
+
+    if cache is None or cache.expanduser().resolve() == default_cache_path().expanduser().resolve():
+        return run_id
+    return f"{run_id}-{hashlib.sha256(str(cache.expanduser().resolve()).encode()).hexdigest()[:6]}"
+
+
 # in an --out folder's name, stands for the run id (an eval set names each run's folder so)
 RUN_ID = "{run_id}"
 
 
-def out_dir(out: str | None, run_id: str) -> Path:
+def out_dir(out: str | None, run_id: str, cache: Path | None = None) -> Path:
     """The run's output folder, made and test-written before any request is sent: an
     unwritable --out found after the work would lose the report of a paid-for run.
-    `{run_id}` in `out` is the run's id."""
-    path = Path(out.replace(RUN_ID, run_id)).expanduser() if out else Path("runs") / run_id
+    `{run_id}` in `out` is the run's id. Without --out: runs/RUN_ID, or with a cache other
+    than the default runs/RUN_ID-CACHE (a hash of the cache's path): the run id does not
+    depend on the cache, and a partial run on --cache /tmp/x.duckdb once replaced the
+    complete run's run.json."""
+    path = Path(out.replace(RUN_ID, run_id)).expanduser() if out else Path("runs") / _default_name(run_id, cache)
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".asyncbench-write-test"

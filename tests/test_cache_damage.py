@@ -177,3 +177,22 @@ def test_reports_exports_and_run_json_replace_the_old_file_whole(tmp_path: Path,
         assert (tmp_path / f"{name}.link").read_text() == "the previous file\n", name
         assert path.stat().st_size > 100 and path.read_bytes() != b"the previous file\n", name
         assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_runs_on_two_caches_write_two_run_json_files(tmp_path: Path, start_sim: Any) -> None:
+    """The run id does not depend on the cache, and the default folder was runs/RUN_ID: a
+    run on a second cache replaced the first run's run.json (issue 36)."""
+    sim, data = start_sim(), _data(tmp_path, 3)
+    home = {**os.environ, "PYTHONPATH": str(REPO), "ASYNCBENCH_CACHE": str(tmp_path / "default.duckdb")}
+    outs = []
+    for cache in (None, tmp_path / "a.duckdb", tmp_path / "b.duckdb"):
+        args = [sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{data}", "--model", "openai-compat:m",
+                "--base-url", f"{sim.base_url}/v1", "--no-progress", "--max-input-tokens", "4000", "--json",
+                *(["--cache", str(cache)] if cache else [])]
+        done = subprocess.run(args, cwd=tmp_path, env=home, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outs.append(json.loads(done.stdout))
+    assert len({o["run_id"] for o in outs}) == 1  # one run id for the three
+    folders = [Path(o["out_dir"]) for o in outs]
+    assert folders[0].name == outs[0]["run_id"]  # the default cache keeps runs/RUN_ID
+    assert len(set(folders)) == 3 and all((tmp_path / f / "run.json").is_file() for f in folders)

@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="chat (default) or completion endpoint for base models")
     p.add_argument("--data-dir", help="benchmark data directory (default: $ASYNCBENCH_DATA_DIR, else the hub)")
     p.add_argument("--cache", help="DuckDB cache file (default: ~/.cache/asyncbench/cache.duckdb)")
-    p.add_argument("--out", help="output directory for run.json (default: runs/RUN_ID)")
+    p.add_argument("--out", help="output directory for run.json (default: runs/RUN_ID; runs/RUN_ID-CACHE with a --cache other than the default)")
     p.add_argument("--resume", metavar="RUN_ID", help="continue a stored run (id or unique prefix) with its stored "
                    "settings")
     p.add_argument("--limit", type=int, help="run the first N samples of each task only")
