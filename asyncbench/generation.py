@@ -404,7 +404,7 @@ class _Generation:
     def _from_cache(self, i: int, hit: CachedResponse, paid: bool) -> None:
         """`paid`: this invocation sent the request (in an earlier window or call)."""
         usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens, hit.cache_write_tokens)
-        self.hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
+        self.hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache", usage_flag=hit.usage_flag)
         if paid or hit.key in self.hit_keys:
             # sent earlier in this invocation and stored since, or a cache hit this call
             # already served to another sample: one answer, paid (or saved) once
@@ -417,7 +417,8 @@ class _Generation:
         # what the answer cost when it was paid (its cache row), not today's list price
         self.engine.pending_ledger.append(self._entry(
             i, "from_cache", prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens,
-            cached_prompt_tokens=hit.cached_prompt_tokens, saved_usd=hit.cost_usd or 0.0, latency_ms=hit.latency_ms))
+            cached_prompt_tokens=hit.cached_prompt_tokens, saved_usd=hit.cost_usd or 0.0, latency_ms=hit.latency_ms,
+            usage_flag=hit.usage_flag))
         self.engine.latencies.cached.append(hit.latency_ms)
         self.progress.add("from_cache")
 
@@ -454,7 +455,7 @@ class _Generation:
             i, "sent", prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cached_prompt_tokens=usage.cached_prompt_tokens, cache_write_tokens=usage.cache_write_tokens, cost_usd=cost,
             saved_usd=self.client.price.cost(usage) - cost if resp.discount != 1.0 else 0.0,
-            latency_ms=resp.latency_ms, attempts=attempts)
+            latency_ms=resp.latency_ms, attempts=attempts, usage_flag=resp.usage_flag)
         engine.latencies.fresh.append(resp.latency_ms)
         row = ResponseRow(
             key=self.keys[i], provider=req.provider, model=req.model, endpoint=req.endpoint_id,
@@ -462,7 +463,7 @@ class _Generation:
             prompt_tokens=resp.usage.prompt_tokens, completion_tokens=resp.usage.completion_tokens,
             cached_prompt_tokens=resp.usage.cached_prompt_tokens, latency_ms=resp.latency_ms, cost_usd=cost,
             served_by=strip_userinfo(resp.endpoint), created_at=time.time(),
-            cache_write_tokens=resp.usage.cache_write_tokens)
+            cache_write_tokens=resp.usage.cache_write_tokens, usage_flag=resp.usage_flag)
         # on disk now (a crash keeps it), and how it reaches the store: the writer's batch
         # ingests this journal file (store/journal.py)
         engine.journal.append(row, entry, self._prompt_text(i))

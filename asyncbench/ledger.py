@@ -96,6 +96,7 @@ class RequestEntry:
     latency_ms: float | None = None
     attempts: int = 0
     cache_write_tokens: int = 0  # written to the provider's prompt cache (part of prompt_tokens)
+    usage_flag: str | None = None  # the server's usage out of bounds, booked at our bound (claims.py)
 
 
 @dataclass

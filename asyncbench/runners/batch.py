@@ -46,6 +46,7 @@ import anyio
 from ..client import ModelClient
 from ..errors import ProviderError, UserError
 from ..providers.base import BatchStatus
+from ..claims import checked
 from ..scheduler import Budget, Job, Outcome, SchedulerStats
 from ..secrets import strip_userinfo
 from ..types import Response
@@ -372,6 +373,7 @@ class BatchRunner:
                 continue
             got.latency_ms = latency
             got.discount = client.price.batch
+            checked(got, call.by_key[k].request)  # its usage bounded before it is priced (claims.py)
             call.budget.settle(call.reserved.pop(k, 0.0), client.price.cost(got.usage, got.discount))
             call.finish(k, response=got)
         return retry

@@ -22,6 +22,7 @@ from ..ledger import (
     SampleEntry,
     StatusCount,
 )
+from .cache import usage_flag_of
 from .connection import Part, in_session, unnest
 from .prompt_files import read_prompts
 from .rows import INVOCATION_COLUMNS, LEDGER_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS, ResultRow, RunRow, SampleRow
@@ -271,11 +272,12 @@ class RunRecord(Part):
         self.con.execute(
             "INSERT INTO ledger_requests SELECT l.run_id, $new, l.purpose, l.task, "
             "CASE WHEN l.source = 'shared' THEN 'shared' ELSE 'from_cache' END, l.key, l.sample_id, "
-            "CASE WHEN l.source = 'shared' THEN 0 ELSE r.prompt_tokens END, "
-            "CASE WHEN l.source = 'shared' THEN 0 ELSE r.completion_tokens END, "
-            "CASE WHEN l.source = 'shared' THEN 0 ELSE r.cached_prompt_tokens END, 0.0, "
+            "CASE WHEN l.source = 'shared' THEN 0 ELSE coalesce(r.prompt_tokens, 0) END, "
+            "CASE WHEN l.source = 'shared' THEN 0 ELSE coalesce(r.completion_tokens, 0) END, "
+            "CASE WHEN l.source = 'shared' THEN 0 ELSE coalesce(r.cached_prompt_tokens, 0) END, 0.0, "
             "CASE WHEN l.source = 'shared' THEN 0.0 ELSE coalesce(r.cost_usd, 0.0) END, "
-            "CASE WHEN l.source = 'shared' THEN NULL ELSE r.latency_ms END, 0, 0 "
+            "CASE WHEN l.source = 'shared' THEN NULL ELSE r.latency_ms END, 0, 0, "
+            f"CASE WHEN l.source = 'shared' THEN NULL ELSE {usage_flag_of('r')} END "
             "FROM ledger_requests l LEFT JOIN responses r ON r.key = l.key AND l.source <> 'shared' "
             "WHERE l.run_id = $run AND l.invocation = $last", {"run": run_id, "last": last, "new": invocation})
         if excluded:
