@@ -101,7 +101,7 @@ def _shown(value: object) -> str:
 def checked(response: Response, request: Request) -> Response:
     """`response` with its usage bounded (module doc) and `usage_flag` saying what was
     out of bounds, if anything. Idempotent: a checked answer checks the same."""
-    usage, notes = response.usage, []
+    usage, notes = response.usage, list[str]()
     fields = {"prompt_tokens": prompt_bound(request), "completion_tokens": completion_bound(request)}
     booked: dict[str, int] = {}
     for name, bound in fields.items():

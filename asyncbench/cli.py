@@ -128,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._main(args) or 0)
     except UserError as exc:
         from .secrets import redact
+        from .terminal import shown
 
-        print(f"asyncbench: error: {redact(str(exc))}", file=sys.stderr)
+        print(f"asyncbench: error: {shown(redact(str(exc)))}", file=sys.stderr)
         return 2
     except RecursionError:
         # a JSON input nested thousands deep that a reader let through: bad input, not a crash

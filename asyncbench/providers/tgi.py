@@ -234,7 +234,8 @@ def parse_generate(data: Any, headers: Any, prompt: str) -> tuple[str, Usage, st
     if not isinstance(text, str):
         raise ProviderError("transient", "the answer has no text (generated_text is "
                                          f"{'absent' if 'generated_text' not in data else type(text).__name__})")
-    details = data.get("details") if isinstance(data.get("details"), dict) else {}
+    found = data.get("details")
+    details: dict[str, Any] = found if isinstance(found, dict) else {}
     prompt_tokens = _header_count(headers.get("x-prompt-tokens"))
     generated = details.get("generated_tokens")
     if generated is None:

@@ -43,12 +43,13 @@ from typing import Any
 
 import anyio
 
+from ..claims import checked
 from ..client import ModelClient
 from ..errors import ProviderError, UserError
 from ..providers.base import BatchStatus
-from ..claims import checked
 from ..scheduler import Budget, Job, Outcome, SchedulerStats
 from ..secrets import strip_userinfo
+from ..terminal import shown
 from ..types import Response
 from .base import (
     JSON,
@@ -178,7 +179,7 @@ class BatchRunner:
 
     def _say(self, line: str) -> None:
         if self.progress:
-            print(f"asyncbench: {line}", file=sys.stderr, flush=True)
+            print(f"asyncbench: {shown(line)}", file=sys.stderr, flush=True)
 
     async def _attach(self, call: _Call) -> list[_Batch]:
         """Recover what dead processes submitted, then re-attach to every batch not yet

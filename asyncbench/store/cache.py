@@ -13,7 +13,6 @@ from .connection import Part, in_session, unnest
 from .rows import RESPONSE_COLUMNS, CachedResponse, CacheStats, FailureRow, ModelStats, ResponseRow
 from .schema import SCHEMA_VERSION
 
-
 # A row stored before usage was checked (claims.py) whose counts did not fit a BIGINT
 # (a server that claimed 1e300 tokens) holds NULL: read as 0 tokens, and flagged.
 _NULL_FLAG = "usage out of bounds: the cache row has no token counts (stored before usage was checked): booked as 0"
@@ -23,7 +22,7 @@ def usage_flag_of(row: str = "") -> str:
     """SQL for a `responses` row's flag as a lookup reads it (`row`: the table's alias)."""
     at = f"{row}." if row else ""
     nulls = " OR ".join(f"{at}{c} IS NULL" for c in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens"))
-    return f"coalesce({at}usage_flag, CASE WHEN {nulls} THEN '{_NULL_FLAG}' END)"
+    return f"coalesce({at}usage_flag, CASE WHEN {at}key IS NOT NULL AND ({nulls}) THEN '{_NULL_FLAG}' END)"
 
 
 class ResponseCache(Part):

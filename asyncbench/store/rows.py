@@ -187,3 +187,4 @@ class SampleRow(NamedTuple):
     error: str | None
     key: str | None
     shared_with: str | None
+    usage_flag: str | None  # the server's usage out of bounds, booked at our bound (claims.py)
