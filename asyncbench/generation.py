@@ -41,7 +41,7 @@ from .runners.base import (
     add_stats,
 )
 from .scheduler import Budget, EndpointHealth, Job, Outcome, SchedulerStats
-from .secrets import redact, secret_values, strip_userinfo
+from .secrets import redactor, strip_userinfo
 from .store import Store
 from .store.batch_journal import BatchJournal, finished_files, unresolved
 from .store.journal import Journal, StoredMeanwhile, ingest
@@ -97,7 +97,8 @@ class Engine:
         self.progress_enabled = progress_enabled
         self.budget = budget
         self.latencies = Latencies()
-        self.secrets = secret_values()
+        # every answer and prompt it stores is redacted (hex, \\u-escaped, spaced... echoes too)
+        self.redact = redactor()
         self.pending_failures: list[FailureRow] = []
         self.pending_ledger: list[RequestEntry] = []
         self.pending_prompts: list[tuple[str, str]] = []  # (key, prompt as sent), eval and judge
@@ -446,8 +447,7 @@ class _Generation:
 
     def _answered(self, i: int, resp: Response, attempts: int) -> None:
         engine, req, usage = self.engine, self.requests[i], resp.usage
-        if engine.secrets and any(s in resp.text for s in engine.secrets):
-            resp.text = redact(resp.text)  # a server that echoes the key into its answer
+        resp.text = engine.redact(resp.text)  # a server that echoes the key into its answer, in any form
         cost = self.client.price.cost(usage, resp.discount)
         self.sources[i] = "sent"
         # saved: the batch discount (what the list price would have been, less what was paid)
@@ -473,9 +473,7 @@ class _Generation:
         """The prompt as sent (after truncation), for the per-sample view, secrets redacted."""
         req = self.requests[i]
         text = req.prompt if req.prompt is not None else json.dumps(req.messages, ensure_ascii=False)
-        if self.engine.secrets and any(s in text for s in self.engine.secrets):
-            text = redact(text)
-        return text
+        return self.engine.redact(text)
 
     def _keep_prompt(self, i: int) -> None:
         """Queue the prompt of a request that failed (an answered one is kept with its
