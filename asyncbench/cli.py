@@ -128,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._main(args) or 0)
     except UserError as exc:
         from .secrets import redact
+        from .terminal import shown
 
-        print(f"asyncbench: error: {redact(str(exc))}", file=sys.stderr)
+        print(f"asyncbench: error: {shown(redact(str(exc)))}", file=sys.stderr)
         return 2
     except Exception as exc:  # an exception group holding a UserError one of a run's tasks raised (a full disk)
         found = _user_error_in(exc)

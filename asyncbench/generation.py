@@ -41,7 +41,7 @@ from .runners.base import (
     add_stats,
 )
 from .scheduler import Budget, EndpointHealth, Job, Outcome, SchedulerStats
-from .secrets import redact, secret_values, strip_userinfo
+from .secrets import redactor, strip_userinfo
 from .store import Store
 from .store.batch_journal import BatchJournal, finished_files, unresolved
 from .store.journal import Journal, StoredMeanwhile, ingest
@@ -97,7 +97,8 @@ class Engine:
         self.progress_enabled = progress_enabled
         self.budget = budget
         self.latencies = Latencies()
-        self.secrets = secret_values()
+        # every answer and prompt it stores is redacted (hex, \\u-escaped, spaced... echoes too)
+        self.redact = redactor()
         self.pending_failures: list[FailureRow] = []
         self.pending_ledger: list[RequestEntry] = []
         self.pending_prompts: list[tuple[str, str]] = []  # (key, prompt as sent), eval and judge
@@ -404,7 +405,7 @@ class _Generation:
     def _from_cache(self, i: int, hit: CachedResponse, paid: bool) -> None:
         """`paid`: this invocation sent the request (in an earlier window or call)."""
         usage = Usage(hit.prompt_tokens, hit.completion_tokens, hit.cached_prompt_tokens, hit.cache_write_tokens)
-        self.hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache")
+        self.hits[i] = Response(hit.text, usage, hit.latency_ms, hit.finish_reason, "cache", usage_flag=hit.usage_flag)
         if paid or hit.key in self.hit_keys:
             # sent earlier in this invocation and stored since, or a cache hit this call
             # already served to another sample: one answer, paid (or saved) once
@@ -417,7 +418,8 @@ class _Generation:
         # what the answer cost when it was paid (its cache row), not today's list price
         self.engine.pending_ledger.append(self._entry(
             i, "from_cache", prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens,
-            cached_prompt_tokens=hit.cached_prompt_tokens, saved_usd=hit.cost_usd or 0.0, latency_ms=hit.latency_ms))
+            cached_prompt_tokens=hit.cached_prompt_tokens, saved_usd=hit.cost_usd or 0.0, latency_ms=hit.latency_ms,
+            usage_flag=hit.usage_flag))
         self.engine.latencies.cached.append(hit.latency_ms)
         self.progress.add("from_cache")
 
@@ -445,8 +447,7 @@ class _Generation:
 
     def _answered(self, i: int, resp: Response, attempts: int) -> None:
         engine, req, usage = self.engine, self.requests[i], resp.usage
-        if engine.secrets and any(s in resp.text for s in engine.secrets):
-            resp.text = redact(resp.text)  # a server that echoes the key into its answer
+        resp.text = engine.redact(resp.text)  # a server that echoes the key into its answer, in any form
         cost = self.client.price.cost(usage, resp.discount)
         self.sources[i] = "sent"
         # saved: the batch discount (what the list price would have been, less what was paid)
@@ -454,7 +455,7 @@ class _Generation:
             i, "sent", prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cached_prompt_tokens=usage.cached_prompt_tokens, cache_write_tokens=usage.cache_write_tokens, cost_usd=cost,
             saved_usd=self.client.price.cost(usage) - cost if resp.discount != 1.0 else 0.0,
-            latency_ms=resp.latency_ms, attempts=attempts)
+            latency_ms=resp.latency_ms, attempts=attempts, usage_flag=resp.usage_flag)
         engine.latencies.fresh.append(resp.latency_ms)
         row = ResponseRow(
             key=self.keys[i], provider=req.provider, model=req.model, endpoint=req.endpoint_id,
@@ -462,7 +463,7 @@ class _Generation:
             prompt_tokens=resp.usage.prompt_tokens, completion_tokens=resp.usage.completion_tokens,
             cached_prompt_tokens=resp.usage.cached_prompt_tokens, latency_ms=resp.latency_ms, cost_usd=cost,
             served_by=strip_userinfo(resp.endpoint), created_at=time.time(),
-            cache_write_tokens=resp.usage.cache_write_tokens)
+            cache_write_tokens=resp.usage.cache_write_tokens, usage_flag=resp.usage_flag)
         # on disk now (a crash keeps it), and how it reaches the store: the writer's batch
         # ingests this journal file (store/journal.py)
         engine.journal.append(row, entry, self._prompt_text(i))
@@ -472,9 +473,7 @@ class _Generation:
         """The prompt as sent (after truncation), for the per-sample view, secrets redacted."""
         req = self.requests[i]
         text = req.prompt if req.prompt is not None else json.dumps(req.messages, ensure_ascii=False)
-        if self.engine.secrets and any(s in text for s in self.engine.secrets):
-            text = redact(text)
-        return text
+        return self.engine.redact(text)
 
     def _keep_prompt(self, i: int) -> None:
         """Queue the prompt of a request that failed (an answered one is kept with its

@@ -96,6 +96,7 @@ class RequestEntry:
     latency_ms: float | None = None
     attempts: int = 0
     cache_write_tokens: int = 0  # written to the provider's prompt cache (part of prompt_tokens)
+    usage_flag: str | None = None  # the server's usage out of bounds, booked at our bound (claims.py)
 
 
 @dataclass
@@ -159,13 +160,37 @@ class StatusCount:
 
 
 @dataclass
+class FlaggedAnswer:
+    """An answer of the run whose usage the server claimed out of bounds (claims.py): its
+    request rows hold the bounded figures, this says what was claimed."""
+
+    sample_id: str
+    task: str
+    purpose: str
+    flag: str
+
+
+class UsageFlags(TypedDict):
+    """run.json's `usage_flags`: the run's answers booked at our bound (`answers`, one per
+    request key) and the first USAGE_FLAGS_LISTED of them with their flags."""
+
+    answers: int
+    listed: list[dict[str, str]]
+
+
+USAGE_FLAGS_LISTED = 20
+
+
+@dataclass
 class Ledger:
     """A run's ledger as `account` reads it: sample statuses counted per task, request rows
-    summed per group, and the invocations, oldest first."""
+    summed per group, the invocations, oldest first, and the answers whose usage was
+    booked at our bound (not as the server claimed it)."""
 
     statuses: list[StatusCount]
     requests: list[RequestGroup]
     invocations: list[InvocationEntry]
+    flagged: list[FlaggedAnswer] = field(default_factory=list)
 
 
 TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cache_write_tokens")
@@ -254,6 +279,7 @@ class Account(TypedDict):
     cost_usd: dict[str, float]  # by purpose, and "total"
     tokens: dict[str, dict[str, int]]  # by purpose and "total": TOKEN_KINDS
     invocations: list[InvocationFigures]
+    usage_flags: UsageFlags
 
 
 def status_counts(counts: Iterable[StatusCount]) -> dict[str, int]:
@@ -293,7 +319,28 @@ def account(ledger: Ledger) -> Account:
         "cost_usd": run_money.cost(),
         "tokens": run_money.token_block(),
         "invocations": [_invocation_figures(inv, by_inv.get(inv.invocation, _Money())) for inv in ledger.invocations],
+        "usage_flags": usage_flags(ledger.flagged),
     }
+
+
+def usage_flag_line(flags: Mapping[str, object], shown: int = 3) -> str | None:
+    """One line on the answers booked at our bound (None: there are none), for the run
+    summary and every report: how many, and the first few flags."""
+    n = int(flags.get("answers") or 0)  # type: ignore[call-overload]
+    if not n:
+        return None
+    listed = list(flags.get("listed") or [])  # type: ignore[call-overload]
+    first = "; ".join(f"{f['sample_id']}: {str(f['flag']).removeprefix('usage out of bounds: ')}" for f in listed[:shown])
+    more = f" (and {n - min(shown, len(listed))} more: run.json usage_flags, `asyncbench samples`)" if n > shown else ""
+    return (f"usage out of bounds: {n} answer{'s' if n != 1 else ''} booked at our bound, not as the server "
+            f"claimed (tokens and dollars above are the bounded figures): {first}{more}")
+
+
+def usage_flags(flagged: list[FlaggedAnswer]) -> UsageFlags:
+    """The answers booked at our bound, counted, and the first few listed."""
+    return {"answers": len(flagged),
+            "listed": [{"sample_id": f.sample_id, "task": f.task, "purpose": f.purpose, "flag": f.flag}
+                       for f in flagged[:USAGE_FLAGS_LISTED]]}
 
 
 def _task_figures(counts: dict[str, int], money: _Money) -> TaskFigures:

@@ -21,7 +21,17 @@ from typing import Any, TypedDict
 from .atomic import write_text
 from .benchmarks import score_type
 from .benchmarks.scores import ScoreSet
-from .ledger import InvocationFigures, Ledger, SampleEntry, TaskFigures, account, hint_for, next_step, partial_label
+from .ledger import (
+    InvocationFigures,
+    Ledger,
+    SampleEntry,
+    TaskFigures,
+    UsageFlags,
+    account,
+    hint_for,
+    next_step,
+    partial_label,
+)
 from .percentiles import percentiles
 from .providers.base import ModelSpec
 from .secrets import redact_json
@@ -132,6 +142,8 @@ class RunSummary:
     interrupted: bool = False
     samples_so_far: int | None = None  # interrupted: samples the ledger has seen
     out_dir: str | None = None  # where run.json was written (not part of it)
+    # answers whose usage the server claimed out of bounds, booked at our bound (claims.py)
+    usage_flags: UsageFlags = field(default_factory=lambda: UsageFlags(answers=0, listed=[]))
 
     def to_json(self) -> dict[str, object]:
         """run.json's content (JSON-shaped; `write_out` writes it)."""
@@ -139,7 +151,7 @@ class RunSummary:
                                    "endpoint": self.endpoint}
         figures: dict[str, object] = {"complete": self.complete, "samples": self.samples, "by_task": self.by_task,
                                       "cost_usd": self.cost_usd, "tokens": self.tokens,
-                                      "invocations": self.invocations}
+                                      "usage_flags": self.usage_flags, "invocations": self.invocations}
         if self.interrupted:
             return {**head, "interrupted": True, **figures, "samples_so_far": self.samples_so_far,
                     "this_invocation": self.this_invocation, "partial": self.partial, "next_step": self.next_step,
@@ -175,7 +187,7 @@ class RunSummary:
             failures=raw.get("failures") or [], failure_groups=raw.get("failure_groups"),
             hints=raw.get("hints") or [], excluded=_block(raw, "excluded"), prepare=raw.get("prepare") or {},
             interrupted=bool(raw.get("interrupted")), samples_so_far=raw.get("samples_so_far"),
-            out_dir=raw.get("out_dir"))
+            out_dir=raw.get("out_dir"), usage_flags=_block(raw, "usage_flags", {"answers": 0, "listed": []}))
 
     def redacted(self) -> RunSummary:
         """The same summary with every string redacted (URL user-info, keys echoed back)."""
@@ -225,6 +237,7 @@ def run_summary(benchmark: str, run_id: str, spec: ModelSpec, ledger: Ledger, un
         started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(this["started_at"])), wall_s=this["wall_s"],
         complete=figures["complete"], samples=figures["samples"], by_task=figures["by_task"],
         cost_usd=figures["cost_usd"], tokens=figures["tokens"], invocations=figures["invocations"],
+        usage_flags=figures["usage_flags"],
         partial=partial_label(figures["samples"]) or None, this_invocation=this, unpriced=closing.unpriced,
         prices_version=closing.prices_version,
         latency_ms=latency,
@@ -244,6 +257,7 @@ def interrupted_summary(benchmark: str, run_id: str, spec: ModelSpec, ledger: Le
         run_id=run_id, benchmark=benchmark, model=spec.label, endpoint=spec.endpoint_id, interrupted=True,
         complete=False, samples=figures["samples"], by_task=figures["by_task"], cost_usd=figures["cost_usd"],
         tokens=figures["tokens"], invocations=figures["invocations"], samples_so_far=samples_so_far,
+        usage_flags=figures["usage_flags"],
         this_invocation=figures["invocations"][-1], partial="interrupted",
         next_step=f"continue it with `asyncbench run --resume {run_id}` (or the same command)", scores=None)
 

@@ -32,6 +32,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .claims import checked
 from .errors import ProviderError
 from .limits import Limiter
 from .providers.base import Provider
@@ -267,7 +268,7 @@ class Scheduler:
                 # timeout is per read, which a server sending a byte at a time resets
                 # (a provider whose own deadline is total already needs no second one)
                 with nullcontext() if self.ends_in_time else anyio.fail_after(self.timeout_s):
-                    response = _validated(await self.provider.send(job.request, ep.url, self.timeout_s))
+                    response = _validated(await self.provider.send(job.request, ep.url, self.timeout_s), job.request)
             except TimeoutError:
                 raise ProviderError("transient", f"no complete answer from {ep.url} within --timeout "
                                                  f"{self.timeout_s:g}s") from None
@@ -454,17 +455,14 @@ class _Dead(Exception):
     """A pause ended because the endpoints were declared dead meanwhile."""
 
 
-def _validated(response: Response) -> Response:
-    """Values from a server, checked before they reach the store: text is text, token
-    counts are non-negative integers."""
-    usage = response.usage
+def _validated(response: Response, request: Request) -> Response:
+    """Values from a server, checked before they reach the store or the budget: text is
+    text, token counts are counts within what `request` can have used (claims.py: out of
+    bounds, booked at the bound and flagged)."""
     if not isinstance(response.text, str):
         raise TypeError(f"answer text is {type(response.text).__name__}, not a string")
     response.text = _unicode(response.text)
-    for name in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cache_write_tokens"):
-        value = getattr(usage, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} is {value!r}, not a non-negative integer")
+    checked(response, request)
     if response.finish_reason is not None:
         response.finish_reason = _unicode(str(response.finish_reason))
     return response

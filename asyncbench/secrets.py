@@ -8,7 +8,14 @@ run.json, the run's stored configuration.
 
 A server that echoes a key need not echo it verbatim: the key upper- or lower-cased,
 base64-encoded (an `Authorization: Basic` header echoed back, at any byte alignment
-inside a longer encoded text) or URL-encoded is masked too.
+inside a longer encoded text), URL-encoded, hex-encoded (either case), JSON-`\\u`-escaped
+character by character, reversed, or spelt out with spaces or other separators between
+its characters is masked too.
+
+It runs on every stored answer, so each set of secrets is compiled once (`_Redactor`):
+plain substring tests on the lower-cased text, and on the text with everything but
+letters and digits taken out (the spaced form), decide whether the one regex runs at all
+(a typical answer with no secret costs a few microseconds: docs/internals.md).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
@@ -39,8 +47,12 @@ def register(value: str | None) -> None:
 def secret_values() -> list[str]:
     """Every known secret, longest first (so a key that contains another is masked whole)."""
     found = set(_registered)
-    for name, value in os.environ.items():
-        if (name in SECRET_VARS or name.startswith(SECRET_PREFIXES)) and len(value) >= MIN_SECRET_LEN:
+    # the named variables by lookup, the prefixed ones by their names alone: decoding every
+    # value of the environment cost ~30 us a call, and this runs on every stored answer
+    names = [*SECRET_VARS, *(n for n in os.environ if n.startswith(SECRET_PREFIXES))]
+    for name in names:
+        value = os.environ.get(name)
+        if value is not None and len(value) >= MIN_SECRET_LEN:
             found.add(value)
     return sorted(found, key=len, reverse=True)
 
@@ -48,18 +60,77 @@ def secret_values() -> list[str]:
 def redact(text: str) -> str:
     """`text` with URL user-info removed and every secret (and its simple transforms)
     masked."""
-    return _redact(text, _current_pattern())
+    return _redact(text, _current())
 
 
-def _current_pattern() -> re.Pattern[str] | None:
+def redactor() -> Callable[[str], str]:
+    """`redact` for the secrets known now, built once: what a run applies to every
+    answer it stores (reading the environment again for each answer cost ~25 us)."""
+    compiled = _current()
+    return lambda text: _redact(text, compiled)
+
+
+def _current() -> _Redactor | None:
+    """The redactor of the secrets known now (built once per set of secrets)."""
     secrets = secret_values()
-    return _pattern(tuple(secrets)) if secrets else None
+    return _redactor(tuple(secrets)) if secrets else None
 
 
-def _redact(text: str, pattern: re.Pattern[str] | None) -> str:
+def _redact(text: str, redactor: _Redactor | None) -> str:
     if "@" in text:
         text = _USERINFO.sub(r"\g<scheme>", text)
-    return pattern.sub(MASK, text) if pattern is not None else text
+    return redactor.sub(text) if redactor is not None else text
+
+
+# What may stand between the characters of a key spelt out: anything but letters and digits
+# (the prefilter takes out the ASCII ones, with bytes.translate: ~1 us for an answer).
+_SEPARATORS = re.compile(r"[\W_]+")
+_ASCII_SEPARATORS = bytes(b for b in range(128) if not chr(b).isalnum())
+
+
+class _Redactor:
+    """One set of secrets, compiled once: substring tests that rule out most texts, then
+    one regex of every variant (longest first, so a longer variant is masked whole)."""
+
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        self.pattern = _pattern(secrets)
+        self.lowered = tuple(sorted({v.lower() for s in secrets for v in _caseless_variants(s)}))
+        self.encoded = tuple(sorted({v for s in secrets for v in _base64_cores(s)}))
+        # the spaced form is found in the text with separators taken out
+        self.compact = tuple(sorted({c.encode() for s in secrets
+                                     if len(c := _SEPARATORS.sub("", s.lower())) >= MIN_SECRET_LEN}))
+
+    def sub(self, text: str) -> str:
+        lowered = text.lower()
+        if any(v in lowered for v in self.lowered) or any(v in text for v in self.encoded):
+            return self.pattern.sub(MASK, text)
+        if self.compact:
+            compact = lowered.encode("utf-8", "surrogatepass").translate(None, _ASCII_SEPARATORS)
+            if any(v in compact for v in self.compact):
+                return self.pattern.sub(MASK, text)
+        return text
+
+
+@lru_cache(maxsize=16)
+def _redactor(secrets: tuple[str, ...]) -> _Redactor:
+    return _Redactor(secrets)
+
+
+def _caseless_variants(secret: str) -> set[str]:
+    """The secret as a careless or hostile server repeats it, matched in any letter case:
+    as is, URL-encoded, hex-encoded, `\\u`-escaped character by character, reversed."""
+    raw = secret.encode()
+    return {secret, quote(secret, safe=""), quote_plus(secret), raw.hex(),
+            "".join(f"\\u{ord(c):04x}" for c in secret), secret[::-1]}
+
+
+def _spaced(secret: str) -> str | None:
+    """A regex for the secret's letters and digits with separators (spaces, dashes, dots:
+    anything else, up to 3 at a time) between them; None for a secret too short for it."""
+    chars = [c for c in secret if c.isalnum()]
+    if len(chars) < MIN_SECRET_LEN:
+        return None
+    return "(?i:" + r"[\W_]{0,3}".join(re.escape(c) for c in chars) + ")"
 
 
 def _base64_cores(secret: str) -> set[str]:
@@ -75,24 +146,25 @@ def _base64_cores(secret: str) -> set[str]:
     return out
 
 
-@lru_cache(maxsize=16)
 def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
-    """One regex for every secret: as is, in any letter case, URL-encoded (hex digits of
-    any case), and base64-encoded (case kept: base64 is case-sensitive)."""
-    plain = {v for s in secrets for v in (s, quote(s, safe=""), quote_plus(s))}
+    """One regex for every secret: its caseless variants (as is, URL-encoded, hex, `\\u`-
+    escaped, reversed: any letter case), base64-encoded (case kept: base64 is
+    case-sensitive), and spelt out with separators."""
+    plain = {v for s in secrets for v in _caseless_variants(s)}
     encoded = {v for s in secrets for v in _base64_cores(s)} - plain
     parts = [(v, f"(?i:{re.escape(v)})") for v in plain] + [(v, re.escape(v)) for v in encoded]
     parts.sort(key=lambda p: len(p[0]), reverse=True)  # a longer variant is masked whole
-    return re.compile("|".join(p for _, p in parts))
+    spaced = [p for s in secrets if (p := _spaced(s)) is not None]  # last: the exact forms first
+    return re.compile("|".join([p for _, p in parts] + spaced))
 
 
 def redact_json(value: Any) -> Any:
     """A JSON-shaped value (a run summary, a stored configuration) with every string
     redacted, keys included (the secrets are read from the environment once for all)."""
-    return _redact_json(value, _current_pattern())
+    return _redact_json(value, _current())
 
 
-def _redact_json(value: Any, pattern: re.Pattern[str] | None) -> Any:
+def _redact_json(value: Any, pattern: _Redactor | None) -> Any:
     if isinstance(value, str):
         return _redact(value, pattern)
     if isinstance(value, dict):

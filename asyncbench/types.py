@@ -137,6 +137,9 @@ class Response:
     # the share of the price paid: the provider's batch discount for an answer that came
     # through its batch API (runners/batch.py), 1.0 for a live one
     discount: float = 1.0
+    # what of the server's usage was out of bounds and booked at our bound (claims.py);
+    # None: its usage was booked as reported
+    usage_flag: str | None = None
 
 
 @dataclass(slots=True)

@@ -221,7 +221,7 @@ def test_an_answer_with_a_lone_surrogate_is_kept_with_a_replacement_character() 
     """A paid answer whose JSON escapes a lone surrogate is parsed (the json module after
     orjson) and kept, the surrogate made U+FFFD: no UTF-8 journal or store takes it."""
     from asyncbench.scheduler import _validated
-    from asyncbench.types import Response, Usage
+    from asyncbench.types import Request, Response, Usage
 
     async def go(client: HTTPClient, url: str, server: Server) -> str:
         data, _, _ = await client.post_json(url + "/surrogate", {}, 5)
@@ -229,7 +229,8 @@ def test_an_answer_with_a_lone_surrogate_is_kept_with_a_replacement_character() 
 
     text = serve(go)
     assert text == "a\ud800b"
-    kept = _validated(Response(text=text, usage=Usage(1, 1), latency_ms=1.0, finish_reason="st\udc00op"))
+    kept = _validated(Response(text=text, usage=Usage(1, 1), latency_ms=1.0, finish_reason="st\udc00op"),
+                     Request("openai-compat", "m", "", prompt="p"))
     assert kept.text == "a\ufffdb" and kept.finish_reason == "st\ufffdop"
     kept.text.encode("utf-8")
 

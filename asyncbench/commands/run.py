@@ -241,5 +241,7 @@ def _show(result: RunSummary | DryRunSummary, as_json: bool) -> int:
     if not isinstance(result, RunSummary) or result.complete:
         return 0
     why = f"run ended partial: {result.aborted}" if result.aborted else f"run {result.run_id} ended"
-    print(f"asyncbench: {why} ({result.partial}); {result.next_step}", file=sys.stderr)
+    from ..terminal import shown as escaped
+
+    print(escaped(f"asyncbench: {why} ({result.partial}); {result.next_step}"), file=sys.stderr)
     return EXIT_PARTIAL

@@ -32,7 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _one_line(text: object, width: int) -> str:
-    flat = " ".join(str(text)[: 4 * width].split()) if text is not None else ""  # no need to split a whole context
+    from ..terminal import shown
+
+    # no need to split a whole context; server and model text reaches the terminal escaped
+    flat = shown(" ".join(str(text)[: 4 * width].split())) if text is not None else ""
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
@@ -83,4 +86,6 @@ def _print_table(records: list[SampleRecord], file: IO[str] | None) -> None:
                      f"{'' if r.score is None else f'{r.score:.3f}':>6} {_one_line(r.prediction, pred):<{pred}} "
                      f"{_one_line(r.references[0] if r.references else '', ref):<{ref}} {r.usd:>8.5f} "
                      f"{'' if r.latency_ms is None else f'{r.latency_ms:.0f}':>6}".rstrip())
+        if r.usage_flag:  # its tokens and USD are booked at our bound, not as the server claimed
+            lines.append(f"{'':<{ids}} ^ {_one_line(r.usage_flag, width - ids - 3)}")
     out.write("\n".join(lines) + "\n")

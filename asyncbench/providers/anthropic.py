@@ -11,10 +11,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from ..claims import claim, claim_sum
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from ..types import ApiKind, Request, Response, Usage
-from .base import BatchResult, BatchStatus, ProviderBase, classify_status
+from .base import BatchResult, BatchStatus, ProviderBase, classify_status, error_text
 from .bounded import BodyTooLarge, body_too_large_cause
 from .sdk_transport import sdk_http_client
 
@@ -186,14 +187,30 @@ class AnthropicProvider(ProviderBase):
 
 
 def parse_message(data: dict[str, Any], cut_at: list[str]) -> Response:
-    """A messages API answer (live or from a batch) as a Response (latency to be set)."""
+    """A messages API answer (live or from a batch) as a Response (latency to be set).
+
+    Only a message is an answer: a body with an `error` beside its content, or whose
+    content is null, absent or holds no text block, is a failed attempt (transient,
+    retried), never cached. Usage is kept as claimed (claims.checked bounds it)."""
+    if not isinstance(data, dict):
+        raise ProviderError("transient", f"unexpected response shape: a JSON {type(data).__name__}, not an object")
+    if data.get("error") or data.get("type") == "error":
+        raise ProviderError("transient", f"the server answered 200 with an error: {error_text(data.get('error'))}")
     try:
-        text = "".join(b.get("text", "") for b in data["content"] if b.get("type") == "text")
+        content = data["content"]
+        if not isinstance(content, list):
+            raise ProviderError("transient", "the answer has no text (content is "
+                                             f"{'null' if content is None else type(content).__name__})")
+        blocks = [b for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        if content and not blocks:
+            raise ProviderError("transient", "the answer has no text (no text block in its content)")
+        if any(not isinstance(b.get("text"), str) for b in blocks):
+            raise ProviderError("transient", "the answer has no text (a text block without text)")
+        text = "".join(b["text"] for b in blocks)
         u = data.get("usage") or {}
-        read = int(u.get("cache_read_input_tokens") or 0)
-        written = int(u.get("cache_creation_input_tokens") or 0)
-        usage = Usage(prompt_tokens=int(u.get("input_tokens") or 0) + read + written,
-                      completion_tokens=int(u.get("output_tokens") or 0),
+        read, written = claim(u, "cache_read_input_tokens"), claim(u, "cache_creation_input_tokens")
+        usage = Usage(prompt_tokens=claim_sum(claim(u, "input_tokens"), read, written),  # type: ignore[arg-type]
+                      completion_tokens=claim(u, "output_tokens"),
                       cached_prompt_tokens=read, cache_write_tokens=written)
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ProviderError("transient", f"unexpected response shape: {exc}") from None

@@ -202,3 +202,10 @@ def classify_status(status: int, message: str, *, retry_after: float | None = No
             or "too long" in lowered or ("tokens" in lowered and "must be <=" in lowered):
         return ProviderError("fatal", "context too long: " + text, status=status)
     return ProviderError("fatal", text, status=status)
+
+
+def error_text(error: Any) -> str:
+    """The message of an error object a server put in a 200 answer (or the object), short."""
+    if isinstance(error, dict) and error.get("message") is not None:
+        return str(error["message"])[:300]
+    return str(error)[:300]

@@ -20,7 +20,7 @@ import anyio
 from ..errors import ProviderError, UserError
 from ..tokenizers import approx_count
 from ..types import ApiKind, Request, Response, Usage
-from .base import ProviderBase
+from .base import ProviderBase, error_text
 from .http import HTTPClient, SyncCallError, SyncClient
 from .openai_wire import parse_body, request_body
 
@@ -212,18 +212,41 @@ class TGIProvider(ProviderBase):
                 params["do_sample"] = False
             data, info, headers = await self.http.post_json(f"{base_url}/generate",
                                                    {"inputs": request.prompt, "parameters": params}, timeout)
-            text = data.get("generated_text", "") if isinstance(data, dict) else ""
-            details = (data.get("details") or {}) if isinstance(data, dict) else {}
-            finish = details.get("finish_reason")
-            # TGI reports token counts in x-prompt-tokens / x-generated-tokens headers.
-            prompt_tokens = headers.get("x-prompt-tokens")
-            generated = details.get("generated_tokens", headers.get("x-generated-tokens"))
-            usage = Usage(
-                prompt_tokens=int(prompt_tokens) if prompt_tokens is not None else approx_count(request.prompt or ""),
-                completion_tokens=int(generated) if generated is not None else approx_count(text),
-            )
+            text, usage, finish = parse_generate(data, headers, request.prompt or "")
         return Response(text=text, usage=usage, latency_ms=(time.perf_counter() - t0) * 1000,
                         finish_reason=finish, endpoint=base_url, ratelimit=info)
 
     async def aclose(self) -> None:
         await self.http.aclose()
+
+
+def parse_generate(data: Any, headers: Any, prompt: str) -> tuple[str, Usage, str | None]:
+    """(text, usage, finish_reason) of a /generate answer. Only a `generated_text` string
+    is an answer: a body with an `error` beside it, or whose text is null or absent, is a
+    failed attempt (transient, retried), never cached. TGI reports token counts in
+    `details.generated_tokens` and the x-prompt-tokens / x-generated-tokens headers; they
+    are kept as claimed (claims.checked bounds them), our estimate where there are none."""
+    if not isinstance(data, dict):
+        raise ProviderError("transient", f"unexpected response shape: a JSON {type(data).__name__}, not an object")
+    if data.get("error"):
+        raise ProviderError("transient", f"the server answered 200 with an error: {error_text(data['error'])}")
+    text = data.get("generated_text")
+    if not isinstance(text, str):
+        raise ProviderError("transient", "the answer has no text (generated_text is "
+                                         f"{'absent' if 'generated_text' not in data else type(text).__name__})")
+    found = data.get("details")
+    details: dict[str, Any] = found if isinstance(found, dict) else {}
+    prompt_tokens = _header_count(headers.get("x-prompt-tokens"))
+    generated = details.get("generated_tokens")
+    if generated is None:
+        generated = _header_count(headers.get("x-generated-tokens"))
+    usage = Usage(prompt_tokens=approx_count(prompt) if prompt_tokens is None else prompt_tokens,
+                  completion_tokens=approx_count(text) if generated is None else generated)
+    return text, usage, details.get("finish_reason")
+
+
+def _header_count(value: str | None) -> Any:
+    """A count from a header: its digits as an int, other text kept as the claim it is."""
+    if value is None:
+        return None
+    return int(value) if value.strip().isdigit() else value

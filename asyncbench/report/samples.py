@@ -28,6 +28,7 @@ from ..ledger import SETTLED
 from ..store import Store
 from ..store.parquet import write_parquet
 from ..store.rows import SampleRow
+from ..terminal import shown
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
 
@@ -58,6 +59,8 @@ class SampleRecord:
     error: str | None
     key: str | None
     shared_with: str | None = None  # a shared sample: the sample whose answer it shares
+    # the server's usage out of bounds: the tokens and USD above are booked at our bound (claims.py)
+    usage_flag: str | None = None
 
     @property
     def settled(self) -> bool:
@@ -92,11 +95,12 @@ def natural_key(sample_id: str) -> tuple[Any, ...]:
 
 def _record(row: SampleRow) -> SampleRecord:
     (run_id, sample_id, task, status, score, prediction, meta_json, refs_json, prompt, p_tok, c_tok, usd, saved,
-     latency, attempts, truncated, error, key, twin) = row
+     latency, attempts, truncated, error, key, twin, flag) = row
     meta = json.loads(meta_json) if meta_json else {}
     return SampleRecord(run_id, sample_id, task, status, score, prediction, meta.get("parsed"),
                         json.loads(refs_json) if refs_json else [], prompt, meta.get("judge"), int(p_tok),
-                        int(c_tok), float(usd), float(saved), latency, int(attempts), int(truncated), error, key, twin)
+                        int(c_tok), float(usd), float(saved), latency, int(attempts), int(truncated), error, key, twin,
+                        flag)
 
 
 def _flat(record: SampleRecord) -> dict[str, Any]:
@@ -126,7 +130,10 @@ def write_samples(records: Sequence[SampleRecord], fmt: str, out: Path | None) -
         else:
             writer = csv.DictWriter(fh, fieldnames=COLUMNS)
             writer.writeheader()
-            writer.writerows(_flat(r) for r in records)
+            # a file keeps the exact text; a terminal gets server and model text escaped (terminal.py)
+            raw = out is not None or not sys.stdout.isatty()
+            writer.writerows(_flat(r) if raw else {k: shown(v, newlines=True) if isinstance(v, str) else v
+                                                   for k, v in _flat(r).items()} for r in records)
 
 
 _TYPES = {"score": "DOUBLE", "usd": "DOUBLE", "cached_usd": "DOUBLE", "latency_ms": "DOUBLE", "prompt_tokens": "BIGINT",

@@ -9,9 +9,10 @@ from collections.abc import Callable, Mapping
 from rich.console import Console
 from rich.table import Table
 
-from ..ledger import SAMPLE_STATUSES, TaskFigures
+from ..ledger import SAMPLE_STATUSES, TaskFigures, usage_flag_line
 from ..pricing import NOTIONAL, is_simulator
 from ..run_summary import FailureGroup, RunSummary
+from ..terminal import shown_markup
 from .score_lines import _fmt, plus_minus, readable, score_lines, score_notes, score_rows, score_title, scores_of
 
 __all__ = ["plus_minus", "print_summary", "readable"]
@@ -37,9 +38,10 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     """Scores (subset scores marked partial), then the ledger: samples by status, this
     invocation, and what the run cost to produce by purpose and by task."""
     console = console or Console(emoji=False)
-    console.print(f"[bold]{summary.benchmark}[/] with [bold]{summary.model}[/], run {summary.run_id}")
+    console.print(f"[bold]{shown_markup(summary.benchmark)}[/] with [bold]{shown_markup(summary.model)}[/], "
+                  f"run {shown_markup(summary.run_id)}")
     if summary.out_dir:
-        console.print(f"run.json: {summary.out_dir}/run.json")
+        console.print(f"run.json: {shown_markup(summary.out_dir)}/run.json")
     console.print(_score_table(summary))
     for line in score_lines(summary):
         console.print(line)
@@ -49,9 +51,10 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     step = summary.next_step or "run the same command again to retry what is not settled"
     for hint in summary.hints:
         if hint != step:  # the closing line says it
-            console.print(f"[bold]hint[/]: {hint}")
+            console.print(f"[bold]hint[/]: {shown_markup(hint)}")
     if summary.partial:
-        console.print(f"[bold]{summary.partial}[/]: {step}; scores above are on the settled samples only")
+        console.print(f"[bold]{shown_markup(summary.partial)}[/]: {shown_markup(step)}; scores above are on the settled "
+                      "samples only")
 
 
 def _score_table(summary: RunSummary) -> Table:
@@ -108,6 +111,8 @@ def _ledger_lines(console: Console, summary: RunSummary) -> None:
         + (" [unpriced model: unknown]" if unpriced else "")
         + f"; tokens in {_purposes({p: t['prompt_tokens'] for p, t in tokens.items()}, lambda v: f'{v:,}')}"
         f", out {_purposes({p: t['completion_tokens'] for p, t in tokens.items()}, lambda v: f'{v:,}')}")
+    if (flagged := usage_flag_line(summary.usage_flags)) is not None:
+        console.print(f"[bold yellow]{shown_markup(flagged)}[/]")
     if is_simulator(summary.model):
         console.print(f"[dim]{NOTIONAL}[/]")
 
@@ -141,12 +146,13 @@ def _failure_lines(console: Console, summary: RunSummary) -> None:
     for g in groups:
         if g["status"] != "skipped_budget":  # those are counted above; the hint says what to do
             more = f" and {g['n'] - len(g['sample_ids']):,} more" if g["n"] > len(g["sample_ids"]) else ""
-            console.print(f"[red]{g['status'].replace('_', ' ')}[/] {', '.join(g['sample_ids'])}{more}: {g['error']}")
+            console.print(f"[red]{g['status'].replace('_', ' ')}[/] {shown_markup(', '.join(g['sample_ids']))}{more}: "
+                          f"{shown_markup(g['error'])}")
     excluded = summary.excluded
     named = excluded.get("samples") or []
     for reason, count in (excluded.get("by_reason") or {}).items():
         ids = [e["sample_id"] for e in named if e["reason"] == reason]
         which = ", ".join(ids[:3]) + (" ..." if count > 3 else "")
-        console.print(f"[yellow]excluded[/] {count} ({which}): {reason}")
+        console.print(f"[yellow]excluded[/] {count} ({shown_markup(which)}): {shown_markup(reason)}")
     for line in score_notes(summary):
         console.print(line)

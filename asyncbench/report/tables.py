@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..ledger import PURPOSES, SAMPLE_STATUSES
+from ..ledger import PURPOSES, SAMPLE_STATUSES, usage_flag_line
+from ..terminal import shown_markup
 from .model import Column, Leaderboard, Report, Row
 
 Table = tuple[list[str], list[list[str]]]  # header, body
@@ -95,7 +96,8 @@ def cost_table(report: Report) -> Table:
                      fmt_num(r["retries"]), fmt_num(r["rate_limited"]), fmt_num(tokens["prompt_tokens"]),
                      fmt_num(tokens["completion_tokens"]), *(fmt_usd(cost[p]) for p in PURPOSES),
                      fmt_usd(cost["total"]) + unpriced, fmt_usd(r["cost_per_sample_usd"]),
-                     fmt_usd(last.get("saved_by_cache_usd")), fmt_num(r["wall_s"]), fmt_num(lat.get("p50")),
+                     fmt_usd(last.get("saved_by_cache_usd")), fmt_num((r.get("usage_flags") or {}).get("answers", 0)),
+                     fmt_num(r["wall_s"]), fmt_num(lat.get("p50")),
                      fmt_num(lat.get("p95")), fmt_num(lat.get("p99"))])
     return header, body
 
@@ -175,6 +177,9 @@ def where_it_went(report: Report) -> list[str]:
         share = priciest["cost_usd"]["total"] / total if total else 0.0
         lines.append(f"{r['label']}: most money on {priciest['task']} ({share:.0%} of {fmt_usd(total)} to produce "
                      f"the run), slowest task {slowest['task']} (p95 {fmt_num(slowest['latency']['p95'])} ms)")
+    for r in report.runs:  # a server's usage booked at our bound (claims.py)
+        if (line := usage_flag_line(r.get("usage_flags") or {})) is not None:
+            lines.append(f"{r['label']}: {line}")
     return lines
 
 
@@ -240,9 +245,9 @@ def print_tables(report: Report, console: Any = None) -> None:
         header, body = table
         t = RichTable(title=escape(title))
         for i, h in enumerate(header):  # labels hold "[run id]", which rich would read as markup
-            t.add_column(escape(h), justify="left" if i == 0 else "right", overflow="fold")
+            t.add_column(shown_markup(h), justify="left" if i == 0 else "right", overflow="fold")
         for row in body:
-            t.add_row(*(escape(c) for c in row))
+            t.add_row(*(shown_markup(c) for c in row))
         console.print(t)
 
     for board in report.leaderboards:
@@ -257,7 +262,7 @@ def print_tables(report: Report, console: Any = None) -> None:
     show("cost and latency", transpose(cost_table(report)))
     show("invocations", invocation_table(report))
     for line in where_it_went(report):
-        console.print(escape(line))
+        console.print(shown_markup(line))
     for run in report.runs:
         show(f"{run['label']} per task",
              pick(run_task_table(run), ["task", "n", "answered", "from cache", "shared", "failed", "score", "USD total",

@@ -43,11 +43,13 @@ from typing import Any
 
 import anyio
 
+from ..claims import checked
 from ..client import ModelClient
 from ..errors import ProviderError, UserError
 from ..providers.base import BatchStatus
 from ..scheduler import Budget, Job, Outcome, SchedulerStats
 from ..secrets import strip_userinfo
+from ..terminal import shown
 from ..types import Response
 from .base import (
     JSON,
@@ -177,7 +179,7 @@ class BatchRunner:
 
     def _say(self, line: str) -> None:
         if self.progress:
-            print(f"asyncbench: {line}", file=sys.stderr, flush=True)
+            print(f"asyncbench: {shown(line)}", file=sys.stderr, flush=True)
 
     async def _attach(self, call: _Call) -> list[_Batch]:
         """Recover what dead processes submitted, then re-attach to every batch not yet
@@ -372,6 +374,7 @@ class BatchRunner:
                 continue
             got.latency_ms = latency
             got.discount = client.price.batch
+            checked(got, call.by_key[k].request)  # its usage bounded before it is priced (claims.py)
             call.budget.settle(call.reserved.pop(k, 0.0), client.price.cost(got.usage, got.discount))
             call.finish(k, response=got)
         return retry

@@ -31,7 +31,22 @@ BEHAVIOURS = {
     "gzip-bomb": "200, Content-Encoding: gzip, an endless stream inflating ~1000:1",
     "huge-json": "200, a valid 100 MB JSON answer with its Content-Length",
     "slow-drip": "200, then one body byte every 0.5 s, for ever",
+    # -- issue 35 items 2 and 4: what an answer claims and says (answered in each wire
+    # format: `_claims`). Kept together, apart from the transport behaviours above.
+    "usage-huge": "200, a one-letter answer claiming 10^15 prompt and 10^15 completion tokens",
+    "usage-other-model": "200, a one-letter answer claiming 900,000 prompt and 900,000 completion tokens",
+    "usage-1e300": "200, a one-letter answer claiming completion_tokens 1e300",
+    "error-and-choices": "200 with an `error` object beside its choices (content)",
+    "content-null": "200 whose answer text is null",
+    "escape-sequences": "ANSI/OSC escapes, bidi overrides and rich markup in the answer; in the error "
+                        "message of a 400 for prompts that say `fail`",
+    "echo-key": "200 echoing the request's key hex-encoded (both cases), \\u-escaped, spaced and reversed",
 }
+# The text `escape-sequences` answers with: clear the screen, set the window title, a
+# fake progress line, an OSC 52 clipboard write, a right-to-left override, rich markup.
+ESCAPES = ("\x1b[2J\x1b[H\x1b]0;pwned\x07\r20/20 complete\x1b]52;c;cm0gLXJmIH4=\x07"
+           "\u202etxet desrever\u202c [bold red]markup[/bold red] \x9b31m\x7f done")
+_CLAIMS = {"usage-huge": (10 ** 15, 10 ** 15), "usage-other-model": (900_000, 900_000), "usage-1e300": (5, 1e300)}
 _CHUNK = 64 * 1024
 
 
@@ -55,8 +70,7 @@ class HostileServer:
         method, path, _ = lines[0].split(" ", 2)
         headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
         length = int(headers.get("content-length", "0") or 0)
-        if length:
-            await reader.readexactly(length)
+        body = await reader.readexactly(length) if length else b""
         behaviour = path.strip("/").split("/")[0]
         if method == "GET" and path.rstrip("/").endswith(("/models", "/info")):
             body = json.dumps({"data": [{"id": "m", "object": "model", "max_model_len": 8192}],
@@ -78,6 +92,9 @@ class HostileServer:
             await _send(writer, 429, {"Retry-After": formatdate(time.time() + 365 * 86400, usegmt=True)}, error)
         elif behaviour == "always-429":
             await _send(writer, 429, {}, error)
+        elif behaviour in _ANSWERS:
+            status, reply, extra = _answer(behaviour, path, headers, body)
+            await _send(writer, status, {**extra}, json.dumps(reply).encode())
         else:
             await getattr(self, "_" + behaviour.replace("-", "_"))(writer, behaviour)
             return False
@@ -132,6 +149,71 @@ class HostileServer:
             await asyncio.sleep(0.5)
 
 
+# -- answers in each wire format (the issue 35 block) ---------------------------------
+_ANSWERS = ("usage-huge", "usage-other-model", "usage-1e300", "error-and-choices", "content-null",
+            "escape-sequences", "echo-key")
+
+
+def _answer(behaviour: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, object, dict[str, str]]:
+    """(status, JSON body, headers) of one answer of `behaviour`, in the wire format of
+    `path`: Anthropic's /v1/messages, TGI's /generate, else OpenAI chat or completions."""
+    api = "anthropic" if path.endswith("/messages") else "tgi" if path.endswith("/generate") else "openai"
+    key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+    text, prompt_tokens, completion_tokens = "a", 3, 1
+    if behaviour in _CLAIMS:
+        prompt_tokens, completion_tokens = _CLAIMS[behaviour]  # type: ignore[assignment]
+    elif behaviour == "escape-sequences":
+        if b"fail" in body:
+            message = f"upstream failed: {ESCAPES}"
+            error = ({"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+                     if api == "anthropic" else {"error": message, "error_type": "validation"} if api == "tgi"
+                     else {"error": {"message": message, "type": "invalid_request_error"}})
+            return 400, error, {}
+        text = ESCAPES
+    elif behaviour == "echo-key":
+        text = "you sent " + " | ".join(echoes_of(key))
+    reply = _render(api, path, text, prompt_tokens, completion_tokens)
+    extra = {"x-prompt-tokens": str(prompt_tokens)} if api == "tgi" else {}
+    if behaviour == "error-and-choices":
+        reply["error"] = ({"type": "overloaded_error", "message": "Overloaded"} if api == "anthropic"
+                          else "Model is overloaded" if api == "tgi" else
+                          {"message": "The server had an error while processing your request", "type": "server_error"})
+    elif behaviour == "content-null":
+        if api == "anthropic":
+            reply["content"] = None
+        elif api == "tgi":
+            reply["generated_text"] = None
+        else:
+            choice = reply["choices"][0]  # type: ignore[index]
+            choice["message" if "message" in choice else "text"] = (
+                {"role": "assistant", "content": None} if "message" in choice else None)
+    return 200, reply, extra
+
+
+def _render(api: str, path: str, text: str, prompt_tokens: object, completion_tokens: object) -> dict[str, object]:
+    """A well-formed answer of `api` (as the simulator's formats.py renders one)."""
+    if api == "anthropic":
+        return {"id": "msg_h", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
+                "content": [{"type": "text", "text": text}], "stop_sequence": None,
+                "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens}}
+    if api == "tgi":
+        return {"generated_text": text, "details": {"finish_reason": "eos_token", "generated_tokens": completion_tokens}}
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+    if path.endswith("/chat/completions"):
+        choice: dict[str, object] = {"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": text}}
+        return {"id": "h", "object": "chat.completion", "model": "m", "choices": [choice], "usage": usage}
+    return {"id": "h", "object": "text_completion", "model": "m", "usage": usage,
+            "choices": [{"index": 0, "finish_reason": "stop", "text": text}]}
+
+
+def echoes_of(key: str) -> list[str]:
+    """The key as `echo-key` repeats it: hex-encoded in lower and upper case, every
+    character JSON-\\u-escaped, spaced out, and reversed."""
+    raw = key.encode()
+    return [raw.hex(), raw.hex().upper(), "".join(f"\\u{ord(c):04x}" for c in key), " ".join(key), key[::-1]]
+
+
 async def _drain(writer: asyncio.StreamWriter) -> None:
     """drain() that ends the behaviour when the client has gone (asyncio's own drain
     returns at once on a closing transport, which would spin a loop for ever)."""
@@ -145,7 +227,7 @@ def _chunk(data: bytes) -> bytes:
 
 
 async def _send(writer: asyncio.StreamWriter, status: int, headers: dict[str, str], body: bytes) -> None:
-    reason = {200: "OK", 404: "Not Found", 429: "Too Many Requests"}[status]
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}[status]
     lines = [f"HTTP/1.1 {status} {reason}", f"Content-Length: {len(body)}", "Content-Type: application/json",
              *(f"{k}: {v}" for k, v in headers.items())]
     writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)

@@ -14,6 +14,17 @@ from .connection import Part, in_session, unnest
 from .rows import RESPONSE_COLUMNS, CachedResponse, CacheStats, FailureRow, ModelStats, ResponseRow
 from .schema import SCHEMA_VERSION
 
+# A row stored before usage was checked (claims.py) whose counts did not fit a BIGINT
+# (a server that claimed 1e300 tokens) holds NULL: read as 0 tokens, and flagged.
+_NULL_FLAG = "usage out of bounds: the cache row has no token counts (stored before usage was checked): booked as 0"
+
+
+def usage_flag_of(row: str = "") -> str:
+    """SQL for a `responses` row's flag as a lookup reads it (`row`: the table's alias)."""
+    at = f"{row}." if row else ""
+    nulls = " OR ".join(f"{at}{c} IS NULL" for c in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens"))
+    return f"coalesce({at}usage_flag, CASE WHEN {at}key IS NOT NULL AND ({nulls}) THEN '{_NULL_FLAG}' END)"
+
 
 class ResponseCache(Part):
     """Lookups and writes of answers; writes are one columnar statement per batch."""
@@ -25,8 +36,10 @@ class ResponseCache(Part):
         if not keys:
             return {}
         rows = self.con.execute(
-            "SELECT key, text, finish_reason, prompt_tokens, completion_tokens, cached_prompt_tokens, "
-            "latency_ms, cost_usd, coalesce(cache_write_tokens, 0) FROM responses WHERE key IN (SELECT unnest($1))", [keys]
+            "SELECT key, text, finish_reason, coalesce(prompt_tokens, 0), coalesce(completion_tokens, 0), "
+            "coalesce(cached_prompt_tokens, 0), latency_ms, coalesce(cost_usd, 0), coalesce(cache_write_tokens, 0), "
+            f"{usage_flag_of()} "
+            "FROM responses WHERE key IN (SELECT unnest($1))", [keys]
         ).fetchall()
         return {r[0]: CachedResponse(*r) for r in rows}
 

@@ -12,12 +12,13 @@ from ..types import SampleResult
 
 RESPONSE_COLUMNS = ("key", "provider", "model", "endpoint", "request_json", "text", "finish_reason",
                     "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "latency_ms",
-                    "cost_usd", "served_by", "created_at", "cache_write_tokens")
+                    "cost_usd", "served_by", "created_at", "cache_write_tokens", "usage_flag")
 RESULT_COLUMNS = ("run_id", "sample_id", "task", "purpose", "key", "status", "score", "prediction",
                   "cached", "error", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
                   "cost_usd", "latency_ms", "truncated_tokens", "meta_json", "invocation", "references_json")
 LEDGER_COLUMNS = ("invocation", "purpose", "task", "source", "key", "sample_id", "prompt_tokens", "completion_tokens",
-                  "cached_prompt_tokens", "cost_usd", "saved_usd", "latency_ms", "attempts", "cache_write_tokens")
+                  "cached_prompt_tokens", "cost_usd", "saved_usd", "latency_ms", "attempts", "cache_write_tokens",
+                  "usage_flag")
 INVOCATION_COLUMNS = ("invocation", "started_at", "wall_s", "requests", "retries", "rate_limited", "transient_errors",
                       "complete", "finished", "pid", "host")
 RUN_COLUMNS = ("run_id", "benchmark", "model", "started_at", "finished_at", "status", "summary_json")
@@ -43,6 +44,7 @@ class ResponseRow(TypedDict):
     served_by: str
     created_at: float
     cache_write_tokens: int  # written to the provider's prompt cache (Anthropic; part of prompt_tokens)
+    usage_flag: str | None  # the server's usage out of bounds, booked at our bound (claims.py)
 
 
 class FailureRow(TypedDict):
@@ -70,6 +72,7 @@ class CachedResponse:
     latency_ms: float
     cost_usd: float
     cache_write_tokens: int = 0
+    usage_flag: str | None = None
 
 
 @dataclass
@@ -184,3 +187,4 @@ class SampleRow(NamedTuple):
     error: str | None
     key: str | None
     shared_with: str | None
+    usage_flag: str | None  # the server's usage out of bounds, booked at our bound (claims.py)

@@ -15,6 +15,7 @@ from ..errors import UserError
 from ..ledger import (
     LEGACY_STATUSES,
     SETTLED,
+    FlaggedAnswer,
     InvocationEntry,
     Ledger,
     RequestEntry,
@@ -22,6 +23,7 @@ from ..ledger import (
     SampleEntry,
     StatusCount,
 )
+from .cache import usage_flag_of
 from .connection import Part, in_session, unnest
 from .prompt_files import read_prompts
 from .rows import INVOCATION_COLUMNS, LEDGER_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS, ResultRow, RunRow, SampleRow
@@ -54,12 +56,13 @@ WRITE_CHUNK = 4096
 _SAMPLES = """
 SELECT r.run_id, r.sample_id, r.task, r.status, r.score, r.prediction, r.meta_json, r.references_json, {prompt},
        coalesce(a.prompt_tokens, 0), coalesce(a.completion_tokens, 0), coalesce(a.usd, 0), coalesce(a.saved, 0),
-       r.latency_ms, coalesce(a.attempts, 0), coalesce(r.truncated_tokens, 0), r.error, r.key, t.twin, {ref}
+       r.latency_ms, coalesce(a.attempts, 0), coalesce(r.truncated_tokens, 0), r.error, r.key, t.twin, a.flag, {ref}
 FROM results r{join}
 LEFT JOIN (SELECT sample_id, sum(cost_usd) AS usd, sum(saved_usd) AS saved,
                   sum(prompt_tokens) FILTER (WHERE source = 'sent') AS prompt_tokens,
                   sum(completion_tokens) FILTER (WHERE source = 'sent') AS completion_tokens,
-                  sum(attempts) FILTER (WHERE source IN ('sent', 'failed')) AS attempts
+                  sum(attempts) FILTER (WHERE source IN ('sent', 'failed')) AS attempts,
+                  min(usage_flag) FILTER (WHERE source IN ('sent', 'from_cache')) AS flag
            FROM ledger_requests WHERE run_id = $run AND purpose = 'eval' GROUP BY sample_id) a
        ON a.sample_id = r.sample_id
 LEFT JOIN (SELECT key, min(sample_id) AS twin FROM results
@@ -162,15 +165,30 @@ class RunRecord(Part):
         statuses = [StatusCount(*r) for r in self.con.execute(
             "SELECT task, status, count(*) FROM results WHERE run_id = ? AND purpose = 'eval' GROUP BY ALL",
             [run_id]).fetchall()]
+        # coalesced: rows stored before usage was checked (claims.py) may hold NULL counts
         requests = [RequestGroup(*r) for r in self.con.execute(
-            "SELECT invocation, task, purpose, source, count(*), sum(prompt_tokens), sum(completion_tokens), "
-            "sum(cached_prompt_tokens), sum(cost_usd), sum(saved_usd), coalesce(sum(cache_write_tokens), 0) "
+            "SELECT invocation, task, purpose, source, count(*), coalesce(sum(prompt_tokens), 0), "
+            "coalesce(sum(completion_tokens), 0), coalesce(sum(cached_prompt_tokens), 0), coalesce(sum(cost_usd), 0), "
+            "coalesce(sum(saved_usd), 0), coalesce(sum(cache_write_tokens), 0) "
             "FROM ledger_requests WHERE run_id = ? "
             "GROUP BY ALL ORDER BY ALL", [run_id]).fetchall()]
         invocations = [InvocationEntry(*r) for r in self.con.execute(
             f"SELECT {', '.join(INVOCATION_COLUMNS)} FROM invocations WHERE run_id = ? ORDER BY invocation",
             [run_id]).fetchall()]
-        return Ledger(statuses, requests, invocations)
+        return Ledger(statuses, requests, invocations, self.flagged(run_id))
+
+    @in_session
+    def flagged(self, run_id: str) -> list[FlaggedAnswer]:
+        """The run's answers whose usage was booked at our bound (claims.py), one per
+        request key (a re-run reads the same answer back: one answer, one flag), in sample
+        order; a row stored before usage was checked, with NULL counts, is one too."""
+        rows = self.con.execute(
+            "SELECT min(l.sample_id), min(l.task), min(l.purpose), "
+            f"min(coalesce(l.usage_flag, {usage_flag_of('r')})) AS flag "
+            "FROM ledger_requests l LEFT JOIN responses r ON r.key = l.key "
+            "WHERE l.run_id = ? AND l.source IN ('sent', 'from_cache') GROUP BY l.key "
+            "HAVING flag IS NOT NULL ORDER BY 1 NULLS LAST, 2", [run_id]).fetchall()
+        return [FlaggedAnswer(str(s or "-"), str(t), str(p), str(f)) for s, t, p, f in rows]
 
     @in_session
     def sample_entries(self, run_id: str, unsettled: bool = False) -> list[SampleEntry]:
@@ -271,11 +289,12 @@ class RunRecord(Part):
         self.con.execute(
             "INSERT INTO ledger_requests SELECT l.run_id, $new, l.purpose, l.task, "
             "CASE WHEN l.source = 'shared' THEN 'shared' ELSE 'from_cache' END, l.key, l.sample_id, "
-            "CASE WHEN l.source = 'shared' THEN 0 ELSE r.prompt_tokens END, "
-            "CASE WHEN l.source = 'shared' THEN 0 ELSE r.completion_tokens END, "
-            "CASE WHEN l.source = 'shared' THEN 0 ELSE r.cached_prompt_tokens END, 0.0, "
+            "CASE WHEN l.source = 'shared' THEN 0 ELSE coalesce(r.prompt_tokens, 0) END, "
+            "CASE WHEN l.source = 'shared' THEN 0 ELSE coalesce(r.completion_tokens, 0) END, "
+            "CASE WHEN l.source = 'shared' THEN 0 ELSE coalesce(r.cached_prompt_tokens, 0) END, 0.0, "
             "CASE WHEN l.source = 'shared' THEN 0.0 ELSE coalesce(r.cost_usd, 0.0) END, "
-            "CASE WHEN l.source = 'shared' THEN NULL ELSE r.latency_ms END, 0, 0 "
+            "CASE WHEN l.source = 'shared' THEN NULL ELSE r.latency_ms END, 0, 0, "
+            f"CASE WHEN l.source = 'shared' THEN NULL ELSE {usage_flag_of('r')} END "
             "FROM ledger_requests l LEFT JOIN responses r ON r.key = l.key AND l.source <> 'shared' "
             "WHERE l.run_id = $run AND l.invocation = $last", {"run": run_id, "last": last, "new": invocation})
         if excluded:

@@ -15,6 +15,8 @@
   answer. A paid prompt is in the cache's prompt files (`prompt_refs` says where:
   prompt_files.py); `prompts` holds the text of the others (failed requests, older files).
 - `batches` / `batch_requests`: provider batches and the request keys in each.
+- `usage_flag` (responses, ledger_requests, v5): a server's usage that was out of
+  bounds, booked at our bound (claims.py); NULL where it was booked as reported.
 - `meta`: the schema version, checked on open; an older file is migrated in place.
 """
 
@@ -25,7 +27,7 @@ import json
 from ..errors import UserError
 from .connection import Connection
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -33,7 +35,8 @@ _SCHEMA = [
         key VARCHAR PRIMARY KEY, provider VARCHAR, model VARCHAR, endpoint VARCHAR,
         request_json VARCHAR, text VARCHAR, finish_reason VARCHAR,
         prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
-        latency_ms DOUBLE, cost_usd DOUBLE, served_by VARCHAR, created_at DOUBLE, cache_write_tokens BIGINT DEFAULT 0)""",
+        latency_ms DOUBLE, cost_usd DOUBLE, served_by VARCHAR, created_at DOUBLE, cache_write_tokens BIGINT DEFAULT 0,
+        usage_flag VARCHAR)""",
     """CREATE TABLE IF NOT EXISTS failures (
         key VARCHAR, run_id VARCHAR, sample_id VARCHAR, kind VARCHAR, status INTEGER,
         message VARCHAR, attempts INTEGER, created_at DOUBLE)""",
@@ -49,7 +52,8 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS ledger_requests (
         run_id VARCHAR, invocation INTEGER, purpose VARCHAR, task VARCHAR, source VARCHAR, key VARCHAR,
         sample_id VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
-        cost_usd DOUBLE, saved_usd DOUBLE, latency_ms DOUBLE, attempts INTEGER, cache_write_tokens BIGINT DEFAULT 0)""",
+        cost_usd DOUBLE, saved_usd DOUBLE, latency_ms DOUBLE, attempts INTEGER, cache_write_tokens BIGINT DEFAULT 0,
+        usage_flag VARCHAR)""",
     """CREATE TABLE IF NOT EXISTS invocations (
         run_id VARCHAR, invocation INTEGER, started_at DOUBLE, wall_s DOUBLE, requests BIGINT, retries BIGINT,
         rate_limited BIGINT, transient_errors BIGINT, complete BOOLEAN, finished BOOLEAN, pid INTEGER,
@@ -92,7 +96,9 @@ def migrate(db: Connection) -> None:
             _from_v1(db)
         if int(row[0]) <= 2:
             _from_v2(db)
-        _from_v3(db)
+        if int(row[0]) <= 3:
+            _from_v3(db)
+        _from_v4(db)
 
 
 def _refuse_foreign(db: Connection) -> None:
@@ -132,6 +138,15 @@ def _from_v3(db: Connection) -> None:
     at 1.25x input) to `responses` and `ledger_requests`: 0 for older rows."""
     for table in ("responses", "ledger_requests"):
         db.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS cache_write_tokens BIGINT DEFAULT 0")
+    db.con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+
+
+def _from_v4(db: Connection) -> None:
+    """v5 adds `usage_flag` to `responses` and `ledger_requests`: what of a server's usage
+    was out of bounds and booked at our bound (claims.py); NULL for older rows (a row
+    whose token counts are NULL, stored before usage was checked, is flagged when read)."""
+    for table in ("responses", "ledger_requests"):
+        db.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS usage_flag VARCHAR")
     db.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
 
 
