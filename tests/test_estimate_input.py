@@ -89,5 +89,6 @@ def test_every_format_samples_writes_is_read(shared_data: Path, tmp_path: Path,
         out = tmp_path / f"samples.{fmt}"
         assert cli_main(["samples", run_id, "--cache", str(cache), "--out", str(out)]) == 0
         overall.append(_estimate(capsys, out))
-    assert max(len(v) for r in csv.DictReader(open(tmp_path / "samples.csv", newline="")) for v in r.values()) > 131072
+    with open(tmp_path / "samples.csv", newline="") as fh:
+        assert max(len(v) for r in csv.DictReader(fh) for v in r.values()) > 131072
     assert overall[0] == pytest.approx(overall[1], abs=1e-12) and overall[1] == pytest.approx(overall[2], abs=1e-12)
