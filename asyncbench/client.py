@@ -18,7 +18,7 @@ from .errors import UserError
 from .limits import RateLimiter, TokenBucket
 from .pricing import Price, PriceTable
 from .prompt_cache import PrefixPlan, mark_requests, plan_prefixes, prompt_text
-from .providers import ModelSpec, ProviderBase, api_key_for, make_provider, provider_class
+from .providers import ModelSpec, ProviderBase, api_key_for, key_variable, make_provider, provider_class
 from .scheduler import EndpointPool
 from .tokenizers import Tokenizer, approx_count, get_tokenizer, tiktoken_encoding_for
 from .types import Request
@@ -28,14 +28,19 @@ class ModelClient:
     """Everything needed to talk to one model: provider, endpoint pool, limiter, price."""
 
     def __init__(self, spec: ModelSpec, provider: ProviderBase, cfg: RunConfig, prices: PriceTable,
-                 rpm: float | None, tpm: float | None, api_key: str | None = None) -> None:
+                 rpm: float | None, tpm: float | None, api_key: str | None = None,
+                 key_env: str = "ASYNCBENCH_API_KEY") -> None:
         self.spec = spec
+        # what an authentication error tells the user to fix
+        self.key_hint = f"check {key_env}" if api_key else f"no API key was sent: set {key_env}"
         self.provider = provider
         provider.max_response_bytes = cfg.max_response_bytes
         self.api_key = api_key  # handed to Ray workers only; never stored or printed
         self.price: Price = prices.price(spec.model, by_prefix=provider.priced_by_prefix,
                                          billed=provider.bills_per_token, provider=spec.provider)
-        self.limiter = RateLimiter(rpm, tpm)
+        # one request alone first (no limit configured): a refused key stops the run after
+        # it, and its rate-limit headers set the pace before the others open with a burst
+        self.limiter: RateLimiter = AccountLimiter(rpm, tpm)
         self.pool = EndpointPool(spec.base_urls, cfg.concurrency)
         # Token counting for TPM: tiktoken for OpenAI models, ceil(chars/4) otherwise.
         enc = tiktoken_encoding_for(spec.model) if provider.tiktoken_counts else None
@@ -108,8 +113,9 @@ class ModelClient:
 
 def make_client(spec: ModelSpec, cfg: RunConfig, prices: PriceTable, rpm: float | None,
                  tpm: float | None) -> ModelClient:
-    key = api_key_for(provider_class(spec.provider), spec.base_urls)
-    return ModelClient(spec, make_provider(spec, key), cfg, prices, rpm, tpm, key)
+    cls = provider_class(spec.provider)
+    key = api_key_for(cls, spec.base_urls)
+    return ModelClient(spec, make_provider(spec, key), cfg, prices, rpm, tpm, key, key_variable(cls, spec.base_urls))
 
 
 async def check_reachable(client: ModelClient) -> None:
@@ -138,11 +144,12 @@ def account_key(provider: str, base_urls: list[str], api_key: str | None) -> str
 
 
 class AccountLimiter(RateLimiter):
-    """An account's limiter shared by a set's runs. Until the first answer (or error) has
-    come back, with no limit configured, one request goes alone: its rate-limit headers
-    say the account's limits, which every run then keeps to, instead of every run's
-    workers opening with a burst the provider answers with 429s. The others wait for it
-    at most PROBE_WAIT_S (a probe that never answers does not hold the set)."""
+    """An account's limiter: a run's, or shared by a set's runs. Until the first answer (or
+    error) has come back, with no limit configured, one request goes alone: its rate-limit
+    headers say the account's limits, which every run then keeps to, instead of every
+    run's workers opening with a burst the provider answers with 429s; a 401 on it stops
+    the run with nothing else sent. The others wait for it at most PROBE_WAIT_S (a probe
+    that never answers does not hold the run)."""
 
     PROBE_WAIT_S = 10.0
 

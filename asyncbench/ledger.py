@@ -17,6 +17,7 @@ uninterrupted run would have booked them (the sample that paid "answered", its t
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ NO_TASK = "-"  # a judge or prior request no task claimed
 # What fixes a sample that did not settle, where something does (besides running again).
 CONTEXT_HINT = ("prompts exceed the model's context: pass --max-input-tokens N (the context minus the output "
                 "length) to cut them in the middle as LongBench does, then run the same command again")
+# a key the server refused (scheduler.py: the run stopped after the first 401/403)
+KEY_HINT_START = "the server refused the API key: fix it"
+_KEY_REFUSED = re.compile(r"refused the API key \(.*\); (check \w+|no API key was sent: set \w+), then run")
 BUDGET_HINT = "the run's --max-cost was reached (over all its invocations): run again with a larger --max-cost"
 
 
@@ -56,6 +60,8 @@ def next_step(unsettled: list[SampleEntry]) -> str | None:
     if not unsettled:
         return None
     hints = {hint_for(e.status, e.error) for e in unsettled}
+    for hint in sorted(h for h in hints if h and h.startswith(KEY_HINT_START)):
+        return hint
     for hint in (CONTEXT_HINT, BUDGET_HINT):
         if hint in hints:
             return hint
@@ -68,6 +74,8 @@ def hint_for(status: str, error: str | None) -> str | None:
         return BUDGET_HINT
     if "context too long" in (error or "").lower():
         return CONTEXT_HINT
+    if (refused := _KEY_REFUSED.search(error or "")) is not None:
+        return f"{KEY_HINT_START} ({refused.group(1)}), then run the same command again"
     return None
 
 

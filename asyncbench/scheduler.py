@@ -203,6 +203,10 @@ class EndpointPool:
                  "healthy": e.down_until == 0.0 or now >= e.down_until} for e in self.endpoints]
 
 
+# Authentication and permission refusals: the key is wrong for every request, not this one.
+AUTH_STATUSES = (401, 403)
+
+
 @dataclass
 class Scheduler:
     provider: Provider
@@ -221,6 +225,8 @@ class Scheduler:
     stats: SchedulerStats = field(default_factory=SchedulerStats)
     # Set when the endpoints were found dead: one line naming them and the last error.
     dead: str | None = None
+    # what a refused key tells the user to fix (ModelClient.key_hint: the variable to set)
+    key_hint: str = "check the API key"
     _successes: int = 0
     _failed_in_a_row: int = 0
     _first_sent: float | None = None  # monotonic time of the run's first attempt
@@ -257,6 +263,10 @@ class Scheduler:
         except BaseException:
             self.budget.settle(job.est_cost, 0.0)
             raise
+        if self.dead is not None:  # declared while this one waited (a refused key): not sent
+            self.budget.settle(job.est_cost, 0.0)
+            self.pool.release(ep, None)
+            raise _Dead()
         self.stats.requests_sent += 1
         if self._first_sent is None:
             self._first_sent = time.monotonic()
@@ -321,6 +331,9 @@ class Scheduler:
         if outcome.response is not None:
             self._successes += 1
             self._failed_in_a_row = 0
+        elif outcome.error is not None and outcome.error.status in AUTH_STATUSES:
+            # a refused key refuses every request alike: nothing more is sent
+            self._declare_dead("", outcome.error)
         elif outcome.error is not None and outcome.error.kind != "fatal" and self._successes == 0 \
                 and not isinstance(outcome.error, EndpointDead):
             self._failed_in_a_row += 1
@@ -336,8 +349,11 @@ class Scheduler:
         """The endpoints are dead: say why once, and end every pause now waiting."""
         if self.dead is None:
             urls = ", ".join(e.url for e in self.pool.endpoints)
-            what = "refused every request with 429" if last.kind == "rate_limited" else "failed every request"
-            self.dead = f"{urls} {what} ({how}); last error: {last.message}"
+            if last.status in AUTH_STATUSES:
+                self.dead = f"{urls} refused the API key ({last.message}); {self.key_hint}, then run the same command again"
+            else:
+                what = "refused every request with 429" if last.kind == "rate_limited" else "failed every request"
+                self.dead = f"{urls} {what} ({how}); last error: {last.message}"
         for scope in list(self._pauses):
             scope.cancel()
 

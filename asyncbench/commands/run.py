@@ -241,7 +241,9 @@ def _show(result: RunSummary | DryRunSummary, as_json: bool) -> int:
     if not isinstance(result, RunSummary) or result.complete:
         return 0
     why = f"run ended partial: {result.aborted}" if result.aborted else f"run {result.run_id} ended"
+    from ..ledger import KEY_HINT_START
     from ..terminal import shown as escaped
 
-    print(escaped(f"asyncbench: {why} ({result.partial}); {result.next_step}"), file=sys.stderr)
+    step = "" if result.aborted and (result.next_step or "").startswith(KEY_HINT_START) else f"; {result.next_step}"
+    print(escaped(f"asyncbench: {why} ({result.partial}){step}"), file=sys.stderr)
     return EXIT_PARTIAL

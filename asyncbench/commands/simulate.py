@@ -58,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="requests per batch, both APIs (default: the real limits, 50,000 and 100,000)")
     parser.add_argument("--batch-max-bytes", type=int,
                         help="bytes per batch, both APIs (default: the real limits, 200 MB and 256 MB)")
+    parser.add_argument("--api-key-env", metavar="VAR",
+                        help="accept only the key in this environment variable (Bearer or x-api-key); any other "
+                             "key, or none, gets the provider's 401 (default: any key)")
     parser.add_argument("--model-id", default="asyncbench-sim", help="model name reported by /info and /v1/models")
     parser.add_argument("--tokenizer-file", help="the simulated model's tokenizer.json (e.g. Llama-2's): /tokenize, "
                         "/detokenize and token counts as a real TGI/vLLM server serving it")
@@ -76,6 +79,20 @@ def _holds(items: list[str]) -> dict[str, float]:
         if stage not in ("upload", "create", "created"):
             raise UserError(f"--batch-hold {item!r}: give STAGE=SECONDS with STAGE upload, create or created")
     return out
+
+
+def _key(var: str | None) -> str | None:
+    """The key the simulator accepts, from an environment variable (never the command line,
+    where `ps` shows it)."""
+    import os
+
+    from ..errors import UserError
+
+    if var is None:
+        return None
+    if not os.environ.get(var):
+        raise UserError(f"--api-key-env {var}: that variable is not set")
+    return os.environ[var]
 
 
 def main(args: argparse.Namespace) -> int:
@@ -105,6 +122,7 @@ def main(args: argparse.Namespace) -> int:
         max_context_tokens=args.max_context_tokens,
         seed=args.seed,
         model_id=args.model_id,
+        api_key=_key(args.api_key_env),
         tokenizer_file=args.tokenizer_file,
         batch_turnaround_s=args.batch_turnaround_s,
         prompt_cache_ttl_s=args.prompt_cache_ttl_s,

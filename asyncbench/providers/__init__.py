@@ -66,6 +66,20 @@ def parse_model_spec(spec: str, base_urls: list[str] | None = None, *, endpoint_
     return ModelSpec(provider=provider, model=model, base_urls=urls, endpoint_id=ident, api=api)
 
 
+def key_variable(cls: type[ProviderBase], base_urls: list[str]) -> str:
+    """The environment variable the key for these endpoints is read from (`api_key_for`):
+    the provider's own for its own API, ASYNCBENCH_API_KEY for any other endpoint. An
+    authentication error names it."""
+    own_hosts = set()
+    if cls.default_base_url:
+        own_hosts.add(host_of(cls.default_base_url))
+    if cls.base_url_env and os.environ.get(cls.base_url_env):
+        own_hosts.add(host_of(os.environ[cls.base_url_env]))
+    if cls.key_env and all(host_of(u) in own_hosts for u in base_urls):
+        return cls.key_env
+    return "ASYNCBENCH_API_KEY"
+
+
 def api_key_for(cls: type[ProviderBase], base_urls: list[str]) -> str | None:
     """The key for these endpoints, and only theirs.
 
@@ -74,12 +88,7 @@ def api_key_for(cls: type[ProviderBase], base_urls: list[str]) -> str | None:
     other endpoint — self-hosted servers, and an `openai:` or `anthropic:` model pointed
     at another --base-url — gets ASYNCBENCH_API_KEY or no key at all, so a key is never
     handed to a server that is not its owner's."""
-    own_hosts = set()
-    if cls.default_base_url:
-        own_hosts.add(host_of(cls.default_base_url))
-    if cls.base_url_env and os.environ.get(cls.base_url_env):
-        own_hosts.add(host_of(os.environ[cls.base_url_env]))
-    if cls.key_env and all(host_of(u) in own_hosts for u in base_urls):
+    if key_variable(cls, base_urls) == cls.key_env and cls.key_env:
         key = os.environ.get(cls.key_env)
         if not key and not all(is_local(u) for u in base_urls):
             raise UserError(f"{cls.key_env} is not set: export {cls.key_env}=... to evaluate {cls.name} models "
@@ -88,5 +97,5 @@ def api_key_for(cls: type[ProviderBase], base_urls: list[str]) -> str | None:
     return os.environ.get("ASYNCBENCH_API_KEY") or None
 
 
-__all__ = ["NAMES", "REGISTRY", "ModelSpec", "Provider", "ProviderBase", "api_key_for", "make_provider",
+__all__ = ["NAMES", "REGISTRY", "ModelSpec", "Provider", "ProviderBase", "api_key_for", "key_variable", "make_provider",
            "parse_model_spec", "provider_class"]

@@ -34,7 +34,8 @@ class LocalRunner:
         on_event(SendOrder(self.by_prefix))
         scheduler = Scheduler(client.provider, client.pool, client.limiter, budget=budget,
                               timeout_s=self.timeout_s, max_attempts=self.max_attempts,
-                              on_outcome=on_event, cost_of=cost_of, ends_in_time=client.provider.ends_in_time)
+                              on_outcome=on_event, cost_of=cost_of, ends_in_time=client.provider.ends_in_time,
+                              key_hint=client.key_hint)
         on_event(Counting(scheduler.stats))
         try:
             await scheduler.run(jobs)

@@ -92,6 +92,8 @@ class SimConfig:
     max_context_tokens: int = 131072
     seed: int = 0
     model_id: str = "asyncbench-sim"
+    # the one key accepted (None: any); another key, or none, gets the provider's 401
+    api_key: str | None = None
     # the model's own tokenizer.json (model_tokenizer.py): /tokenize, /detokenize and every
     # token count as the real server's; the /v1 routes then answer errors as vLLM does
     tokenizer_file: str | None = None
@@ -293,6 +295,22 @@ class SimServer:
                headers: dict[str, str] | None = None) -> web.Response:
         return _json(fmt.error(status, kind, message, code), status, headers)
 
+    def _check_key(self, request: web.BaseRequest, fmt: WireFormat) -> None:
+        """With `api_key` set, any other key is refused as the real APIs refuse it: OpenAI
+        401 `invalid_api_key` "Incorrect API key provided: sk-...XYZ", Anthropic 401
+        `authentication_error` "invalid x-api-key", TGI/HF endpoints 401."""
+        expected = self.config.api_key
+        if expected is None:
+            return
+        given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+        if given == expected:
+            return
+        if fmt.api == "anthropic":
+            raise BadRequest("invalid x-api-key", 401, "authentication_error")
+        shown = f"{given[:3]}*****{given[-4:]}" if len(given) > 8 else "*****"
+        raise BadRequest(f"Incorrect API key provided: {shown}. You can find your API key at "
+                         "https://platform.openai.com/account/api-keys.", 401, "invalid_request_error")
+
     def _bad(self, fmt: WireFormat, exc: BadRequest) -> web.Response:
         self.stats.bad_requests += 1
         return self._error(fmt, exc.status, exc.kind, str(exc))
@@ -306,6 +324,7 @@ class SimServer:
         try:
             if fmt.api == "anthropic":
                 _check_anthropic_headers(request)
+            self._check_key(request, fmt)
             try:
                 body = json.loads(raw)
             except ValueError:
