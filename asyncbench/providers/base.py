@@ -202,3 +202,12 @@ def classify_status(status: int, message: str, *, retry_after: float | None = No
             or "too long" in lowered or ("tokens" in lowered and "must be <=" in lowered):
         return ProviderError("fatal", "context too long: " + text, status=status)
     return ProviderError("fatal", text, status=status)
+
+
+def redirect_refused(url: str, status: int, location: str | None) -> ProviderError:
+    """A 3xx that asyncbench will not follow, as a fatal error naming where it pointed. The
+    prompt goes only where the user sent it: a redirect to another origin would hand the
+    prompt to a server nobody named, and its answer would be cached as this endpoint's."""
+    where = f" to {location[:200]}" if location else ""
+    return ProviderError("fatal", f"{url} answered {status}, a redirect{where}; asyncbench does not follow "
+                                  "redirects: give the URL that answers as the base URL", status=status)

@@ -16,9 +16,10 @@ tokens) and linear in the bytes it is fed, and this module adds what llhttp leav
 caller: Transfer-Encoding must be `chunked` alone, the status 100-599 in HTTP/1.x, and
 every answer has caps on what a server can make the parser do for it: 64 KiB of heads
 (interim ones included), 16 interim (1xx) answers, 16,384 chunks, 65,536 reads and
-twice `--max-response-bytes` (+ 1 MiB) of wire bytes. Past one, the call fails with
-HTTPFailure at once: a valid 1 MB answer dripped as a million one-byte chunks costs
-~0.1 CPU-s before it is refused, not 3 s to be parsed.
+twice `--max-response-bytes` (+ 1 MiB) of wire bytes. Past one of the last four the call
+fails at once with `bounded.AnswerTooCostly`, fatal for the sample like a body over the
+cap: a valid 1 MB answer dripped as a million one-byte chunks is refused after ~100 KB
+of them, where it took 3 CPU-s to parse.
 
 What it speaks (RFC 9112): requests with a Content-Length body; responses framed by
 Content-Length, chunked transfer coding (extensions and trailers read and ignored) or the
@@ -41,13 +42,12 @@ from urllib.parse import SplitResult, unquote, urlsplit
 
 import httptools
 
-from .bounded import BodyTooLarge, BoundedDecoder, declared_too_large
+from .bounded import MAX_PIECES, AnswerTooCostly, BodyTooLarge, BoundedDecoder, Refused, declared_too_large
 
 MAX_HEAD_BYTES = 64 * 1024
 # What one answer may make the parser do (reached only by a broken or hostile server: a
 # JSON answer comes with a Content-Length or in a few large chunks, in a few reads).
 MAX_INTERIM = 16
-MAX_CHUNKS = 16_384
 MAX_READS = 65_536
 USER_AGENT = "asyncbench"
 
@@ -111,19 +111,19 @@ class _Connection(asyncio.Protocol):
         self._wire += len(data)
         try:
             if self._reads > MAX_READS or self._wire > self._wire_cap:
-                raise HTTPFailure(f"{self._url} sent its answer in over {MAX_READS:,} pieces or "
+                raise AnswerTooCostly(f"{self._url} sent its answer in over {MAX_READS:,} reads or "
                                   f"{self._wire_cap:,} bytes (a broken or hostile server?)")
             parser.feed_data(data)
             if self._answer is None and self._wire > MAX_HEAD_BYTES:
                 raise HTTPFailure(f"{self._url} sent a response head over {MAX_HEAD_BYTES:,} bytes")
         except httptools.HttpParserCallbackError as exc:  # one of ours, raised in a callback
             cause = exc.__context__
-            self._fail(cause if isinstance(cause, (HTTPFailure, BodyTooLarge)) else HTTPFailure(str(exc)))
+            self._fail(cause if isinstance(cause, (HTTPFailure, Refused)) else HTTPFailure(str(exc)))
         except httptools.HttpParserUpgrade:
             self._fail(HTTPFailure(f"{self._url} switched protocols (101) instead of answering"))
         except httptools.HttpParserError as exc:
             self._fail(HTTPFailure(self._malformed(exc)))
-        except (HTTPFailure, BodyTooLarge) as exc:
+        except (HTTPFailure, Refused) as exc:
             self._fail(exc)
 
     def eof_received(self) -> bool | None:
@@ -206,7 +206,7 @@ class _Connection(asyncio.Protocol):
         if status < 200:  # an interim answer (100 Continue, 103 Early Hints): the real one follows
             self._interim += 1
             if self._interim > MAX_INTERIM:
-                raise HTTPFailure(f"{self._url} sent over {MAX_INTERIM} interim (1xx) answers")
+                raise AnswerTooCostly(f"{self._url} sent over {MAX_INTERIM} interim (1xx) answers (a broken or hostile server?)")
             return
         coding = headers.get("transfer-encoding")
         if coding is not None and coding.lower() != "chunked":
@@ -218,8 +218,8 @@ class _Connection(asyncio.Protocol):
 
     def on_chunk_header(self) -> None:
         self._chunks += 1
-        if self._chunks > MAX_CHUNKS:
-            raise HTTPFailure(f"{self._url} sent its answer in over {MAX_CHUNKS:,} chunks (a broken or hostile server?)")
+        if self._chunks > MAX_PIECES:
+            raise AnswerTooCostly(f"{self._url} sent its answer in over {MAX_PIECES:,} chunks (a broken or hostile server?)")
 
     def on_body(self, body: bytes) -> None:
         assert self._decoder is not None and self._answer is not None
