@@ -67,6 +67,16 @@ def _bounded(seconds: float) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
+def _asked(seconds: float) -> float | None:
+    """A Retry-After's wait, cut to MAX_RETRY_AFTER_S; None (absent: the scheduler's own
+    back-off applies) for NaN and for one that asks for no wait at all. `Retry-After: 0`,
+    a negative one or a date in the past would otherwise switch the back-off off: 1,170
+    requests for 20 samples against a server answering every one so (issue 35)."""
+    if math.isnan(seconds) or seconds <= 0:
+        return None
+    return min(seconds, MAX_RETRY_AFTER_S)
+
+
 def _parse_duration(value: str) -> float | None:
     """OpenAI's reset format: '1s', '6m0s', '20ms', '1h2m3.5s', or plain seconds; the
     whole value must be in that form ('soon', '5 minutes' are not durations)."""
@@ -127,7 +137,7 @@ def parse_ratelimit_headers(headers: Mapping[str, str]) -> dict[str, float]:
     ms = get("retry-after-ms")
     if ms is not None:
         try:
-            if (wait := _bounded(float(ms) / 1000.0)) is not None:
+            if (wait := _asked(float(ms) / 1000.0)) is not None:
                 out["retry_after"] = wait
         except ValueError:
             pass
@@ -140,10 +150,11 @@ def parse_ratelimit_headers(headers: Mapping[str, str]) -> dict[str, float]:
 
 def parse_retry_after(value: str) -> float | None:
     """Retry-After as seconds from now: delay-seconds or an HTTP-date (RFC 9110 10.2.3),
-    cut to MAX_RETRY_AFTER_S; None when it is neither."""
+    cut to MAX_RETRY_AFTER_S; None when it is neither, or asks for no wait (0, a date
+    past)."""
     value = value.strip()
     if re.fullmatch(r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?", value):
-        return _bounded(float(value))
+        return _asked(float(value))
     from email.utils import parsedate_to_datetime
 
     try:
@@ -154,7 +165,7 @@ def parse_retry_after(value: str) -> float | None:
         from datetime import timezone
 
         when = when.replace(tzinfo=timezone.utc)
-    return _bounded(when.timestamp() - time.time())
+    return _asked(when.timestamp() - time.time())
 
 
 @dataclass

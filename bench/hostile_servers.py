@@ -1,7 +1,7 @@
 """How fast, and in how much memory, a run ends against each hostile server behaviour.
 
 For every behaviour of asyncbench/sim/hostile.py and every transport (openai-compat:
-aiohttp; openai: and anthropic: the official SDKs on httpx2), one real
+our HTTP/1.1 client; openai: and anthropic: the official SDKs on httpx2), one real
 `asyncbench run jsonl:...` subprocess of 20 samples with `--timeout T` against the
 hostile server on 127.0.0.1; its exit code, wall time and peak RSS (wait4's ru_maxrss)
 go in a table. A row passes when the run ends in at most 2 x T with a peak RSS of at
@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from asyncbench.sim.hostile import BEHAVIOURS  # noqa: E402
 
 TRANSPORTS = {
-    "openai-compat (aiohttp)": ("openai-compat:m", "/v1"),
+    "openai-compat (http1)": ("openai-compat:m", "/v1"),
     "openai SDK (httpx2)": ("openai:gpt-4o-mini", "/v1"),
     "anthropic SDK (httpx2)": ("anthropic:claude-haiku-4-5", ""),
 }
@@ -58,6 +58,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=10.0, help="the runs' --timeout (per request), s")
     parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--out", type=Path, help="write the markdown table here")
+    parser.add_argument("--only", help="comma-separated behaviours to run (default: all); prints their rows")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
@@ -71,7 +72,8 @@ def main() -> None:
                 time.sleep(0.05)
             port = int(port_file.read_text())
             rows = []
-            for behaviour, what in BEHAVIOURS.items():
+            chosen = args.only.split(",") if args.only else list(BEHAVIOURS)
+            for behaviour, what in ((b, BEHAVIOURS[b]) for b in chosen):
                 for transport, (model, suffix) in TRANSPORTS.items():
                     got = run_one(port, behaviour, model, suffix, args.timeout, tmp, args.samples)
                     ok = got["wall_s"] <= 2 * args.timeout and got["rss_mb"] <= MAX_RSS_MB

@@ -164,10 +164,10 @@ def test_an_error_status_is_classified_with_the_servers_message() -> None:
 
 @pytest.mark.parametrize("path,says", [
     ("/not-http", "did not answer in HTTP/1.x"),
-    ("/bad-header", "malformed header line"),
+    ("/bad-header", "malformed answer (Invalid header token)"),
     ("/huge-head", "response head over 65,536 bytes"),
     ("/cut", "closed the connection before its answer was complete"),
-    ("/bad-chunk", "malformed chunk size"),
+    ("/bad-chunk", "malformed answer (Invalid character in chunk size)"),
 ])
 def test_a_broken_answer_is_a_transient_error_naming_it(path: str, says: str) -> None:
     async def go(client: HTTPClient, url: str, server: Server) -> None:

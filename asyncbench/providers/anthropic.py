@@ -5,7 +5,6 @@ LongBench-style evaluation sends one plain user message and no system prompt.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -16,8 +15,9 @@ from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from ..types import ApiKind, Request, Response, Usage
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status, error_text
-from .bounded import BodyTooLarge, body_too_large_cause
-from .sdk_transport import sdk_http_client
+from .bounded import Refused, refusal_cause
+from .http import JSONTooDeep, json_value
+from .sdk_transport import connection_reason, sdk_http_client
 
 # How far the provider's clock may be behind ours when walking its list of batches.
 CLOCK_SKEW_S = 600.0
@@ -92,18 +92,18 @@ class AnthropicProvider(ProviderBase):
         try:
             raw = await self._client(base_url).messages.with_raw_response.create(**body, timeout=timeout)
             info = parse_ratelimit_headers(raw.headers)
-            data = json.loads(await raw.read())
+            data = json_value(await raw.read())
         except anthropic.APIStatusError as exc:
             info = parse_ratelimit_headers(exc.response.headers)
             raise _classified(exc, info) from None
         except anthropic.APITimeoutError:
             raise ProviderError("transient", f"timed out after {timeout:g}s") from None
         except anthropic.APIConnectionError as exc:
-            if (big := body_too_large_cause(exc)) is not None:
-                raise ProviderError("fatal", str(big)) from None
-            raise ProviderError("transient", f"connection error: {exc}") from None
-        except BodyTooLarge as exc:  # raised while the SDK read the body
-            raise ProviderError("fatal", str(exc)) from None
+            if (refused := refusal_cause(exc)) is not None:
+                raise ProviderError("fatal", str(refused)) from None
+            raise ProviderError("transient", f"connection error: {connection_reason(exc)}") from None
+        except (Refused, JSONTooDeep) as exc:  # raised while the SDK read the body, or parsing it
+            raise ProviderError("fatal", f"{base_url}: {exc}") from None
         except ValueError as exc:
             raise ProviderError("transient", f"malformed response body: {exc}") from None
         resp = parse_message(data, cut_at)
@@ -158,7 +158,7 @@ class AnthropicProvider(ProviderBase):
         out: BatchResult = {}
         for line in str(raw).splitlines():
             try:
-                item = json.loads(line)
+                item = json_value(line)
                 cid, result = str(item["custom_id"]), item["result"]
                 kind = result["type"]
             except (ValueError, KeyError, TypeError):
@@ -237,9 +237,11 @@ async def _errors() -> AsyncIterator[None]:
         yield
     except anthropic.APIStatusError as exc:
         raise _classified(exc) from None
-    except BodyTooLarge as exc:
+    except Refused as exc:
         raise ProviderError("fatal", str(exc)) from None
+    except RecursionError:  # the SDK parsed a JSON answer nested deeper than any answer is
+        raise ProviderError("fatal", "a JSON answer nested deeper than any answer is (a broken or hostile server?)") from None
     except (anthropic.APITimeoutError, anthropic.APIConnectionError) as exc:
-        if (big := body_too_large_cause(exc)) is not None:
-            raise ProviderError("fatal", str(big)) from None
-        raise ProviderError("transient", f"connection error: {exc}") from None
+        if (refused := refusal_cause(exc)) is not None:
+            raise ProviderError("fatal", str(refused)) from None
+        raise ProviderError("transient", f"connection error: {connection_reason(exc)}") from None

@@ -209,3 +209,12 @@ def error_text(error: Any) -> str:
     if isinstance(error, dict) and error.get("message") is not None:
         return str(error["message"])[:300]
     return str(error)[:300]
+
+
+def redirect_refused(url: str, status: int, location: str | None) -> ProviderError:
+    """A 3xx that asyncbench will not follow, as a fatal error naming where it pointed. The
+    prompt goes only where the user sent it: a redirect to another origin would hand the
+    prompt to a server nobody named, and its answer would be cached as this endpoint's."""
+    where = f" to {location[:200]}" if location else ""
+    return ProviderError("fatal", f"{url} answered {status}, a redirect{where}; asyncbench does not follow "
+                                  "redirects: give the URL that answers as the base URL", status=status)

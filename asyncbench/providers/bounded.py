@@ -30,8 +30,25 @@ ACCEPT_ENCODING = "gzip, deflate"
 _PIECE = 64 * 1024
 
 
-class BodyTooLarge(Exception):
+class Refused(Exception):
+    """An answer asyncbench will not take: a fatal error for the sample, never retried (the
+    server would send the same again). The SDKs wrap it in their connection error;
+    `refusal_cause` finds it again."""
+
+
+class BodyTooLarge(Refused):
     """A response body over its cap, or in an encoding asyncbench did not ask for."""
+
+
+class AnswerTooCostly(Refused):
+    """An answer framed to cost more to read than any real one: more chunks, reads, wire
+    bytes or interim (1xx) heads than its caps allow (a valid 1 MB answer dripped as a
+    million one-byte chunks took 3 CPU-s to parse, issue 35)."""
+
+
+# Pieces one body may come in (chunks, or the reads that carry them): a JSON answer comes
+# with a Content-Length or in a few large chunks, never in thousands.
+MAX_PIECES = 16_384
 
 
 class BoundedDecoder:
@@ -88,11 +105,11 @@ def declared_too_large(headers: Any, limit: int, url: str) -> None:
         raise BodyTooLarge(too_large(url, limit))
 
 
-def body_too_large_cause(exc: BaseException) -> BodyTooLarge | None:
-    """The BodyTooLarge an SDK wrapped in its connection error, if that is what it was."""
+def refusal_cause(exc: BaseException) -> Refused | None:
+    """The Refused an SDK wrapped in its connection error, if that is what it was."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, BodyTooLarge):
+        if isinstance(seen, Refused):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None

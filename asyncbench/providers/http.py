@@ -19,8 +19,8 @@ import orjson
 
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
-from .base import classify_status
-from .bounded import ACCEPT_ENCODING, DEFAULT_MAX_RESPONSE_BYTES, BodyTooLarge
+from .base import classify_status, redirect_refused
+from .bounded import ACCEPT_ENCODING, DEFAULT_MAX_RESPONSE_BYTES, Refused
 from .http1 import Answer, CallTimeout, HTTP1Client, HTTPFailure, basic_auth, request_path
 
 
@@ -35,14 +35,24 @@ def json_bytes(value: Any) -> bytes:
         return json.dumps(value, ensure_ascii=False).encode()
 
 
-def json_value(raw: bytes | bytearray) -> Any:
+class JSONTooDeep(ValueError):
+    """A JSON document nested deeper than the parsers go (orjson stops at 1,024 levels,
+    json.loads at Python's recursion limit): no answer is built like that, a broken or
+    hostile server's is, and it is refused as such, not retried."""
+
+
+def json_value(raw: bytes | bytearray | str) -> Any:
     """A JSON body parsed: orjson (~4x json.loads on an answer), json.loads for what
     orjson refuses and json accepts (NaN, a lone surrogate escape); ValueError if neither
-    parses it."""
+    parses it, JSONTooDeep when json.loads ran out of recursion (a 2 KB body of 200,000
+    nested arrays once ended a run with a RecursionError traceback, issue 35)."""
     try:
         return orjson.loads(raw)
     except ValueError:
-        return json.loads(raw)
+        try:
+            return json.loads(raw)
+        except RecursionError:
+            raise JSONTooDeep("a JSON answer nested deeper than any answer is (a broken or hostile server?)") from None
 
 
 class HTTPClient:
@@ -59,12 +69,13 @@ class HTTPClient:
         return dict(self._headers)
 
     async def _call(self, method: str, url: str, body: bytes | None, timeout: float, failed: str) -> Answer:
-        """One call, its failures as ProviderErrors: a body over the cap is fatal, anything
+        """One call, its failures as ProviderErrors: an answer refused (a body over the cap,
+        one framed to cost more than any answer) is fatal, anything
         else the transport met (no connection, a hang-up, the deadline) transient and
         said as `failed` + the URL."""
         try:
             return await self._client.request(method, url, body, timeout, self.max_bytes)
-        except BodyTooLarge as exc:
+        except Refused as exc:
             raise ProviderError("fatal", str(exc)) from None
         except CallTimeout:
             raise ProviderError("transient", f"no complete answer from {url} within --timeout {timeout:g}s") from None
@@ -76,17 +87,23 @@ class HTTPClient:
         names) or raise ProviderError."""
         answer = await self._call("POST", url, json_bytes(body), timeout, "connection error to")
         info = parse_ratelimit_headers(answer.headers)
+        if 300 <= answer.status < 400:
+            raise redirect_refused(url, answer.status, answer.headers.get("location"))
         if answer.status >= 400:
             message, code = _error_message(answer.body)
             raise classify_status(answer.status, message, retry_after=info.get("retry_after"), ratelimit=info, code=code)
         try:
             data = json_value(answer.body)
+        except JSONTooDeep as exc:
+            raise ProviderError("fatal", f"{url}: {exc}") from None
         except ValueError as exc:
             raise ProviderError("transient", f"malformed response body from {url}: {exc}") from None
         return data, info, answer.headers
 
     async def get_json(self, url: str, timeout: float = 10.0) -> dict[str, Any]:
         answer = await self._call("GET", url, None, timeout, "cannot reach")
+        if 300 <= answer.status < 400:
+            raise redirect_refused(url, answer.status, answer.headers.get("location"))
         if answer.status >= 400:
             message, code = _error_message(answer.body)
             raise classify_status(answer.status, message, code=code)
@@ -110,7 +127,7 @@ def _error_message(raw: bytes | bytearray) -> tuple[str, str | None]:
     `format_error_response`), so its `type`, which says more than the HTTP status, is
     preferred over a numeric code."""
     try:
-        data = json.loads(raw)
+        data = json_value(raw)
     except ValueError:
         return raw.decode("utf-8", "replace")[:300], None
     err = data.get("error", data) if isinstance(data, dict) else data

@@ -7,13 +7,29 @@ needs (cookie jars, redirects, proxies, tracing, a multidict per response, a str
 reader per body): this client does one POST or GET with keep-alive and nothing else, at
 about half of the whole-request CPU of a raw aiohttp loop (bench/raw_client_ratio.md).
 
+The answers are read by llhttp (Node's HTTP parser, through `httptools`, as uvicorn
+does), not by a parser of our own: a hand-written one took a chunk size of `-5` and then
+spun inside `data_received` for ever (issue 35). llhttp is strict where it matters here
+(a chunk size or Content-Length is hex or decimal digits and nothing else, no sign, no
+space; two Content-Lengths, or one beside Transfer-Encoding, are refused; header lines are
+tokens) and linear in the bytes it is fed, and this module adds what llhttp leaves to its
+caller: Transfer-Encoding must be `chunked` alone, the status 100-599 in HTTP/1.x, and
+every answer has caps on what a server can make the parser do for it: 64 KiB of heads
+(interim ones included), 16 interim (1xx) answers, 16,384 chunks, 65,536 reads and
+twice `--max-response-bytes` (+ 1 MiB) of wire bytes. Past one of the last four the call
+fails at once with `bounded.AnswerTooCostly`, fatal for the sample like a body over the
+cap: a valid 1 MB answer dripped as a million one-byte chunks is refused after ~100 KB
+of them, where it took 3 CPU-s to parse.
+
 What it speaks (RFC 9112): requests with a Content-Length body; responses framed by
-Content-Length, chunked transfer coding or the connection's close; 1xx interim responses
-skipped; `Connection: close` and HTTP/1.0 answers end the connection. Bodies are decoded
-and capped as they arrive (`bounded.BoundedDecoder`: gzip/deflate in pieces, refused
-past `--max-response-bytes`), the head is capped at 64 KiB, and one deadline covers the
+Content-Length, chunked transfer coding (extensions and trailers read and ignored) or the
+connection's close; 1xx interim responses skipped; `Connection: close` and HTTP/1.0
+answers end the connection; a 3xx is an answer like any other (never followed: the
+caller refuses it). Bodies are decoded and capped as they arrive (`bounded.BoundedDecoder`:
+gzip/deflate in pieces, refused past `--max-response-bytes`), and one deadline covers the
 whole call: connecting, sending and every byte of the answer (a slow drip cannot extend
-it). https:// URLs go over TLS with the system's default certificate checks.
+it; the parser returns after each read, so the timer always gets to fire). https:// URLs
+go over TLS with the system's default certificate checks.
 """
 
 from __future__ import annotations
@@ -21,13 +37,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
-from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import SplitResult, unquote, urlsplit
 
-from .bounded import BodyTooLarge, BoundedDecoder, declared_too_large
+import httptools
+
+from .bounded import MAX_PIECES, AnswerTooCostly, BodyTooLarge, BoundedDecoder, Refused, declared_too_large
 
 MAX_HEAD_BYTES = 64 * 1024
+# What one answer may make the parser do (reached only by a broken or hostile server: a
+# JSON answer comes with a Content-Length or in a few large chunks, in a few reads).
+MAX_INTERIM = 16
+MAX_READS = 65_536
 USER_AGENT = "asyncbench"
 
 
@@ -55,21 +76,26 @@ class Answer:
 
 
 class _Connection(asyncio.Protocol):
-    """One keep-alive connection: parses the answer to the request in flight as its bytes
-    arrive (head, then the body by its framing) and resolves `waiter` with it."""
+    """One keep-alive connection: llhttp parses the answer to the request in flight as its
+    bytes arrive (the `on_*` methods are its callbacks) and `waiter` gets it.
+
+    `_parser` is None between calls: a byte then is one nobody asked for, and the
+    connection can no longer be trusted."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.waiter: asyncio.Future[Answer] | None = None
         self.closed = False
         self.reusable = False
-        self._buf = bytearray()
-        self._state = "idle"  # idle | head | length | chunk-size | chunk-data | chunk-crlf | trailers | close
-        self._left = 0
+        self._parser: httptools.HttpResponseParser | None = None
+        self._headers: dict[str, str] = {}
         self._answer: Answer | None = None
         self._decoder: BoundedDecoder | None = None
-        self._limit = 0
+        self._until_close = False  # the answer's body ends with the connection
+        self._limit = self._wire_cap = 0
         self._url = ""
+        self._wire = self._reads = self._chunks = self._interim = self._head = 0
+        self._status_line = False
 
     # -- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -77,13 +103,27 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        if self._state == "idle":  # bytes nobody asked for: the connection cannot be trusted
+        parser = self._parser
+        if parser is None:  # bytes nobody asked for: the connection cannot be trusted
             self.abort()
             return
-        self._buf += data
+        self._reads += 1
+        self._wire += len(data)
         try:
-            self._parse()
-        except (BodyTooLarge, HTTPFailure) as exc:
+            if self._reads > MAX_READS or self._wire > self._wire_cap:
+                raise AnswerTooCostly(f"{self._url} sent its answer in over {MAX_READS:,} reads or "
+                                  f"{self._wire_cap:,} bytes (a broken or hostile server?)")
+            parser.feed_data(data)
+            if self._answer is None and self._wire > MAX_HEAD_BYTES:
+                raise HTTPFailure(f"{self._url} sent a response head over {MAX_HEAD_BYTES:,} bytes")
+        except httptools.HttpParserCallbackError as exc:  # one of ours, raised in a callback
+            cause = exc.__context__
+            self._fail(cause if isinstance(cause, (HTTPFailure, Refused)) else HTTPFailure(str(exc)))
+        except httptools.HttpParserUpgrade:
+            self._fail(HTTPFailure(f"{self._url} switched protocols (101) instead of answering"))
+        except httptools.HttpParserError as exc:
+            self._fail(HTTPFailure(self._malformed(exc)))
+        except (HTTPFailure, Refused) as exc:
             self._fail(exc)
 
     def eof_received(self) -> bool | None:
@@ -91,9 +131,9 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self._state == "close" and self._answer is not None:  # framed by the close
+        if self._parser is not None and self._until_close and self._answer is not None:  # framed by the close
             try:
-                self._finish()
+                self._finish(False)
             except BodyTooLarge as err:
                 self._fail(err)
             return
@@ -104,8 +144,11 @@ class _Connection(asyncio.Protocol):
     # -- a call ---------------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop, data: bytes, limit: int, url: str) -> asyncio.Future[Answer]:
         self.waiter = waiter = loop.create_future()
-        self._state, self._limit, self._url = "head", limit, url
-        self._answer, self._decoder, self.reusable = None, None, False
+        self._parser = httptools.HttpResponseParser(self)
+        self._limit, self._wire_cap, self._url = limit, 2 * limit + 1024 * 1024, url
+        self._answer, self._decoder, self._until_close, self.reusable = None, None, False, False
+        self._wire = self._reads = self._chunks = self._interim = self._head = 0
+        self._status_line = False
         assert self.transport is not None
         self.transport.write(data)
         return waiter
@@ -118,162 +161,84 @@ class _Connection(asyncio.Protocol):
 
     def abort(self) -> None:
         self.closed = True
+        self._parser = None
         if self.transport is not None:
             self.transport.abort()
 
     def _fail(self, exc: Exception) -> None:
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_exception(exc)
-        self._state = "idle"
         self.abort()
 
-    # -- parsing --------------------------------------------------------------------------
-    def _parse(self) -> None:
-        """Take what the buffer holds, state by state, until a state needs more bytes."""
-        while self._state != "idle" and _STEPS[self._state](self):
-            pass
+    def _malformed(self, exc: Exception) -> str:
+        if self._parser is None:  # the answer was whole: these bytes came after it
+            return f"{self._url} sent bytes after its answer"
+        if not self._status_line:
+            return f"{self._url} did not answer in HTTP/1.x ({exc})"
+        return f"{self._url} sent a malformed answer ({exc})"
 
-    def _step_head(self) -> bool:
-        buf = self._buf
-        end = buf.find(b"\r\n\r\n")
-        if (end if end >= 0 else len(buf)) > MAX_HEAD_BYTES:
-            raise HTTPFailure(f"{self._url} sent a response head over {MAX_HEAD_BYTES:,} bytes")
-        if end < 0:
-            return False
-        head = bytes(buf[:end])
-        del buf[:end + 4]
-        self._head(head)
-        return True
+    # -- llhttp's callbacks ---------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        if self._parser is None:  # a second answer behind the first: not ours to guess at
+            raise HTTPFailure(f"{self._url} sent bytes after its answer")
+        self._headers = {}
 
-    def _take(self) -> bool:
-        """Up to `_left` bytes of the body (a Content-Length's or a chunk's) into the
-        decoder; False when none has arrived."""
-        buf = self._buf
-        if not buf:
-            return False
-        piece = bytes(buf[:self._left])
-        del buf[:len(piece)]
-        self._left -= len(piece)
-        self._feed(piece)
-        return True
+    def on_status(self, reason: bytes) -> None:
+        self._status_line = True
 
-    def _step_length(self) -> bool:
-        if not self._take():
-            return False
-        if not self._left:
-            self._finish()
-        return not self._left
-
-    def _step_close(self) -> bool:
-        if self._buf:
-            self._feed(bytes(self._buf))
-            self._buf.clear()
-        return False
-
-    def _step_chunk_size(self) -> bool:
-        buf = self._buf
-        end = buf.find(b"\r\n")
-        if end < 0:
-            if len(buf) > 1024:
-                raise HTTPFailure(f"{self._url} sent a malformed chunk size line")
-            return False
-        line = bytes(buf[:end]).split(b";", 1)[0].strip()
-        del buf[:end + 2]
-        try:
-            self._left = int(line, 16)
-        except ValueError:
-            raise HTTPFailure(f"{self._url} sent a malformed chunk size {line[:40]!r}") from None
-        self._state = "chunk-data" if self._left else "trailers"
-        return True
-
-    def _step_chunk_data(self) -> bool:
-        if not self._take():
-            return False
-        if not self._left:
-            self._state = "chunk-crlf"
-        return True
-
-    def _step_chunk_crlf(self) -> bool:
-        buf = self._buf
-        if len(buf) < 2:
-            return False
-        if buf[:2] != b"\r\n":
-            raise HTTPFailure(f"{self._url} sent a chunk without its closing CRLF")
-        del buf[:2]
-        self._state = "chunk-size"
-        return True
-
-    def _step_trailers(self) -> bool:
-        buf = self._buf
-        end = buf.find(b"\r\n")
-        if end < 0:
-            if len(buf) > MAX_HEAD_BYTES:
-                raise HTTPFailure(f"{self._url} sent trailers over {MAX_HEAD_BYTES:,} bytes")
-            return False
-        del buf[:end + 2]
-        if end == 0:
-            self._finish()
-            return False
-        return True
-
-    def _head(self, head: bytes) -> None:
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not (parts[1].isdigit() and len(parts[1]) == 3):
-            raise HTTPFailure(f"{self._url} did not answer in HTTP/1.x ({lines[0][:60]!r})")
-        status = int(parts[1])
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep or not name or name != name.strip():
-                raise HTTPFailure(f"{self._url} sent a malformed header line {line[:60]!r}")
-            name, value = name.lower(), value.strip()
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        if 100 <= status < 200:  # an interim answer (100 Continue, 103 Early Hints): the real one follows
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._answer is not None:  # a trailer after a chunked body: not read
             return
-        keep = parts[0] == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
-        self._answer = Answer(status, headers, bytearray())
-        self._decoder = BoundedDecoder(headers.get("content-encoding"), self._limit, self._url)
-        coding = headers.get("transfer-encoding")
-        if coding is not None:
-            if coding.lower().replace(" ", "") != "chunked":
-                raise HTTPFailure(f"{self._url} answered in Transfer-Encoding {coding!r}")
-            self._state, self.reusable = "chunk-size", keep
-        elif status in (204, 304):
-            self.reusable = keep
-            self._finish()
-        elif (length := headers.get("content-length")) is not None:
-            if not length.isdigit():
-                raise HTTPFailure(f"{self._url} sent Content-Length {length[:40]!r}")
-            declared_too_large(headers, self._limit, self._url)
-            self._left, self.reusable = int(length), keep
-            self._state = "length"
-            if not self._left:
-                self._finish()
-        else:
-            self._state = "close"
+        self._head += len(name) + len(value)
+        if self._head > MAX_HEAD_BYTES:  # the heads' size, interim ones included
+            raise HTTPFailure(f"{self._url} sent a response head over {MAX_HEAD_BYTES:,} bytes")
+        key, text = name.decode("latin-1").lower(), value.decode("latin-1").strip()
+        headers = self._headers
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
 
-    def _feed(self, piece: bytes) -> None:
+    def on_headers_complete(self) -> None:
+        parser = self._parser
+        assert parser is not None
+        status, self._status_line = parser.get_status_code(), True
+        if not parser.get_http_version().startswith("1.") or not 100 <= status <= 599:
+            raise HTTPFailure(f"{self._url} did not answer in HTTP/1.x (HTTP/{parser.get_http_version()} {status})")
+        headers = self._headers
+        if status < 200:  # an interim answer (100 Continue, 103 Early Hints): the real one follows
+            self._interim += 1
+            if self._interim > MAX_INTERIM:
+                raise AnswerTooCostly(f"{self._url} sent over {MAX_INTERIM} interim (1xx) answers (a broken or hostile server?)")
+            return
+        coding = headers.get("transfer-encoding")
+        if coding is not None and coding.lower() != "chunked":
+            raise HTTPFailure(f"{self._url} answered in Transfer-Encoding {coding[:40]!r}")
+        declared_too_large(headers, self._limit, self._url)
+        self._decoder = BoundedDecoder(headers.get("content-encoding"), self._limit, self._url)
+        self._answer = Answer(status, headers, bytearray())
+        self._until_close = coding is None and "content-length" not in headers and status not in (204, 304)
+
+    def on_chunk_header(self) -> None:
+        self._chunks += 1
+        if self._chunks > MAX_PIECES:
+            raise AnswerTooCostly(f"{self._url} sent its answer in over {MAX_PIECES:,} chunks (a broken or hostile server?)")
+
+    def on_body(self, body: bytes) -> None:
         assert self._decoder is not None and self._answer is not None
-        for out in self._decoder.feed(piece):
+        for out in self._decoder.feed(body):
             self._answer.body += out
 
-    def _finish(self) -> None:
+    def on_message_complete(self) -> None:
+        if self._answer is None:  # an interim answer's end
+            return
+        assert self._parser is not None
+        self._finish(self._parser.should_keep_alive())
+
+    def _finish(self, keep: bool) -> None:
         assert self._decoder is not None and self._answer is not None
         for out in self._decoder.flush():
             self._answer.body += out
-        if self._buf:  # more than one answer's bytes: not ours to guess at
-            self.reusable = False
-        self._state = "idle"
+        self._parser, self.reusable = None, keep
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(self._answer)
-
-
-# what `_Connection._parse` does in each state of an answer (a step returns whether to go on)
-_STEPS: dict[str, Callable[[_Connection], bool]] = {
-    "head": _Connection._step_head, "length": _Connection._step_length, "close": _Connection._step_close,
-    "chunk-size": _Connection._step_chunk_size, "chunk-data": _Connection._step_chunk_data,
-    "chunk-crlf": _Connection._step_chunk_crlf, "trailers": _Connection._step_trailers}
 
 
 @dataclass(slots=True)

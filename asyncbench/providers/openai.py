@@ -18,9 +18,10 @@ from ..limits import parse_ratelimit_headers
 from ..prompt_cache import prefix_key, prompt_text
 from ..types import ApiKind, Request, Response
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status
-from .bounded import BodyTooLarge, body_too_large_cause
+from .bounded import Refused, refusal_cause
+from .http import JSONTooDeep, json_value
 from .openai_wire import parse_body, request_body
-from .sdk_transport import sdk_http_client
+from .sdk_transport import connection_reason, sdk_http_client
 
 # The batch metadata key holding the client-made id of a submission (runners/batch.py),
 # and how far the provider's clock may be behind ours when walking its list of batches.
@@ -81,7 +82,7 @@ class OpenAIProvider(ProviderBase):
         try:
             raw = await endpoint.with_raw_response.create(**body, timeout=timeout)
             info = parse_ratelimit_headers(raw.headers)
-            data = json.loads(raw.content)
+            data = json_value(raw.content)
         except openai.APIStatusError as exc:
             info = parse_ratelimit_headers(exc.response.headers)
             code = exc.code if isinstance(getattr(exc, "code", None), str) else None
@@ -90,11 +91,11 @@ class OpenAIProvider(ProviderBase):
         except openai.APITimeoutError:
             raise ProviderError("transient", f"timed out after {timeout:g}s") from None
         except openai.APIConnectionError as exc:
-            if (big := body_too_large_cause(exc)) is not None:
-                raise ProviderError("fatal", str(big)) from None
-            raise ProviderError("transient", f"connection error: {exc}") from None
-        except BodyTooLarge as exc:  # raised while the SDK read the body
-            raise ProviderError("fatal", str(exc)) from None
+            if (refused := refusal_cause(exc)) is not None:
+                raise ProviderError("fatal", str(refused)) from None
+            raise ProviderError("transient", f"connection error: {connection_reason(exc)}") from None
+        except (Refused, JSONTooDeep) as exc:  # raised while the SDK read the body, or parsing it
+            raise ProviderError("fatal", f"{base_url}: {exc}") from None
         except ValueError as exc:
             raise ProviderError("transient", f"malformed response body: {exc}") from None
         text, usage, finish = parse_body(data)
@@ -154,7 +155,7 @@ class OpenAIProvider(ProviderBase):
             if not raw.strip():
                 continue
             try:
-                line = json.loads(raw)
+                line = json_value(raw)
                 cid = str(line["custom_id"])
             except (ValueError, KeyError, TypeError):
                 continue  # not a result line: its request is sent again
@@ -193,9 +194,11 @@ async def _errors() -> AsyncIterator[None]:
     except openai.APIStatusError as exc:
         code = exc.code if isinstance(getattr(exc, "code", None), str) else None
         raise classify_status(exc.status_code, exc.message, code=code) from None
-    except BodyTooLarge as exc:
+    except Refused as exc:
         raise ProviderError("fatal", str(exc)) from None
+    except RecursionError:  # the SDK parsed a JSON answer nested deeper than any answer is
+        raise ProviderError("fatal", "a JSON answer nested deeper than any answer is (a broken or hostile server?)") from None
     except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-        if (big := body_too_large_cause(exc)) is not None:
-            raise ProviderError("fatal", str(big)) from None
-        raise ProviderError("transient", f"connection error: {exc}") from None
+        if (refused := refusal_cause(exc)) is not None:
+            raise ProviderError("fatal", str(refused)) from None
+        raise ProviderError("transient", f"connection error: {connection_reason(exc)}") from None

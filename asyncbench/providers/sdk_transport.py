@@ -1,10 +1,17 @@
-"""The official SDKs' HTTP transport (httpx2) with bounded, piecewise-decoded bodies.
+"""The official SDKs' HTTP transport (httpx2) with bounded, piecewise-decoded bodies and
+no redirect to another origin.
 
 The SDKs read a response whole, and httpx2 inflates gzip itself; this transport asks for
 `gzip, deflate`, inflates here through `bounded.BoundedDecoder`, and gives the SDK an
 identity body that stops with BodyTooLarge at the cap (the SDK wraps it in its
-connection error; `body_too_large_cause` finds it again). A batch's result file is a
+connection error; `refusal_cause` finds it again). A batch's result file is a
 download, capped at BATCH_DOWNLOAD_MAX_BYTES instead.
+
+The SDKs' clients follow redirects. One to another origin (scheme, host or port) is
+refused here, before httpx2 follows it: httpx2 drops the Authorization header on the way
+but not the prompt (nor Anthropic's x-api-key), and the other origin's answer would be
+cached as this endpoint's (issue 35). A redirect within the origin is followed: the same
+server answers, to the same key, as behind a proxy that adds a trailing slash.
 """
 
 from __future__ import annotations
@@ -14,7 +21,16 @@ from typing import Any
 
 import httpx2
 
-from .bounded import ACCEPT_ENCODING, BATCH_DOWNLOAD_MAX_BYTES, BodyTooLarge, BoundedDecoder, declared_too_large
+from .bounded import (
+    ACCEPT_ENCODING,
+    BATCH_DOWNLOAD_MAX_BYTES,
+    MAX_PIECES,
+    AnswerTooCostly,
+    BodyTooLarge,
+    BoundedDecoder,
+    Refused,
+    declared_too_large,
+)
 
 
 def _is_download(path: str) -> bool:
@@ -22,12 +38,28 @@ def _is_download(path: str) -> bool:
     return (path.endswith("/content") and "/files/" in path) or (path.endswith("/results") and "/batches/" in path)
 
 
+class RedirectRefused(Refused):
+    """A 3xx to another origin than the request's."""
+
+
+def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return url.scheme, url.host, url.port or default
+
+
 class _BoundedStream(httpx2.AsyncByteStream):
     def __init__(self, inner: httpx2.AsyncByteStream, decoder: BoundedDecoder) -> None:
         self.inner, self.decoder = inner, decoder
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        # one piece per chunk h11 read, or per read of a sized body (a TLS record is 16 KB):
+        # a batch download's cap of gigabytes allows it a piece per KB more
+        pieces, cap = 0, MAX_PIECES + self.decoder.limit // 1024
         async for chunk in self.inner:
+            pieces += 1
+            if pieces > cap:
+                raise AnswerTooCostly(f"{self.decoder.url} sent its answer in over {cap:,} pieces "
+                                      "(a broken or hostile server?)")
             for piece in self.decoder.feed(chunk):
                 if piece:
                     yield piece
@@ -50,6 +82,16 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         request.headers["Accept-Encoding"] = ACCEPT_ENCODING
         response = await self.inner.handle_async_request(request)
         url = f"{request.url.scheme}://{request.url.netloc.decode()}{request.url.path}"
+        if response.is_redirect and "location" in response.headers:
+            try:
+                target = request.url.join(response.headers["location"])
+            except httpx2.InvalidURL:
+                target = None
+            if target is None or _origin(target) != _origin(request.url):
+                await response.aclose()
+                raise RedirectRefused(f"{url} answered {response.status_code}, a redirect to another origin "
+                                      f"({response.headers['location'][:200]}); asyncbench does not send a prompt "
+                                      "there: give the URL that answers as the base URL")
         limit = max(self.limit, BATCH_DOWNLOAD_MAX_BYTES) if _is_download(request.url.path) else self.limit
         try:
             declared_too_large(response.headers, limit, url)
@@ -64,6 +106,15 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def connection_reason(exc: BaseException) -> str:
+    """What an SDK's "Connection error." was: the innermost cause it wraps (h11's
+    "illegal chunk header", a refused connection), so that a failed sample says why."""
+    inner = exc
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    return str(inner) or type(inner).__name__
 
 
 def sdk_http_client(default_client: Any, limit: int) -> Any:

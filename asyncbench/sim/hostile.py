@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 import zlib
 from collections import Counter
 from email.utils import formatdate
@@ -31,6 +32,14 @@ BEHAVIOURS = {
     "gzip-bomb": "200, Content-Encoding: gzip, an endless stream inflating ~1000:1",
     "huge-json": "200, a valid 100 MB JSON answer with its Content-Length",
     "slow-drip": "200, then one body byte every 0.5 s, for ever",
+    # issue 35, hostile peers round three: framing, nesting, back-off and redirects
+    "chunk-negative": "200, chunked, a chunk-size line of -5, then the connection held open",
+    "deep-json": "200, gzip, a valid answer beside a 200,000-deep array (2 KB on the wire)",
+    "one-byte-chunks": "200, a valid ~1 MB answer in 1-byte chunks",
+    "continue-flood": "100 Continue heads, endlessly",
+    "retry-after-zero": "429 with Retry-After: 0",
+    "retry-after-past": "429 with Retry-After an HTTP-date one year ago",
+    "redirect-cross-origin": "307 to the same path on another origin (a second listener that answers well)",
     # -- issue 35 items 2 and 4: what an answer claims and says (answered in each wire
     # format: `_claims`). Kept together, apart from the transport behaviours above.
     "usage-huge": "200, a one-letter answer claiming 10^15 prompt and 10^15 completion tokens",
@@ -50,10 +59,40 @@ _CLAIMS = {"usage-huge": (10 ** 15, 10 ** 15), "usage-other-model": (900_000, 90
 _CHUNK = 64 * 1024
 
 
+# A valid answer in every transport's shape at once (OpenAI chat and completions,
+# Anthropic messages, TGI generate), for the behaviours that hide one in hostile framing.
+_ANSWER = {"id": "x", "object": "chat.completion", "type": "message", "role": "assistant", "model": "m",
+           "choices": [{"index": 0, "finish_reason": "stop", "text": "ok",
+                        "message": {"role": "assistant", "content": "ok"}}],
+           "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+           "generated_text": "ok", "details": {"finish_reason": "eos_token", "generated_tokens": 1},
+           "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2, "input_tokens": 1,
+                     "output_tokens": 1}}
+
+
 class HostileServer:
     def __init__(self) -> None:
         self.sent: Counter[str] = Counter()  # body bytes written, per behaviour
         self.requests: Counter[str] = Counter()
+        # the other origin `redirect-cross-origin` points at (`handle_other` listens there);
+        # its requests are counted as requests["other-origin"]
+        self.other_port = 0
+
+    async def handle_other(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The second origin: every request gets a valid answer (which, followed, would be
+        cached as the first origin's)."""
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next((int(v) for k, _, v in (ln.partition(":") for ln in head.decode("latin-1").split("\r\n"))
+                               if k.strip().lower() == "content-length"), 0)
+                await reader.readexactly(length)
+                self.requests["other-origin"] += 1
+                await _send(writer, 200, {}, json.dumps(_ANSWER).encode())
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -87,14 +126,18 @@ class HostileServer:
         elif behaviour == "retry-after-unparsable":
             await _send(writer, 429, {"Retry-After": "soon"}, error)
         elif behaviour == "retry-after-date":
-            import time
-
             await _send(writer, 429, {"Retry-After": formatdate(time.time() + 365 * 86400, usegmt=True)}, error)
         elif behaviour == "always-429":
             await _send(writer, 429, {}, error)
         elif behaviour in _ANSWERS:
             status, reply, extra = _answer(behaviour, path, headers, body)
             await _send(writer, status, {**extra}, json.dumps(reply).encode())
+        elif behaviour == "retry-after-zero":
+            await _send(writer, 429, {"Retry-After": "0"}, error)
+        elif behaviour == "retry-after-past":
+            await _send(writer, 429, {"Retry-After": formatdate(time.time() - 365 * 86400, usegmt=True)}, error)
+        elif behaviour == "redirect-cross-origin":
+            await _send(writer, 307, {"Location": f"http://127.0.0.1:{self.other_port}{path}"}, error)
         else:
             await getattr(self, "_" + behaviour.replace("-", "_"))(writer, behaviour)
             return False
@@ -147,6 +190,43 @@ class HostileServer:
             await _drain(writer)
             self.sent[name] += 1
             await asyncio.sleep(0.5)
+
+
+    async def _chunk_negative(self, writer: asyncio.StreamWriter, name: str) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"-5\r\nhello\r\n")
+        await _drain(writer)
+        while not writer.is_closing():  # held open: a client that waits, waits for ever
+            await asyncio.sleep(0.5)
+            writer.write(b"")
+            await _drain(writer)
+
+    async def _deep_json(self, writer: asyncio.StreamWriter, name: str) -> None:
+        depth = 200_000
+        raw = json.dumps(_ANSWER)[:-1].encode() + b', "x": ' + b"[" * depth + b"]" * depth + b"}"
+        body = zlib.compress(raw, 9, wbits=zlib.MAX_WBITS | 16)  # gzip: ~2 KB on the wire
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        await _drain(writer)
+        self.sent[name] += len(body)
+
+    async def _one_byte_chunks(self, writer: asyncio.StreamWriter, name: str) -> None:
+        answer = dict(_ANSWER, pad="a" * 1_000_000)
+        raw = json.dumps(answer).encode()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for at in range(0, len(raw), _CHUNK):
+            writer.write(b"".join(b"1\r\n%c\r\n" % byte for byte in raw[at:at + _CHUNK]))
+            await _drain(writer)
+            self.sent[name] += min(_CHUNK, len(raw) - at)
+        writer.write(b"0\r\n\r\n")
+        await _drain(writer)
+
+    async def _continue_flood(self, writer: asyncio.StreamWriter, name: str) -> None:
+        block = b"HTTP/1.1 100 Continue\r\n\r\n" * 1000
+        while not writer.is_closing():
+            writer.write(block)
+            await _drain(writer)
+            self.sent[name] += len(block)
 
 
 # -- answers in each wire format (the issue 35 block) ---------------------------------
@@ -227,7 +307,8 @@ def _chunk(data: bytes) -> bytes:
 
 
 async def _send(writer: asyncio.StreamWriter, status: int, headers: dict[str, str], body: bytes) -> None:
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}[status]
+    reason = {200: "OK", 307: "Temporary Redirect", 400: "Bad Request", 404: "Not Found",
+              429: "Too Many Requests"}[status]
     lines = [f"HTTP/1.1 {status} {reason}", f"Content-Length: {len(body)}", "Content-Type: application/json",
              *(f"{k}: {v}" for k, v in headers.items())]
     writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
@@ -236,6 +317,8 @@ async def _send(writer: asyncio.StreamWriter, status: int, headers: dict[str, st
 
 async def serve(port: int = 0, port_file: Path | None = None) -> None:
     server = HostileServer()
+    other = await asyncio.start_server(server.handle_other, "127.0.0.1", 0)
+    server.other_port = other.sockets[0].getsockname()[1]
     listener = await asyncio.start_server(server.handle, "127.0.0.1", port)
     chosen = listener.sockets[0].getsockname()[1]
     if port_file is not None:
