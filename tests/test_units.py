@@ -35,8 +35,8 @@ class ScriptedProvider:
         await anyio.sleep(0)
         if what == "ok":
             return Response(f"answer to {request.prompt}", Usage(10, 2), 1.0, "stop", base_url)
-        if what == "bad":
-            return Response(f"answer to {request.prompt}", Usage(-1, 2), 1.0, "stop", base_url)
+        if what == "bad":  # an answer whose text is no text
+            return Response(5, Usage(10, 2), 1.0, "stop", base_url)  # type: ignore[arg-type]
         raise ProviderError(what, f"{what} from {base_url}", retry_after=0.01 if what == "rate_limited" else None)
 
     async def aclose(self) -> None:
