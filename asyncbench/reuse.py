@@ -50,11 +50,19 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
+# Options that change how a run is shown, where it is written and how fast it sends, never
+# what it scores: a re-run with `--no-progress` or `--json` (which turns progress off) once
+# took the full path, 8 s where the booked re-run takes 1.
+HOW_NOT_WHAT = frozenset({"progress", "out", "cache", "max_cost", "concurrency", "rpm", "tpm", "timeout_s",
+                          "max_attempts", "max_response_bytes", "no_wait"})
+
+
 def fingerprint(p: RunPlan) -> str | None:
     """What a complete run's scores and figures came from (None: a re-run scores again)."""
     if p.caps.administer is not None or p.caps.rescores or type(p.runner) is not LocalRunner:
         return None
-    what = [p.run_id, p.benchmark_name, dict(p.stored_config), dict(p.prompting.limits), p.prices.version,
+    config = {k: v for k, v in p.stored_config.items() if k not in HOW_NOT_WHAT}
+    what = [p.run_id, p.benchmark_name, config, dict(p.prompting.limits), p.prices.version,
             repr(p.client.price), repr(p.judge.price) if p.judge is not None else None]
     h = hashlib.sha256(code_digest().encode())
     h.update(json.dumps(what, sort_keys=True, default=str).encode())

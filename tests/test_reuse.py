@@ -155,3 +155,19 @@ def test_a_listed_benchmark_is_booked_as_the_full_path_books_it(tmp_path, start_
     assert cold["complete"] and booked == []
     warm = _same_as_full_path(tmp_path, args, booked)
     assert warm["scores"] == cold["scores"] and warm["truncation"] == cold["truncation"]
+
+
+def test_a_rerun_that_changes_only_how_it_is_shown_or_paced_is_booked(tmp_path, start_sim, monkeypatch):
+    """`--progress` (as `--json` and `--no-progress` set it), `--out`, the budget and the pace
+    change how a run is shown, written and sent, never what it scores: a cached re-run with
+    any of them changed is booked from the store (it once scored again: 8.2 s for 1.2)."""
+    sim = start_sim()
+    data = write_jsonl(tmp_path / "d.jsonl", 20)
+    args = [f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1"]
+    booked = _booked(monkeypatch)
+    run_cli(tmp_path, *args)
+    for more in (["--progress"], ["--concurrency", "3", "--max-cost", "5"], ["--rpm", "6000", "--timeout", "30"]):
+        run_cli(tmp_path, *args, *more)
+    assert len(booked) == 3
+    run_cli(tmp_path, *args, "--temperature", "0.5")  # a new run (another id): the full path
+    assert len(booked) == 3
