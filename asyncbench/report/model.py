@@ -141,9 +141,11 @@ def _estimated_columns(cols: list[Column], runs: list[RunReport], kind: type[Sco
     """An estimate board's labels: the headline method's overall marked with *."""
     methods = {est.get("method") for r in runs if (est := kind.from_json(r.scores).estimate())}
     head = methods.pop() if len(methods) == 1 else "headline"
+    # the headline method's own column would repeat the starred one (the terminal report
+    # once showed "estimated overall (blend)" twice)
     return [Column(c.key, f"estimated overall ({head})*" if c.key == "overall" else
                    f"estimated overall ({c.key[4:]})" if c.key.startswith("est:") else f"{c.label} (est.)")
-            for c in cols]
+            for c in cols if c.key != f"est:{head}"]
 
 
 def _leaderboard(benchmark: str, runs: list[RunReport], refs: list[Reference], kind: type[ScoreSet],

@@ -234,6 +234,29 @@ def render_json(report: Report) -> str:
 
 
 # -- terminal ------------------------------------------------------------------------------
+def column_groups(table: Table, width: int) -> list[list[int]]:
+    """The columns after the first, in groups that each fit `width` beside the first: a
+    table wider than the terminal is printed as several (the first column repeated), not
+    squeezed until every number wraps (the report at 80 columns once showed "14." over
+    "86"). A cell keeps its natural width; a header may wrap at its spaces."""
+    header, body = table
+
+    def natural(i: int) -> int:
+        cells = [len(row[i]) for row in body]
+        return max([*cells, *(len(w) for w in header[i].split()), 1]) + 3  # padding and a border
+
+    first = natural(0) + 1
+    groups: list[list[int]] = [[]]
+    used = first
+    for i in range(1, len(header)):
+        if groups[-1] and used + natural(i) > width:
+            groups.append([])
+            used = first
+        groups[-1].append(i)
+        used += natural(i)
+    return groups
+
+
 def print_tables(report: Report, console: Any = None) -> None:
     from rich.console import Console
     from rich.markup import escape
@@ -243,12 +266,15 @@ def print_tables(report: Report, console: Any = None) -> None:
 
     def show(title: str, table: Table) -> None:
         header, body = table
-        t = RichTable(title=escape(title))
-        for i, h in enumerate(header):  # labels hold "[run id]", which rich would read as markup
-            t.add_column(shown_markup(h), justify="left" if i == 0 else "right", overflow="fold")
-        for row in body:
-            t.add_row(*(shown_markup(c) for c in row))
-        console.print(t)
+        groups = column_groups(table, console.width)
+        for n, group in enumerate(groups, 1):
+            part = f" ({n}/{len(groups)})" if len(groups) > 1 else ""
+            t = RichTable(title=escape(title + part))
+            for i in (0, *group):  # labels hold "[run id]", which rich would read as markup
+                t.add_column(shown_markup(header[i]), justify="left" if i == 0 else "right", overflow="fold")
+            for row in body:
+                t.add_row(*(shown_markup(row[i]) for i in (0, *group)))
+            console.print(t)
 
     for board in report.leaderboards:
         show(board.benchmark, headline_table(board))
