@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 # Progress names for what became of each request; for the evaluated model's requests
@@ -22,6 +24,30 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 LABELS = {"sent": "answered", "from_cache": "cached", "shared": "shared", "failed": "failed",
           "skipped_budget": "skipped"}
 PLAIN_EVERY_S = 10.0
+# the one live display the bars made now share (an eval set's: a row per run), if any
+_SHARED: Progress | None = None
+
+
+def _display(console: Console) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=None), MofNCompleteColumn(),
+                    TextColumn("{task.fields[stats]}"), console=console, transient=False, refresh_per_second=8)
+
+
+@contextmanager
+def one_display(enabled: bool) -> Iterator[None]:
+    """Every bar made inside is a row of one live display (an eval set on a terminal: one
+    bar per run, each redrawn over the others, was why sets once showed none at all)."""
+    global _SHARED
+    if not enabled:
+        yield
+        return
+    _SHARED = _display(Console(stderr=True, emoji=False))
+    _SHARED.start()
+    try:
+        yield
+    finally:
+        _SHARED.stop()
+        _SHARED = None
 # the runner's event counts (retries, 429s), read when the line is drawn
 Stats = Callable[[], tuple[int, int]]
 
@@ -42,13 +68,11 @@ class RunProgress:
         self._last = 0.0
         self._last_plain = time.monotonic()
         self._progress: Progress | None = None
+        self._own = _SHARED is None  # a bar of its own, or a row of the shared display
         if self.enabled:
-            self.console = Console(stderr=True, emoji=False)
-            self._progress = Progress(
-                TextColumn(f"[bold]{label}"), BarColumn(bar_width=None), MofNCompleteColumn(),
-                TextColumn("{task.fields[stats]}"), console=self.console, transient=False, refresh_per_second=8,
-            )
-            self._task = self._progress.add_task(label, total=total, completed=0, stats=self._stats())
+            self._progress = _display(Console(stderr=True, emoji=False)) if _SHARED is None else _SHARED
+            self.console = self._progress.console
+            self._task = self._progress.add_task(escape(label), total=total, completed=0, stats=self._stats())
 
     @property
     def done(self) -> int:
@@ -86,14 +110,15 @@ class RunProgress:
         return max(0, self.console.width - used)
 
     def __enter__(self) -> RunProgress:
-        if self._progress:
+        if self._progress and self._own:
             self._progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._progress:
             self._progress.update(self._task, completed=self.done, stats=self._stats(self._room()))
-            self._progress.stop()
+            if self._own:
+                self._progress.stop()
 
     def set_total(self, total: int) -> None:
         """The total, once a streamed source has been read to the end."""

@@ -360,3 +360,26 @@ def test_the_sets_leaderboard_equals_separate_runs(tmp_path: Path, start_sim: An
         assert (e.scored, e.samples) == (24, 24)
         assert (e.cost.prompt_tokens, e.cost.completion_tokens) == (tokens["prompt_tokens"],
                                                                     tokens["completion_tokens"])
+
+
+def test_a_set_shows_one_progress_row_per_run(tmp_path: Path, start_sim: Any) -> None:
+    """On a terminal, one live display for the set, a row per run (issue 36: a set on a
+    terminal showed no progress at all, its per-run bars turned off because each would
+    redraw over the others). The terminal is script(1)'s pseudo-terminal."""
+    import shlex
+    import shutil
+
+    if not shutil.which("script"):
+        pytest.skip("script(1) is not installed (util-linux)")
+    sim = start_sim()
+    data = _data(tmp_path, 6)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "160", "TERM": "xterm"}
+    cmd = [sys.executable, "-m", "asyncbench.cli", "run", data, "--model", "openai-compat:a", "--model",
+           "openai-compat:b", "--base-url", f"{sim.base_url}/v1", "--cache", str(tmp_path / "c.duckdb"), "--out",
+           str(tmp_path / "set"), "--max-input-tokens", "1000"]
+    done = subprocess.run(["script", "-qec", shlex.join(cmd), "/dev/null"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "progress bars off" not in done.stdout
+    final = [line for line in done.stdout.splitlines() if "6/6" in line]
+    assert any("openai-compat:a" in line for line in final) and any("openai-compat:b" in line for line in final)

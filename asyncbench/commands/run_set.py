@@ -63,17 +63,14 @@ def main_set(args: argparse.Namespace, models: list[str], benchmarks: list[str],
     import anyio
 
     from ..errors import RunInterrupted
+    from ..progress import one_display
     from ..sim.testing import sim_if
 
     cfgs = set_configs(args, models, benchmarks, fleet)
-    if args.progress is None and sys.stderr.isatty() and len(cfgs) > 1:
-        # one rich bar per run would redraw over the others: a set on a terminal runs
-        # without them unless --progress asks (then one bar per run, interleaved)
-        cfgs = [dataclasses.replace(c, progress=False) for c in cfgs]
-        print(f"asyncbench: {len(cfgs)} runs; progress bars off for a set (--progress shows one per run)",
-              file=sys.stderr)
+    # on a terminal (or with --progress) one live display, a row per run
+    shared = not cfgs[0].dry_run and args.progress is not False and (args.progress or sys.stderr.isatty())
     try:
-        with sim_if(any(c.uses_sim() for c in cfgs)) as sim_url:
+        with sim_if(any(c.uses_sim() for c in cfgs)) as sim_url, one_display(bool(shared)):
             result = anyio.run(_go, cfgs, sim_url)
     except BaseException as exc:
         if not _interrupted(exc, RunInterrupted):
