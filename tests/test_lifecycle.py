@@ -28,6 +28,13 @@ def _data(tmp: Path, n: int) -> Path:
     return path
 
 
+def _answered(url: str) -> int:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/stats", timeout=10) as r:
+        return int(json.loads(r.read())["ok"])
+
+
 def runs(tmp: Path) -> str:
     done = cli(tmp, "cache", "runs", "--cache", str(tmp / "c.duckdb"))
     assert done.returncode == 0, done.stderr
@@ -42,7 +49,11 @@ def test_resume_by_prefix_alone_and_interrupted_runs(tmp_path: Path) -> None:
                "--concurrency", "2", "--no-progress"]
         proc = subprocess.Popen(cmd, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, cwd=tmp_path)
-        time.sleep(4)
+        # killed once it has been paid for a few answers: by the simulator's count, not a
+        # sleep (Python's start-up alone took over 4 s at load 15)
+        deadline = time.monotonic() + 120
+        while _answered(url) < 4 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         listed = runs(tmp_path)
