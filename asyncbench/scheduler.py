@@ -277,8 +277,17 @@ class Scheduler:
                 # one total deadline for the attempt, whatever the transport: an SDK's
                 # timeout is per read, which a server sending a byte at a time resets
                 # (a provider whose own deadline is total already needs no second one)
-                with nullcontext() if self.ends_in_time else anyio.fail_after(self.timeout_s):
-                    response = _validated(await self.provider.send(job.request, ep.url, self.timeout_s), job.request)
+                with nullcontext() if self.ends_in_time else anyio.fail_after(self.timeout_s) as deadline:
+                    if deadline is not None:  # endpoints declared dead end this attempt too (_declare_dead)
+                        self._pauses.add(deadline)
+                    try:
+                        response = _validated(await self.provider.send(job.request, ep.url, self.timeout_s),
+                                              job.request)
+                    finally:
+                        if deadline is not None:
+                            self._pauses.discard(deadline)
+                if deadline is not None and deadline.cancelled_caught:
+                    raise _Dead()
             except TimeoutError:
                 raise ProviderError("transient", f"no complete answer from {ep.url} within --timeout "
                                                  f"{self.timeout_s:g}s") from None
@@ -346,7 +355,9 @@ class Scheduler:
         return Outcome(job.index, error=EndpointDead("transient", self.dead or "endpoints dead"), attempts=attempts)
 
     def _declare_dead(self, how: str, last: ProviderError) -> None:
-        """The endpoints are dead: say why once, and end every pause now waiting."""
+        """The endpoints are dead: say why once, and end every pause now waiting and every
+        attempt in flight under the scheduler's own deadline (an SDK's: endless 100
+        Continue heads held those to their deadline, past the run's 2x --timeout)."""
         if self.dead is None:
             urls = ", ".join(e.url for e in self.pool.endpoints)
             if last.status in AUTH_STATUSES:
