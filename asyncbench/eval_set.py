@@ -282,7 +282,8 @@ class SetSummary:
 
 def set_totals(runs: Sequence[SetRun]) -> dict[str, float]:
     """Cost, tokens and requests sent over every run (all their invocations), and what
-    this invocation sent and paid."""
+    this invocation sent and paid. A request is an HTTP call the servers received
+    (invocation `requests`: retries, 429s and failures included), not an answer (`sent`)."""
     cost = tokens = requests = requests_now = cost_now = 0.0
     for r in runs:
         if r.summary is None:
@@ -290,8 +291,8 @@ def set_totals(runs: Sequence[SetRun]) -> dict[str, float]:
         cost += float(r.summary.cost_usd.get("total", 0.0))
         total = r.summary.tokens.get("total", {})
         tokens += total.get("prompt_tokens", 0) + total.get("completion_tokens", 0)
-        requests += sum(inv["sent"] for inv in r.summary.invocations)
-        requests_now += r.summary.this_invocation["sent"]
+        requests += sum(inv["requests"] for inv in r.summary.invocations)
+        requests_now += r.summary.this_invocation["requests"]
         cost_now += r.summary.this_invocation["cost_usd"]
     return {"cost_usd": round(cost, 6), "tokens": int(tokens), "requests": int(requests),
             "requests_now": int(requests_now), "cost_usd_now": round(cost_now, 6)}

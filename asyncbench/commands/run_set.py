@@ -187,7 +187,7 @@ def _run_lines(result: SetSummary) -> str:
         rows = [(Text.from_markup(k).plain, Text.from_markup(v).plain) for k, v in score_rows(s)]
         score = next((f"{k} {v}" for k, v in rows if k.startswith(("overall", "anchor"))), "no overall score")
         ok, total = s.samples.get("settled", 0), s.samples.get("total", 0)
-        sent = sum(inv["sent"] for inv in s.invocations)
+        sent = sum(inv["requests"] for inv in s.invocations)  # HTTP calls, retries included
         lines.append(f"{r.model} on {r.benchmark}: {r.status}, {score}, samples {ok}/{total}, "
                      f"${float(s.cost_usd.get('total', 0.0)):,.4f}, requests {sent}, run {r.run_id}")
     return "\n".join(lines)
