@@ -347,6 +347,7 @@ class DryRunSummary(TypedDict):
     to_send: int
     left_out_as_stored: int
     cache_checked: bool
+    estimated_requests: int  # every purpose's requests to send, as the other totals
     estimated_prompt_tokens: int
     estimated_max_output_tokens: int
     estimated_cost_usd: float | str

@@ -6,12 +6,15 @@ ledger summed by hand."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,8 +28,6 @@ def _cli(*args: str, cwd: Path, data: Path | None = None) -> subprocess.Complete
 
 
 def _data(tmp: Path, n: int) -> str:
-    import json
-
     path = tmp / "d.jsonl"
     with path.open("w") as f:
         for i in range(n):
@@ -65,3 +66,39 @@ concurrency = 8
     assert sent is not None, line
     assert int(sent.group(1).replace(",", "")) == received
     assert int(sent.group(2).replace(",", "")) == received
+
+
+def _table_rows(text: str) -> dict[str, list[str]]:
+    """A rich table's body rows by their first cell."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("│┃ ").split("│")]
+        if len(cells) > 2 and line.startswith("│"):
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def _num(cell: str) -> float:
+    return float(cell.replace(",", "").replace("$", ""))
+
+
+def test_dry_run_totals_are_over_every_purpose(tmp_path: Path, shared_data: Path) -> None:
+    """100-LongBench with a judge: the dry run's total "tokens in" was the eval's alone
+    (828,507) beside a total in dollars over eval, judge and prior (1,331,998 tokens).
+    Every total (requests, tokens in, output, USD) is now the sum of the purposes' rows,
+    in the table and in `--json`."""
+    args = ("run", "100-longbench", "--model", "sim", "--judge", "sim", "--dry-run", "--lengths", "2k",
+            "--rows", "2", "--cache", str(tmp_path / "c.duckdb"))
+    shown = _cli(*args, cwd=tmp_path, data=shared_data)
+    assert shown.returncode == 0, shown.stderr
+    rows = _table_rows(shown.stdout)
+    purposes = [rows[p] for p in ("eval", "judge", "prior")]
+    assert all(_num(p[1]) > 0 for p in purposes)  # the judge and prior tokens are there to leave out
+    for col in range(4):  # requests, tokens in, out (max), USD
+        assert _num(rows["total"][col]) == pytest.approx(sum(_num(p[col]) for p in purposes), abs=1e-4)
+    priced = json.loads(_cli(*args, "--json", cwd=tmp_path, data=shared_data).stdout)
+    by = priced["by_purpose"].values()
+    assert priced["estimated_prompt_tokens"] == sum(p["prompt_tokens"] for p in by) == _num(rows["total"][1])
+    assert priced["estimated_max_output_tokens"] == sum(p["max_output_tokens"] for p in by)
+    assert priced["estimated_requests"] == sum(p["requests"] for p in by)
+    assert priced["estimated_cost_usd"] == pytest.approx(sum(p["cost_usd"] for p in by))

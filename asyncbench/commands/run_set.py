@@ -125,7 +125,7 @@ def _show_dry_run(priced: dict[str, Any], as_json: bool) -> None:
     for r in priced["runs"]:
         modes = r["by_purpose"]["eval"].get("cost_usd_by_mode", {})
         bound = "≤" if r["estimate"] != "exact" else ""
-        table.add_row(r["model"], r["benchmark"], f"{r['to_send']:,}", f"{r['cached']:,}",
+        table.add_row(r["model"], r["benchmark"], f"{r['estimated_requests']:,}", f"{r['cached']:,}",
                       bound + _usd(r["estimated_cost_usd"]), _usd(modes.get("batch")), _usd(modes.get("prompt_cache")))
     t = priced["totals"]
     table.add_row("[bold]set total[/]", "", f"{t['requests']:,}", "", _usd(t["estimated_cost_usd"]),
