@@ -102,3 +102,40 @@ def test_dry_run_totals_are_over_every_purpose(tmp_path: Path, shared_data: Path
     assert priced["estimated_max_output_tokens"] == sum(p["max_output_tokens"] for p in by)
     assert priced["estimated_requests"] == sum(p["requests"] for p in by)
     assert priced["estimated_cost_usd"] == pytest.approx(sum(p["cost_usd"] for p in by))
+
+
+def _run_json(tmp: Path, data: Path, *args: str) -> dict[str, Any]:
+    done = _cli("run", *args, "--no-progress", "--json", cwd=tmp, data=data)
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout)
+    return out
+
+
+def test_leaderboard_shows_each_runs_cost_to_produce_it(tmp_path: Path, shared_data: Path) -> None:
+    """A model answered from the cache read $0 and 0/0 tokens on the leaderboard. Run A
+    pays for 15 MiniLongBench anchors and is run again (every answer from the cache: its
+    cost must not double); run B asks the same 15 requests under another estimate method
+    (another run id), every answer from A's cache. Both produce the same answers, so both
+    show what A paid over its invocations, and B's dollars are marked as read from the
+    cache at what they cost when paid."""
+    cache = str(tmp_path / "c.duckdb")
+    bench = ("minilongbench:narrativeqa,qasper", "--model", "sim", "--cache", cache)
+    paid = _run_json(tmp_path, shared_data, *bench)
+    again = _run_json(tmp_path, shared_data, *bench)
+    cached = _run_json(tmp_path, shared_data, *bench, "--estimate-method", "irt")
+    assert again["run_id"] == paid["run_id"] and again["samples"]["from_cache"] == 0
+    assert cached["run_id"] != paid["run_id"] and cached["samples"]["from_cache"] == 15
+    assert cached["cost_usd"]["total"] == 0  # B paid nothing itself: the ledger says so
+    done = _cli("report", "--leaderboard", paid["run_id"], cached["run_id"], "--cache", cache, "--format", "json",
+                cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    costs = {e["run_id"]: e["cost"] for e in json.loads(done.stdout)["boards"][0]["entries"]}
+    made = paid["tokens"]["total"]
+    for run_id in (paid["run_id"], cached["run_id"]):
+        cost = costs[run_id]
+        assert cost["usd"] == paid["cost_usd"]["total"] > 0
+        assert (cost["prompt_tokens"], cost["completion_tokens"]) == (made["prompt_tokens"], made["completion_tokens"])
+    assert costs[paid["run_id"]]["from_cache_usd"] == 0 and costs[cached["run_id"]]["from_cache_usd"] == costs[
+        cached["run_id"]]["usd"]
+    text = _cli("report", "--leaderboard", paid["run_id"], cached["run_id"], "--cache", cache, cwd=tmp_path).stdout
+    assert "USD^:" in text and f"${paid['cost_usd']['total']:.4f}*^" in text

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..ledger import SAMPLE_STATUSES, SETTLED, Account, TaskFigures, account, partial_label
+from ..ledger import SAMPLE_STATUSES, SETTLED, Account, Produced, TaskFigures, account, partial_label
 from ..percentiles import percentiles
 from ..store import Store
 from ..store.rows import ResultRow, RunRow
@@ -74,6 +74,7 @@ class RunReport:
     tasks: list[TaskStats]
     endpoints: list[EndpointStats]
     samples: list[ResultRow] = field(repr=False, default_factory=list)
+    produced: Produced = field(default_factory=Produced)  # what its answers cost to produce (leaderboard)
     cache: Path | None = field(default=None, repr=False)  # the file the run is stored in
 
     @property
@@ -149,7 +150,7 @@ def _load_one(store: Store, run: RunRow, samples: bool = True) -> RunReport:
     return RunReport(
         run_id=run.run_id, benchmark=run.benchmark, model=run.model, status=run.status,
         started_at=run.started_at, finished_at=run.finished_at, summary=summary, ledger=ledger, tasks=tasks,
-        endpoints=_endpoint_stats(store, summary, rows), samples=rows,
+        endpoints=_endpoint_stats(store, summary, rows), samples=rows, produced=store.runs.produced(run.run_id),
     )
 
 
