@@ -139,3 +139,42 @@ def test_leaderboard_shows_each_runs_cost_to_produce_it(tmp_path: Path, shared_d
         cached["run_id"]]["usd"]
     text = _cli("report", "--leaderboard", paid["run_id"], cached["run_id"], "--cache", cache, cwd=tmp_path).stdout
     assert "USD^:" in text and f"${paid['cost_usd']['total']:.4f}*^" in text
+
+
+def _lookup(path: Path, wrong: set[int]) -> None:
+    """5 look-up questions the simulator answers with the sentence holding the code; the
+    gold answer is that code (scores 1) except for `wrong` (a string never in it: 0)."""
+    lines = []
+    for i in range(5):
+        code = 1000 + 7 * i
+        prompt = (f"Context: The weather was mild that day. The secret code of box {i} is {code}. Birds sang.\n"
+                  f"Question: What is the secret code of box {i}?\nAnswer:")
+        lines.append(json.dumps({"id": f"q{i}", "task": "lookup", "prompt": prompt, "metric": "contains",
+                                 "answers": ["no such answer" if i in wrong else str(code)]}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_compare_states_its_rule_and_flags_where_the_tests_disagree(tmp_path: Path) -> None:
+    """`compare` marked Multi-Doc QA distinguishable (its interval excludes 0) at p = 0.12
+    without a word. Here B loses 3 of 5 samples A scores (per-sample differences -1, -1,
+    -1, 0, 0): a bootstrap resample loses the whole difference only when it draws the two
+    ties 5 times, (2/5)^5 = 1%, so the 95% interval excludes 0, while the sign-flip test
+    finds a difference as large in 2 of the 8 sign patterns, p ~ 0.25. The mark follows
+    the one stated rule (the interval), and the row says the tests disagree and why."""
+    _lookup(tmp_path / "a.jsonl", set())
+    _lookup(tmp_path / "b.jsonl", {0, 1, 2})
+    cache = str(tmp_path / "c.duckdb")
+    ids = [_run_json(tmp_path, tmp_path, f"jsonl:{tmp_path / n}", "--model", "sim", "--cache", cache)["run_id"]
+           for n in ("a.jsonl", "b.jsonl")]
+    done = _cli("compare", *ids, "--cache", cache, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    c = json.loads(done.stdout)
+    overall = next(x for x in c["lines"] if x["key"] == "overall")
+    assert overall["diff"] == -60.0 and overall["ci"][1] < 0 and overall["p"] > 0.05  # the two disagree here
+    assert overall["distinguishable"] and not overall["tests_agree"] and "tests disagree" in overall["disagreement"]
+    assert "excludes 0" in c["rule"] and "permutation" in c["why_disagree"]
+    text = _cli("compare", *ids, "--cache", cache, cwd=tmp_path).stdout.splitlines()
+    row = next(x for x in text if x.startswith("overall"))
+    assert "not distinguishable" not in row and "tests disagree: interval excludes 0, p 0." in row
+    assert any(x.startswith("distinguishable: the 95% paired bootstrap interval") for x in text)
+    assert any("row(s) marked 'tests disagree'" in x and "permutation test" in x for x in text)
