@@ -178,3 +178,77 @@ def test_compare_states_its_rule_and_flags_where_the_tests_disagree(tmp_path: Pa
     assert "not distinguishable" not in row and "tests disagree: interval excludes 0, p 0." in row
     assert any(x.startswith("distinguishable: the 95% paired bootstrap interval") for x in text)
     assert any("row(s) marked 'tests disagree'" in x and "permutation test" in x for x in text)
+
+
+def _readme_block() -> list[str]:
+    """The quick start's `make run` output block of README.md, after its command."""
+    text = (REPO / "README.md").read_text()
+    start = text.index("$ asyncbench run minilongbench --model sim --data-dir ../shared/data\n")
+    return text[start:text.index("```", start)].splitlines()[1:]
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _pattern(fragment: str) -> str:
+    """A README fragment as a regex on the output: its wall time is the machine's."""
+    return re.sub(r"in\\ \d+\\\.\ds", r"in\\ \\d+\\.\\ds", re.escape(fragment))
+
+
+@pytest.mark.slow  # two whole MiniLongBench runs on the simulator (~15 s)
+def test_readme_figures_are_a_real_runs(tmp_path: Path, shared_data: Path) -> None:
+    """The README's quick start quotes `make run`'s output (its run id, samples, requests,
+    dollars, tokens and scores); they were another run's and the text called
+    `anchor_average` the plain mean of the anchors (it is the mean of the 6 category
+    means: 15.59, where the plain mean is 17.48). The README's command runs here as
+    written (../shared/data beside the working folder, the default cache moved into
+    tmp_path): each table row it quotes is a row of the output, each other line (cut
+    at its "...") is in the output, the re-run it promises sends 0 requests, and its
+    anchor_average figures and wording are what the run computes."""
+    (tmp_path / "shared").symlink_to(shared_data.parent)
+    work = tmp_path / "checkout"
+    work.mkdir()
+    env = {"ASYNCBENCH_CACHE": str(tmp_path / "cache.duckdb"), "HOME": str(tmp_path), "COLUMNS": "100"}
+    command = ["run", "minilongbench", "--model", "sim", "--data-dir", "../shared/data"]
+    done = subprocess.run([sys.executable, "-m", "asyncbench.cli", *command, "--no-progress"], cwd=work,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **env}, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    output = _flat(done.stdout)
+    block = _readme_block()
+    rows = [line for line in block if line.startswith(("│", "┃")) and "..." not in line]
+    assert len(rows) >= 3
+    for row in rows:  # narrativeqa's score, interval, samples, USD; the anchor average; the header
+        assert _flat(row) in output, row
+    segments, lines = [], []  # the prose between table rows, each cut at its "..."
+    for line in [*block, "│"]:
+        if line.startswith(("│", "┃", "┏", "┡", "└")):
+            segments += [f.strip() for f in _flat("\n".join(lines)).split("...") if f.strip()]
+            lines = []
+        else:
+            lines.append(line)
+    for fragment in segments:
+        assert re.search(_pattern(fragment), output), fragment
+    prose = " ".join(segments)
+    assert "requests 237 " in prose and "cost $0.3190; tokens in 2,055,556" in prose  # what is checked
+
+    again = subprocess.run([sys.executable, "-m", "asyncbench.cli", *command, "--no-progress", "--json"], cwd=work,
+                           env={**os.environ, "PYTHONPATH": str(REPO), **env}, capture_output=True, text=True,
+                           timeout=300)
+    summary = json.loads(again.stdout)
+    assert summary["this_invocation"]["requests"] == 0  # "Run the same command again: 0 requests"
+    scores = summary["scores"]
+    by_category = scores["by_category"]
+    assert len(by_category) == 6 and scores["anchor_average"] == pytest.approx(
+        sum(by_category.values()) / 6, abs=0.006)
+    samples = tmp_path / "s.jsonl"
+    listed = _cli("samples", summary["run_id"], "--out", str(samples), "--cache", env["ASYNCBENCH_CACHE"], cwd=work)
+    assert listed.returncode == 0, listed.stderr
+    anchors = [json.loads(line)["score"] for line in samples.read_text().splitlines()]
+    plain = round(100 * sum(anchors) / len(anchors), 2)
+    readme = _flat((REPO / "README.md").read_text())
+    assert len(anchors) == 237 and plain != scores["anchor_average"]
+    assert "plain mean over the 237 anchors is `anchor_average`" not in readme
+    assert ("the mean of the 6 category means" in readme and f"({scores['anchor_average']:.2f} in the run above; "
+            f"the plain mean of the 237 anchors' scores is {plain:.2f})" in readme)

@@ -153,7 +153,7 @@ def compare_runs(a: RunReport, b: RunReport, seed: int | None = None) -> Compari
     except ValueError:
         raise UserError(f"runs {a.run_id[:12]} and {b.run_id[:12]} group their common samples differently "
                         "(different data?); compare runs made on the same data") from None
-    kind = benchmark.SCORES  # e.g. MiniLongBench's overall is its estimate: these are the anchors' plain means
+    kind = benchmark.SCORES  # e.g. MiniLongBench's overall is its estimate: these are the anchors' category-mean averages
     tree = {kind.compared_key(k): v for k, v in tree.items()}
     method = (f"paired bootstrap ({intervals.N_RESAMPLES} resamples, 95% percentile interval) and paired "
               f"permutation test ({intervals.N_RESAMPLES} swaps), on {len(matched)} samples scored by both")
