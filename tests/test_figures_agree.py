@@ -252,3 +252,24 @@ def test_readme_figures_are_a_real_runs(tmp_path: Path, shared_data: Path) -> No
     assert "plain mean over the 237 anchors is `anchor_average`" not in readme
     assert ("the mean of the 6 category means" in readme and f"({scores['anchor_average']:.2f} in the run above; "
             f"the plain mean of the 237 anchors' scores is {plain:.2f})" in readme)
+
+
+def test_endpoints_cover_every_invocation(tmp_path: Path, start_sim: Any) -> None:
+    """The report's Endpoints table read "served 0" beside the run's requests once the
+    run had been run again from the cache: it showed the last invocation only. Paid in
+    the first invocation, read back in the second, the run's endpoint served what the
+    simulator says it answered, in every format."""
+    sim = start_sim()
+    cache = str(tmp_path / "c.duckdb")
+    args = (_data(tmp_path, 6), "--model", "openai-compat:a", "--base-url", f"{sim.base_url}/v1", "--cache", cache,
+            "--max-input-tokens", "1000")
+    first = _run_json(tmp_path, tmp_path, *args)
+    again = _run_json(tmp_path, tmp_path, *args)
+    assert again["this_invocation"]["requests"] == 0 and sim.stats()["ok"] == 6
+    done = _cli("report", first["run_id"], "--cache", cache, "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    endpoints = json.loads(done.stdout)["runs"][0]["endpoints"]
+    assert [(e["url"], e["served"]) for e in endpoints] == [(f"{sim.base_url}/v1", sim.stats()["ok"])]
+    md = _cli("report", first["run_id"], "--cache", cache, "--format", "md", cwd=tmp_path).stdout
+    row = next(x for x in md.splitlines() if f"{sim.base_url}/v1" in x)
+    assert [c.strip() for c in row.strip("|").split("|")][2] == "6"

@@ -159,6 +159,15 @@ class RunRecord(Part):
                          [run_id, *(getattr(inv, c) for c in INVOCATION_COLUMNS)])
 
     @in_session
+    def served_by_endpoint(self, run_id: str) -> dict[str, int]:
+        """The answers each endpoint served the run, every invocation and purpose: its
+        request rows sent, by the endpoint their cached response names."""
+        rows = self.con.execute(
+            "SELECT r.served_by, count(*) FROM ledger_requests l JOIN responses r ON r.key = l.key "
+            "WHERE l.run_id = ? AND l.source = 'sent' AND r.served_by IS NOT NULL GROUP BY ALL", [run_id]).fetchall()
+        return {str(url): int(n) for url, n in rows}
+
+    @in_session
     def produced(self, run_id: str) -> Produced:
         """ledger.Produced of a run from its request rows: per request key, what the run
         paid where it sent it (any invocation), else what its cached answer cost when paid
