@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .client import ModelClient
-from .run_summary import DryRunSummary, PurposeEstimate
+from .run_summary import DryRunSummary, DryRunTotals, PurposeEstimate
 from .store.stored_plan import StoredPlan
 from .types import Request, Sample
 
@@ -40,7 +40,9 @@ def dry_run_summary(benchmark: str, samples: list[Sample], requests: list[Reques
     are the benchmark's upper bound, unless this run is stored complete with every such
     call in the cache: a re-run then makes the same calls (the same answers judged), free,
     and leaves out the samples its prior-knowledge filter left out. A model without a
-    price says "unpriced" instead of $0."""
+    price says "unpriced" instead of $0. `requests`/`cached`/`to_send` are the eval
+    requests; the `estimated_*` totals are every purpose's, as the dollars are (a total
+    of eval tokens beside a total of all dollars once disagreed, issue 36)."""
     reuse = _Reuse.of(stored)
     asked = [(s, r) for s, r in zip(samples, requests) if s.id not in reuse.skip]
     hits = [r for _, r in asked if r.key() in reuse.cached]
@@ -56,19 +58,27 @@ def dry_run_summary(benchmark: str, samples: list[Sample], requests: list[Reques
         target = judge if purpose == "judge" and judge is not None else client
         purposes[purpose] = _planned_estimate(purpose, calls, target, reuse, bool(to_send))
     purposes["eval"]["cost_usd_by_mode"] = _cost_by_mode(client, to_send, prompt_tokens, output_tokens)
-    costs = [p["cost_usd"] for p in purposes.values()]
-    total: float | str = "unpriced" if "unpriced" in costs else round(sum(float(c) for c in costs), 6)
-    exact = all(p["estimate"] == "exact" for p in purposes.values())
     return {
         "run_id": run_id, "benchmark": benchmark, "model": client.spec.label, "dry_run": True,
         "n_samples": len(samples), "requests": len(requests), "cached": len(hits), "to_send": len(to_send),
         "left_out_as_stored": len(requests) - len(asked),  # the stored run's prior-knowledge exclusions
         "cache_checked": stored is not None,
-        "estimated_prompt_tokens": prompt_tokens, "estimated_max_output_tokens": output_tokens,
-        "estimated_cost_usd": total, "estimate": "exact" if exact else "upper bound", "by_purpose": purposes,
+        **_totals(purposes), "by_purpose": purposes,
         "token_counting": "tiktoken" if client.counter else "approx ceil(chars/4)",
         "truncation": {**limits, "n_truncated": len(truncated), "tokens_removed": sum(truncated.values())},
     }
+
+
+def _totals(purposes: Mapping[str, PurposeEstimate]) -> DryRunTotals:
+    """The dry run's totals, each over every purpose (eval, judge, prior): a total of eval
+    tokens beside a total of every purpose's dollars once disagreed (issue 36)."""
+    costs = [p["cost_usd"] for p in purposes.values()]
+    exact = all(p["estimate"] == "exact" for p in purposes.values())
+    return {"estimated_requests": sum(p["requests"] for p in purposes.values()),
+            "estimated_prompt_tokens": sum(p["prompt_tokens"] for p in purposes.values()),
+            "estimated_max_output_tokens": sum(p["max_output_tokens"] for p in purposes.values()),
+            "estimated_cost_usd": "unpriced" if "unpriced" in costs else round(sum(float(c) for c in costs), 6),
+            "estimate": "exact" if exact else "upper bound"}
 
 
 def _planned_estimate(purpose: str, calls: tuple[int, int, int], target: ModelClient, reuse: _Reuse,

@@ -282,7 +282,8 @@ class SetSummary:
 
 def set_totals(runs: Sequence[SetRun]) -> dict[str, float]:
     """Cost, tokens and requests sent over every run (all their invocations), and what
-    this invocation sent and paid."""
+    this invocation sent and paid. A request is an HTTP call the servers received
+    (invocation `requests`: retries, 429s and failures included), not an answer (`sent`)."""
     cost = tokens = requests = requests_now = cost_now = 0.0
     for r in runs:
         if r.summary is None:
@@ -290,8 +291,8 @@ def set_totals(runs: Sequence[SetRun]) -> dict[str, float]:
         cost += float(r.summary.cost_usd.get("total", 0.0))
         total = r.summary.tokens.get("total", {})
         tokens += total.get("prompt_tokens", 0) + total.get("completion_tokens", 0)
-        requests += sum(inv["sent"] for inv in r.summary.invocations)
-        requests_now += r.summary.this_invocation["sent"]
+        requests += sum(inv["requests"] for inv in r.summary.invocations)
+        requests_now += r.summary.this_invocation["requests"]
         cost_now += r.summary.this_invocation["cost_usd"]
     return {"cost_usd": round(cost, 6), "tokens": int(tokens), "requests": int(requests),
             "requests_now": int(requests_now), "cost_usd_now": round(cost_now, 6)}
@@ -365,11 +366,11 @@ def _one_line(exc: BaseException) -> str:
 
 def dry_run_set(sp: SetPlan) -> dict[str, Any]:
     """Each run priced as `run --dry-run` prices it (list, batch, prompt cache), and the
-    set's totals: requests to send, and the cost in each mode ("unpriced" when a model
-    has no price)."""
+    set's totals: requests to send (every purpose's), and the cost in each mode
+    ("unpriced" when a model has no price)."""
     runs: list[DryRunSummary] = [dry_run(p) for p in sp.plans]
     modes = ("list", "batch", "prompt_cache", "batch_prompt_cache")
-    totals: dict[str, object] = {"requests": sum(int(r["to_send"]) for r in runs)}
+    totals: dict[str, object] = {"requests": sum(int(r["estimated_requests"]) for r in runs)}
     costs = [r["estimated_cost_usd"] for r in runs]
     totals["estimated_cost_usd"] = "unpriced" if "unpriced" in costs else round(sum(float(c) for c in costs), 6)
     for mode in modes:

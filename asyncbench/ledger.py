@@ -160,6 +160,20 @@ class RequestGroup:
     cache_write_tokens: int = 0
 
 
+@dataclass(frozen=True)
+class Produced:
+    """What producing a run's answers cost, every invocation and purpose, each request
+    counted once: what the run paid for the requests it sent, and the answers it read
+    from a cache another run paid for, at what they cost when paid (`from_cache_usd` of
+    `usd`). A model's cost on a leaderboard must not read $0 because its answers happened
+    to be cached (issue 36)."""
+
+    usd: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    from_cache_usd: float = 0.0
+
+
 @dataclass
 class StatusCount:
     task: str

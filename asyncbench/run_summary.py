@@ -334,7 +334,17 @@ class PurposeEstimate(TypedDict, total=False):
     cost_usd_by_mode: dict[str, float | int | str]
 
 
-class DryRunSummary(TypedDict):
+class DryRunTotals(TypedDict):
+    """The dry run's totals, each over every purpose (eval, judge, prior)."""
+
+    estimated_requests: int
+    estimated_prompt_tokens: int
+    estimated_max_output_tokens: int
+    estimated_cost_usd: float | str
+    estimate: str
+
+
+class DryRunSummary(DryRunTotals):
     """What a run would send and cost (`run --dry-run`; `--json` prints it)."""
 
     run_id: str
@@ -347,10 +357,6 @@ class DryRunSummary(TypedDict):
     to_send: int
     left_out_as_stored: int
     cache_checked: bool
-    estimated_prompt_tokens: int
-    estimated_max_output_tokens: int
-    estimated_cost_usd: float | str
-    estimate: str
     by_purpose: dict[str, PurposeEstimate]
     token_counting: str
     truncation: dict[str, object]

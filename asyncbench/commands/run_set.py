@@ -122,7 +122,7 @@ def _show_dry_run(priced: dict[str, Any], as_json: bool) -> None:
     for r in priced["runs"]:
         modes = r["by_purpose"]["eval"].get("cost_usd_by_mode", {})
         bound = "≤" if r["estimate"] != "exact" else ""
-        table.add_row(r["model"], r["benchmark"], f"{r['to_send']:,}", f"{r['cached']:,}",
+        table.add_row(r["model"], r["benchmark"], f"{r['estimated_requests']:,}", f"{r['cached']:,}",
                       bound + _usd(r["estimated_cost_usd"]), _usd(modes.get("batch")), _usd(modes.get("prompt_cache")))
     t = priced["totals"]
     table.add_row("[bold]set total[/]", "", f"{t['requests']:,}", "", _usd(t["estimated_cost_usd"]),
@@ -184,7 +184,7 @@ def _run_lines(result: SetSummary) -> str:
         rows = [(Text.from_markup(k).plain, Text.from_markup(v).plain) for k, v in score_rows(s)]
         score = next((f"{k} {v}" for k, v in rows if k.startswith(("overall", "anchor"))), "no overall score")
         ok, total = s.samples.get("settled", 0), s.samples.get("total", 0)
-        sent = sum(inv["sent"] for inv in s.invocations)
+        sent = sum(inv["requests"] for inv in s.invocations)  # HTTP calls, retries included
         lines.append(f"{r.model} on {r.benchmark}: {r.status}, {score}, samples {ok}/{total}, "
                      f"${float(s.cost_usd.get('total', 0.0)):,.4f}, requests {sent}, run {r.run_id}")
     return "\n".join(lines)

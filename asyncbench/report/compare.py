@@ -4,8 +4,12 @@ Per task, category and overall (whatever the benchmark's scores tree holds): A, 
 difference B - A, its 95% paired bootstrap interval (the same resampled samples for both
 runs, through the benchmark's own averaging: `Benchmark.resampling_plan`), and a
 two-sided paired permutation p-value (each sample's, or shared-context cluster's, two
-results swapped with probability 1/2; for a mean this is the sign-flip test). A
-difference whose interval covers 0 is "not distinguishable". See estimators.intervals.
+results swapped with probability 1/2; for a mean this is the sign-flip test). One rule
+marks a difference, stated in every output (RULE): it is "distinguishable" when its
+interval excludes 0, whatever p says. The two are different procedures and can disagree
+near the edge (WHY_DISAGREE): a row where the interval excludes 0 but p >= 0.05, or
+covers 0 but p < 0.05, is flagged (`Line.tests_agree`), so an interval that excludes 0
+at p = 0.12 is never shown without a word. See estimators.intervals.
 
 Samples are matched by (task, sample id); failed, skipped and excluded samples are not
 scored, so a sample one run did not score is left out of both sides. The result is plain
@@ -27,6 +31,16 @@ from .baselines import benchmark_family
 from .data import RunReport
 
 NOT_DISTINGUISHABLE = "not distinguishable"
+ALPHA = 0.05  # the test's level matching the 95% interval
+RULE = ("distinguishable: the 95% paired bootstrap interval of B - A excludes 0 (the one rule for the mark); "
+        f"p, the paired permutation test's, is shown beside it and agrees when p < {ALPHA} exactly where the "
+        "interval excludes 0")
+WHY_DISAGREE = ("the two tests may disagree near the edge: the interval resamples the observed differences around "
+                "their mean (with few samples, or few that differ, a resample that wipes the difference out is rare "
+                "and the percentile interval is narrow), while the permutation test asks how often swapping each "
+                "sample's two results gives a difference as large (with few samples that differ, often); rows "
+                "marked 'tests disagree' are near the edge: read them as not settled, and score more samples")
+TESTS_DISAGREE = "tests disagree"
 
 
 @dataclass
@@ -39,7 +53,20 @@ class Line:
     diff: float
     ci: list[float]
     p: float
-    distinguishable: bool
+    distinguishable: bool  # RULE: the interval excludes 0
+
+    @property
+    def tests_agree(self) -> bool:
+        """Whether the permutation test at ALPHA says what the interval says."""
+        return (self.p < ALPHA) == self.distinguishable
+
+    @property
+    def disagreement(self) -> str:
+        """"" when the tests agree, else what each says (the row's flag)."""
+        if self.tests_agree:
+            return ""
+        said = "excludes 0" if self.distinguishable else "covers 0"
+        return f"{TESTS_DISAGREE}: interval {said}, p {self.p:.4f} {'>=' if self.p >= ALPHA else '<'} {ALPHA}"
 
 
 @dataclass
@@ -54,9 +81,14 @@ class Comparison:
     n_only_b: int
     method: str
     lines: list[Line]
+    rule: str = RULE
+    why_disagree: str = WHY_DISAGREE
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        for line, raw in zip(self.lines, out["lines"]):
+            raw["tests_agree"], raw["disagreement"] = line.tests_agree, line.disagreement
+        return out
 
 
 # A scored sample as compare reads it: (score, prediction, meta JSON).
@@ -121,7 +153,7 @@ def compare_runs(a: RunReport, b: RunReport, seed: int | None = None) -> Compari
     except ValueError:
         raise UserError(f"runs {a.run_id[:12]} and {b.run_id[:12]} group their common samples differently "
                         "(different data?); compare runs made on the same data") from None
-    kind = benchmark.SCORES  # e.g. MiniLongBench's overall is its estimate: these are the anchors' plain means
+    kind = benchmark.SCORES  # e.g. MiniLongBench's overall is its estimate: these are the anchors' category-mean averages
     tree = {kind.compared_key(k): v for k, v in tree.items()}
     method = (f"paired bootstrap ({intervals.N_RESAMPLES} resamples, 95% percentile interval) and paired "
               f"permutation test ({intervals.N_RESAMPLES} swaps), on {len(matched)} samples scored by both")
@@ -130,12 +162,17 @@ def compare_runs(a: RunReport, b: RunReport, seed: int | None = None) -> Compari
 
 
 def render_text(c: Comparison) -> list[str]:
-    """One line per compared number, aligned; "not distinguishable" where the interval covers 0."""
+    """One line per compared number, aligned; "not distinguishable" where the interval
+    covers 0, and the rule under them; where the permutation test says otherwise, the row
+    is flagged and why the two may disagree follows."""
     head = [f"{c.benchmark}: B - A, A = {c.label_a}, B = {c.label_b}",
             f"{c.method}" + (f"; left out: {c.n_only_a} scored by A only, {c.n_only_b} by B only"
                              if c.n_only_a or c.n_only_b else "")]
     width = max(len(line.key) for line in c.lines)
     body = [f"{line.key:<{width}}  A {line.a:7.2f}  B {line.b:7.2f}  B-A {line.diff:+7.2f}  "
             f"95% CI [{line.ci[0]:+.2f}, {line.ci[1]:+.2f}]  p {line.p:.4f}"
-            + ("" if line.distinguishable else f"  {NOT_DISTINGUISHABLE}") for line in c.lines]
-    return head + body
+            + ("" if line.distinguishable else f"  {NOT_DISTINGUISHABLE}")
+            + (f"  ({line.disagreement})" if line.disagreement else "") for line in c.lines]
+    flagged = sum(not line.tests_agree for line in c.lines)
+    tail = [c.rule + "."] + ([f"{flagged} row(s) marked '{TESTS_DISAGREE}': {c.why_disagree}."] if flagged else [])
+    return head + body + tail

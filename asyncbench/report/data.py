@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..ledger import SAMPLE_STATUSES, SETTLED, Account, TaskFigures, account, partial_label
+from ..ledger import SAMPLE_STATUSES, SETTLED, Account, Produced, TaskFigures, account, partial_label
 from ..percentiles import percentiles
 from ..store import Store
 from ..store.rows import ResultRow, RunRow
@@ -74,6 +74,7 @@ class RunReport:
     tasks: list[TaskStats]
     endpoints: list[EndpointStats]
     samples: list[ResultRow] = field(repr=False, default_factory=list)
+    produced: Produced = field(default_factory=Produced)  # what its answers cost to produce (leaderboard)
     cache: Path | None = field(default=None, repr=False)  # the file the run is stored in
 
     @property
@@ -112,11 +113,15 @@ def _task_stats(task: str, block: TaskFigures, rows: list[ResultRow], score: flo
     )
 
 
-def _endpoint_stats(store: Store, summary: dict[str, Any], rows: list[ResultRow]) -> list[EndpointStats]:
-    """Per-endpoint counts from the summary; latency per endpoint from the responses that
+def _endpoint_stats(store: Store, run_id: str, summary: dict[str, Any], rows: list[ResultRow]) -> list[EndpointStats]:
+    """Per endpoint, the answers it served the run over every invocation (the ledger's
+    sent rows: the last invocation's count read "served 0" beside 237 requests for a run
+    whose re-run came from the cache); failed and healthy are the last invocation's
+    (the runner's, not booked per request). Latency per endpoint from the responses that
     served each sample. Rows without a request key can only be attributed when the run
     had a single endpoint, so with several the latency is left empty rather than guessed."""
     declared = summary.get("endpoints") or []
+    answered = store.runs.served_by_endpoint(run_id)
     by_url: dict[str, list[ResultRow]] = {}
     rows = [r for r in rows if r.status == "answered"]  # the samples this run sent
     served = store.cache.served_by([r.key for r in rows if r.key])
@@ -130,7 +135,7 @@ def _endpoint_stats(store: Store, summary: dict[str, Any], rows: list[ResultRow]
     out: list[EndpointStats] = []
     for ep in declared:
         lat, _ = latency_of(by_url.get(ep["url"], []))
-        out.append(EndpointStats(ep["url"], int(ep.get("served", 0)), int(ep.get("failed", 0)), ep.get("healthy"), lat))
+        out.append(EndpointStats(ep["url"], answered.get(ep["url"], 0), int(ep.get("failed", 0)), ep.get("healthy"), lat))
     return out
 
 
@@ -149,7 +154,7 @@ def _load_one(store: Store, run: RunRow, samples: bool = True) -> RunReport:
     return RunReport(
         run_id=run.run_id, benchmark=run.benchmark, model=run.model, status=run.status,
         started_at=run.started_at, finished_at=run.finished_at, summary=summary, ledger=ledger, tasks=tasks,
-        endpoints=_endpoint_stats(store, summary, rows), samples=rows,
+        endpoints=_endpoint_stats(store, run.run_id, summary, rows), samples=rows, produced=store.runs.produced(run.run_id),
     )
 
 

@@ -1,5 +1,6 @@
 """The dry run as a table (`run --dry-run`; `--json` prints the JSON): requests, tokens
-and dollars by purpose, each labelled exact or upper bound."""
+and dollars by purpose, each labelled exact or upper bound, and their totals over every
+purpose (one total of eval tokens beside one of all dollars once disagreed)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def print_dry_run(plan: DryRunSummary, console: Console | None = None) -> None:
     left = f", {plan['left_out_as_stored']} left out as the stored run's filter left them" \
         if plan.get("left_out_as_stored") else ""
     checked = "" if plan.get("cache_checked") else " (no cache to check)"
-    console.print(f"samples {plan['n_samples']:,}; requests {plan['requests']:,}: {plan['cached']:,} cached{checked}, "
+    console.print(f"samples {plan['n_samples']:,}; eval requests {plan['requests']:,}: {plan['cached']:,} cached{checked}, "
                   f"{plan['to_send']:,} to send{left}")
     table = Table(show_lines=False)
     for name, justify in (("purpose", "left"), ("requests", "right"), ("tokens in", "right"),
@@ -40,7 +41,8 @@ def print_dry_run(plan: DryRunSummary, console: Console | None = None) -> None:
             notes.append(f"{purpose}: upper bound, {WHY_UPPER.get(purpose, 'at most')}")
         elif p.get("cached"):
             notes.append(f"{purpose}: exact, the stored run's {p['cached']:,} calls are cached")
-    table.add_row("[bold]total[/]", "", f"{plan['estimated_prompt_tokens']:,}", "",
+    table.add_row("[bold]total[/]", f"{plan['estimated_requests']:,}", f"{plan['estimated_prompt_tokens']:,}",
+                  f"{plan['estimated_max_output_tokens']:,}",
                   _usd(plan["estimated_cost_usd"]), plan["estimate"])
     console.print(table)
     for note in notes:

@@ -19,6 +19,7 @@ from .model import Report
 from .samples import SampleRecord
 from .tables import (
     Table,
+    comparison_notes,
     comparison_table,
     comparison_title,
     cost_table,
@@ -84,7 +85,8 @@ def render_html(report: Report, runs: list[RunReport],
         parts.append(_figure(f"plot-length-{s}", plots.length_chart(board, members),
                              f"{board.benchmark}: score versus context length"))
     for c in report.comparisons:
-        parts.append(f"<h2>{escape(comparison_title(c))}</h2><p class=\"note\">{escape(c['method'])}.</p>"
+        notes = "".join(f'<p class="note">{escape(n)}</p>' for n in comparison_notes(c))
+        parts.append(f"<h2>{escape(comparison_title(c))}</h2>{notes}"
                      + _table(f"compare-{slug(c['benchmark'])}", comparison_table(c)))
     parts.append("<h2>Cost and latency</h2>")
     parts.append(_table("cost", cost_table(report)))

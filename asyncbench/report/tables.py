@@ -136,7 +136,10 @@ def run_task_table(run: dict[str, Any]) -> Table:
 
 
 def endpoint_table(report: Report) -> Table:
-    header = ["run", "endpoint", "served", "failed", "healthy", "p50 ms", "p95 ms", "p99 ms", "latency from"]
+    """Per endpoint: answers served over the whole run (every invocation), failures and
+    health of the last invocation (so named), latency."""
+    header = ["run", "endpoint", "served", "failed (last inv.)", "healthy (last inv.)", "p50 ms", "p95 ms", "p99 ms",
+              "latency from"]
     body = [[r["label"], e["url"], fmt_num(e["served"]), fmt_num(e["failed"]), fmt_num(e["healthy"]),
              fmt_num(e["latency"]["p50"]), fmt_num(e["latency"]["p95"]), fmt_num(e["latency"]["p99"]),
              e["latency"]["source"]]
@@ -185,12 +188,20 @@ def where_it_went(report: Report) -> list[str]:
 
 def comparison_table(c: dict[str, Any]) -> Table:
     """B - A per score of two runs (report.compare), "not distinguishable" where the
-    interval covers 0."""
-    header = ["score", "A", "B", "B - A", "95% CI", "p", ""]
+    interval covers 0 (compare.RULE), and the row flagged where the permutation test
+    says otherwise."""
+    header = ["score", "A", "B", "B - A", "95% CI", "p", "", "tests"]
     body = [[line["key"], fmt_score(line["a"]), fmt_score(line["b"]), f"{line['diff']:+.2f}",
              f"[{line['ci'][0]:+.2f}, {line['ci'][1]:+.2f}]", f"{line['p']:.4f}",
-             "" if line["distinguishable"] else "not distinguishable"] for line in c["lines"]]
+             "" if line["distinguishable"] else "not distinguishable",
+             line.get("disagreement", "")] for line in c["lines"]]
     return header, body
+
+
+def comparison_notes(c: dict[str, Any]) -> list[str]:
+    """The method, the one rule for the mark, and why the tests may disagree where a row says they do."""
+    flagged = any(line.get("disagreement") for line in c["lines"])
+    return [c["method"] + ".", c["rule"] + "."] + ([c["why_disagree"] + "."] if flagged else [])
 
 
 def comparison_title(c: dict[str, Any]) -> str:
@@ -218,7 +229,7 @@ def render_markdown(report: Report) -> str:
             out.append(f"Reference rows (kind `reference`): {src}.")
         out.append("")
     for c in report.comparisons:
-        out += [f"## {comparison_title(c)}", "", c["method"] + ".", "", _md(comparison_table(c)), ""]
+        out += [f"## {comparison_title(c)}", "", " ".join(comparison_notes(c)), "", _md(comparison_table(c)), ""]
     out += ["## Cost and latency", "", _md(cost_table(report)), ""]
     out += ["### Invocations", "", _md(invocation_table(report)), ""]
     out += [f"- {line}" for line in where_it_went(report)] + [""]
@@ -285,6 +296,8 @@ def print_tables(report: Report, console: Any = None) -> None:
             console.print(f"[dim]reference rows: {escape(src)}[/]")
     for c in report.comparisons:
         show(comparison_title(c), comparison_table(c))
+        for note in comparison_notes(c)[1:]:
+            console.print(f"[dim]{escape(note)}[/]")
     show("cost and latency", transpose(cost_table(report)))
     show("invocations", invocation_table(report))
     for line in where_it_went(report):
@@ -293,4 +306,5 @@ def print_tables(report: Report, console: Any = None) -> None:
         show(f"{run['label']} per task",
              pick(run_task_table(run), ["task", "n", "answered", "from cache", "shared", "failed", "score", "USD total",
                                         "USD/sample", "p95 ms"]))
-    show("endpoints", pick(endpoint_table(report), ["run", "endpoint", "served", "failed", "p50 ms", "p95 ms", "p99 ms"]))
+    show("endpoints", pick(endpoint_table(report), ["run", "endpoint", "served", "failed (last inv.)", "p50 ms",
+                                                    "p95 ms", "p99 ms"]))

@@ -18,6 +18,7 @@ from ..ledger import (
     FlaggedAnswer,
     InvocationEntry,
     Ledger,
+    Produced,
     RequestEntry,
     RequestGroup,
     SampleEntry,
@@ -156,6 +157,35 @@ class RunRecord(Part):
         """Record an invocation when it starts, and again (the same row) when it ends."""
         self.con.execute(f"INSERT OR REPLACE INTO invocations VALUES ({', '.join('?' * (len(INVOCATION_COLUMNS) + 1))})",
                          [run_id, *(getattr(inv, c) for c in INVOCATION_COLUMNS)])
+
+    @in_session
+    def served_by_endpoint(self, run_id: str) -> dict[str, int]:
+        """The answers each endpoint served the run, every invocation and purpose: its
+        request rows sent, by the endpoint their cached response names."""
+        rows = self.con.execute(
+            "SELECT r.served_by, count(*) FROM ledger_requests l JOIN responses r ON r.key = l.key "
+            "WHERE l.run_id = ? AND l.source = 'sent' AND r.served_by IS NOT NULL GROUP BY ALL", [run_id]).fetchall()
+        return {str(url): int(n) for url, n in rows}
+
+    @in_session
+    def produced(self, run_id: str) -> Produced:
+        """ledger.Produced of a run from its request rows: per request key, what the run
+        paid where it sent it (any invocation), else what its cached answer cost when paid
+        (one from-cache row: a re-run reads the same answer again and again)."""
+        row = self.con.execute(
+            "WITH k AS (SELECT bool_or(source = 'sent') AS paid, "
+            "coalesce(sum(cost_usd) FILTER (WHERE source = 'sent'), 0) AS usd, "
+            "coalesce(sum(prompt_tokens) FILTER (WHERE source = 'sent'), 0) AS pt, "
+            "coalesce(sum(completion_tokens) FILTER (WHERE source = 'sent'), 0) AS ct, "
+            "coalesce(max(saved_usd) FILTER (WHERE source = 'from_cache'), 0) AS c_usd, "
+            "coalesce(max(prompt_tokens) FILTER (WHERE source = 'from_cache'), 0) AS c_pt, "
+            "coalesce(max(completion_tokens) FILTER (WHERE source = 'from_cache'), 0) AS c_ct "
+            "FROM ledger_requests WHERE run_id = ? AND source IN ('sent', 'from_cache') GROUP BY key) "
+            "SELECT coalesce(sum(CASE WHEN paid THEN usd ELSE c_usd END), 0), "
+            "coalesce(sum(CASE WHEN paid THEN pt ELSE c_pt END), 0), coalesce(sum(CASE WHEN paid THEN ct ELSE c_ct END), 0), "
+            "coalesce(sum(CASE WHEN paid THEN 0 ELSE c_usd END), 0) FROM k", [run_id]).fetchone()
+        usd, pt, ct, cached = row if row is not None else (0.0, 0, 0, 0.0)
+        return Produced(round(float(usd), 6), int(pt), int(ct), round(float(cached), 6))
 
     @in_session
     def ledger(self, run_id: str) -> Ledger:

@@ -448,9 +448,11 @@ class MiniLongBench(_LongBenchFamily):
 
     def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> LongBenchScores:
         """`overall` is the headline estimate of the full-LongBench Overall (x100, None when
-        it is not available); the plain mean over the 237 anchors is `anchor_average` (and
-        `anchor_average_en`/`_zh`): the anchors are chosen to be informative, not
-        representative, so their mean is not a LongBench score and must not be read as one."""
+        it is not available); the anchors aggregated as LongBench aggregates (the mean of the
+        category means, each the mean of its datasets' means, not the plain mean over the 237
+        anchors) are `anchor_average` (and `anchor_average_en`/`_zh`): the anchors are chosen
+        to be informative, not representative, so this is not a LongBench score and must not
+        be read as one."""
         out = aggregate_results(results, by_length=False)
         out["anchor_average"] = out.pop("overall", None)
         out["anchor_average_en"] = out.pop("overall_en", None)

@@ -94,9 +94,10 @@ class LongBenchEScores(LongBenchScores):
 
 
 class MiniLongBenchScores(LongBenchScores):
-    """MiniLongBench: its `overall` is the estimate of the full LongBench Overall; the plain
-    means over the 237 anchors are `anchor_average*`, on a board of their own (never beside
-    the papers' full-benchmark rows)."""
+    """MiniLongBench: its `overall` is the estimate of the full LongBench Overall; the 237
+    anchors averaged as LongBench averages (category means of dataset means, not a plain
+    mean) are `anchor_average*`, on a board of their own (never beside the papers'
+    full-benchmark rows)."""
 
     COLUMNS: ClassVar[tuple[str, ...]] = ("anchor_average", "anchor_average_en", "anchor_average_zh",
                                           "by_category", "by_task")
@@ -110,13 +111,13 @@ class MiniLongBenchScores(LongBenchScores):
 
     @property
     def anchor_average(self) -> float | None:
-        """The plain mean over the 237 anchors (not a LongBench score)."""
+        """The 237 anchors' mean of category means (not a plain mean, nor a LongBench score)."""
         value = self.data.get("anchor_average")
         return float(value) if isinstance(value, (int, float)) else None
 
     @classmethod
     def compared_key(cls, key: str) -> str:
-        """A comparison's overall is the anchors' plain mean (the estimate is not resampled)."""
+        """A comparison's overall is the anchors' mean of category means (the estimate is not resampled)."""
         return key.replace("overall", "anchor_average", 1) if key.startswith("overall") else key
 
     def estimate(self) -> dict[str, Any] | None:

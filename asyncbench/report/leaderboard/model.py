@@ -58,8 +58,9 @@ MAX_DISAGREEMENTS = 500  # samples listed where models score differently (larges
 
 @dataclass(frozen=True)
 class Cost:
-    """What producing the model's run cost (every purpose, every invocation) and how fast
-    its requests were answered (ms; cached latencies when nothing was sent)."""
+    """What producing the model's answers cost (every purpose, every invocation, answers
+    read from another run's cache at what they cost when paid: ledger.Produced) and how
+    fast its requests were answered (ms; cached latencies when nothing was sent)."""
 
     usd: float
     unpriced: bool  # some tokens had no price: the dollars are a lower bound
@@ -68,6 +69,7 @@ class Cost:
     completion_tokens: int
     p50_ms: float | None
     p95_ms: float | None
+    from_cache_usd: float = 0.0  # of `usd`: answers another run paid for
 
 
 @dataclass(frozen=True)
@@ -190,9 +192,9 @@ def _cost(run: RunReport) -> Cost:
     if not lat:  # a run with no summary yet: the same percentiles from its sample rows
         measured, _ = latency_of(run.samples)
         lat = {"p50": measured.p50, "p95": measured.p95}
-    tokens = run.ledger["tokens"]["total"]
-    return Cost(run.ledger["cost_usd"]["total"], bool(run.summary.get("unpriced")), is_simulator(run.model),
-                tokens.get("prompt_tokens", 0), tokens.get("completion_tokens", 0), lat.get("p50"), lat.get("p95"))
+    made = run.produced
+    return Cost(made.usd, bool(run.summary.get("unpriced")), is_simulator(run.model), made.prompt_tokens,
+                made.completion_tokens, lat.get("p50"), lat.get("p95"), made.from_cache_usd)
 
 
 def _interval(ci95: dict[str, Any], key: str) -> tuple[float, float] | None:

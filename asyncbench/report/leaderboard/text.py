@@ -46,7 +46,8 @@ def _position(board: Board, run_id: str) -> int:
 
 
 def _usd(e: Entry) -> str:
-    return fmt_usd(e.cost.usd) + ("*" if e.cost.notional else "") + ("+" if e.cost.unpriced else "")
+    return (fmt_usd(e.cost.usd) + ("*" if e.cost.notional else "") + ("+" if e.cost.unpriced else "")
+            + ("^" if e.cost.from_cache_usd else ""))
 
 
 def short(label: str) -> str:
@@ -124,6 +125,10 @@ def notes(board: Board) -> list[str]:
         out.append(f"USD*: {NOTIONAL}.")
     if any(e.cost.unpriced for e in board.entries):
         out.append("USD+: some tokens had no price; the dollars are a lower bound.")
+    if any(e.cost.from_cache_usd for e in board.entries):
+        out.append("USD^: what producing the run's answers cost, answers read from a cache another run paid for "
+                   "counted at what they cost when paid (USD and tokens are each run's cost to produce it, over all "
+                   "its invocations, not what its last invocation paid).")
     if board.reference_note:
         out.append(board.reference_note + ".")
     if board.disagreements:
