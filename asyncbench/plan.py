@@ -54,7 +54,7 @@ class Capabilities:
     the capabilities its class declares (benchmarks/base.py), so the engine asks none."""
 
     iter_load: Callable[[LoadOptions], Iterator[Sample]] | None  # streams its samples
-    generate: Callable[[LoadOptions], Generating] | None  # builds its samples one at a time (CPU work)
+    generate: Callable[[LoadOptions, Callable[[str], None]], Generating] | None  # builds its samples one at a time (CPU work)
     fingerprint: Callable[[], str] | None  # its data's content hash, for a streamed run's id
     model2maxlen: str | None  # the folder of its model2maxlen.json
     long_context: bool  # a run needs the model's context
@@ -211,9 +211,12 @@ async def _source(cfg: RunConfig, caps: Capabilities, benchmark: Benchmark, opts
     of them so one Ctrl-C stops planning at once; a dry run takes them as a stream and
     prices them as they come. Anything else is loaded whole and named by its digest."""
     if caps.generate is not None:
-        generating = caps.generate(opts)
-        if cfg.progress is not False:
-            print(f"asyncbench: {cfg.benchmark}: generating {generating.what}", file=sys.stderr, flush=True)
+        def say(line: str) -> None:
+            if cfg.progress is not False:
+                print(f"asyncbench: {cfg.benchmark}: {line}", file=sys.stderr, flush=True)
+
+        generating = caps.generate(opts, say)
+        say(generating.what)
         if cfg.dry_run:
             return SampleSource(None, generating.samples, generating.fingerprint, generating.total)
         built = await taken(generating.samples, generating.total, f"generating {cfg.benchmark}", cfg.progress)
@@ -403,7 +406,7 @@ def out_dir(out: str | None, run_id: str, cache: Path | None = None) -> Path:
 # A streamed dry run's window: samples priced together (their prompt-cache prefixes found
 # among them), then let go; bounded in prompt text, so memory stays flat however many.
 DRY_WINDOW_SAMPLES = 512
-DRY_WINDOW_CHARS = 32 << 20
+DRY_WINDOW_CHARS = 8 << 20
 
 
 async def dry_run(p: RunPlan) -> DryRunSummary:

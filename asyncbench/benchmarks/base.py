@@ -182,8 +182,9 @@ class Benchmark(ABC):
         """The samples one at a time (STREAMS benchmarks read their file lazily)."""
         return iter(self.load(opts))
 
-    def generate(self, opts: LoadOptions) -> Generating:
-        """GENERATES benchmarks: the samples to be built, one at a time (see Generating)."""
+    def generate(self, opts: LoadOptions, say: Callable[[str], None]) -> Generating:
+        """GENERATES benchmarks: the samples to be built, one at a time (see Generating);
+        `say` prints a line for the user before any slow preparation (reading sources)."""
         raise NotImplementedError(f"{self.name} loads its samples whole")
 
     def needs_judge(self, tasks: list[str] | None) -> str | None:

@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -224,12 +224,13 @@ class LongBench100(Benchmark):
                 f"openai:gpt-4o-mini), or run only the other tasks: 100-longbench:{others}")
 
     def load(self, opts: LoadOptions) -> list[Sample]:
-        generating = self.generate(opts)
+        generating = self.generate(opts, lambda line: None)
         return Loaded(generating.samples, generating.notes)
 
-    def generate(self, opts: LoadOptions) -> Generating:
+    def generate(self, opts: LoadOptions, say: Callable[[str], None]) -> Generating:
         """Every (task, length) cell checked, then its rows built one at a time as they are
-        taken (generator.Cell): what planning and a dry run stream."""
+        taken (generator.Cell): what planning and a dry run stream. Measuring the sources
+        takes seconds (tokenising every article once): said first."""
         extra = opts.extra
         tasks = list(opts.tasks or TASKS)
         unknown = [t for t in tasks if t not in TASKS]
@@ -240,6 +241,8 @@ class LongBench100(Benchmark):
         rows = int(extra.get("rows", DEFAULT_ROWS))
         if opts.limit is not None:
             rows = min(rows, opts.limit)
+        say(f"generating up to {len(tasks) * len(self.lengths) * rows:,} samples ({len(tasks)} tasks x "
+            f"{len(self.lengths)} lengths x {rows} rows); measuring the sources in {opts.data_dir} first")
         tokenizer, spec = _length_tokenizer(extra.get("tokenizer"))
         release = load_release(opts.data_dir)
         wanted = {n for t in tasks for n in TASKS[t].real + TASKS[t].noise} | NEEDED_EXTRA
@@ -259,8 +262,7 @@ class LongBench100(Benchmark):
             raise UserError("no 100-LongBench sample could be built: " + "; ".join(f"{t} {l}: {r}" for t, c in unbuildable.items() for l, r in c.items()))
         total = sum(c.size for _, _, c in cells)
         skipped = f", {sum(map(len, unbuildable.values()))} cells unbuildable" if unbuildable else ""
-        what = (f"{total:,} samples: {len(tasks)} tasks x {len(self.lengths)} lengths x {rows} rows{skipped}; "
-                f"lengths in {spec} tokens")
+        what = f"{total:,} samples to build{skipped}; lengths in {spec} tokens"
         # The release measures lengths in Llama-2-7b-hf tokens; any other tokenizer is a stand-in.
         stand_in = not (spec.startswith("hf:") and "llama-2" in spec.lower())
         notes = {"unbuildable": unbuildable, "lengths": {"tokenizer": spec, "stand_in_for_llama_2": stand_in}}

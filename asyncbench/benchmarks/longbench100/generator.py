@@ -92,6 +92,10 @@ class Cell:
     rows: Callable[[], Iterator[Built]]
 
 
+# a fitted context: its units, the text they render, its tokens
+_Fitted = tuple[list[Unit], str, int]
+
+
 class Generator:
     """Builds rows of every task from one set of sources with one tokenizer."""
 
@@ -221,9 +225,7 @@ class Generator:
                 break
         rng.shuffle(units)
         self._place_markers(spec, rng, units, markers)
-        units = self._fit(spec, rng, target, units, sizes, noise)
-        context = "".join(_RENDER[spec.name](i, u) for i, u in enumerate(units, 1))
-        n = self.measure(context)
+        units, context, n = self._fit(spec, rng, target, units, sizes, noise)
         return self._finish(spec, length, row, target, context, n, units, rec, keys, rng)
 
     def _markers(self, spec: TaskSpec, rng: random.Random) -> tuple[list[str], list[str]]:
@@ -272,8 +274,9 @@ class Generator:
         for i, m in zip(rng.sample(range(len(units)), len(markers)), markers):
             units[i].marker = m
 
-    def _fit(self, spec: TaskSpec, rng: random.Random, target: int, units: list[Unit], sizes: list[int], noise: list[str]) -> list[Unit]:
-        """Top the context up with one cut distractor, then make sure it is within target."""
+    def _fit(self, spec: TaskSpec, rng: random.Random, target: int, units: list[Unit], sizes: list[int], noise: list[str]) -> _Fitted:
+        """Top the context up with one cut distractor, then make sure it is within target:
+        the units, the context they render and its tokens (measured once)."""
         render = _RENDER[spec.name]
         taken = {u.text for u in units}
         free = [t for t in noise if t not in taken]
@@ -285,7 +288,7 @@ class Generator:
         return self._trim(render, target, units)
 
     def _top_up(self, render: Callable[[int, Unit], str], source: str, rng: random.Random, target: int, n: int,
-                units: list[Unit]) -> list[Unit] | None:
+                units: list[Unit]) -> _Fitted | None:
         """`units` with a cut of `source` inserted at a random place, cut until the context
         is within 8 tokens under `target`; None when no cut fits (the units are trimmed)."""
         ids = self.tok.encode(source)
@@ -294,22 +297,26 @@ class Generator:
         for _ in range(8):
             text = self._cut(ids, min(want, len(ids)))
             trial = units[:pos] + [Unit(text, filler=True)] + units[pos:]
-            n = self.measure("".join(render(i, u) for i, u in enumerate(trial, 1)))
+            context = "".join(render(i, u) for i, u in enumerate(trial, 1))
+            n = self.measure(context)
             if n <= target and (n >= target - 8 or want >= len(ids)):
-                return trial
+                return trial, context, n
             want += target - n - (1 if n > target else 0)
             if want < _MIN_FILLER_TOKENS:
                 break
-        return trial if n <= target and text else None
+        return (trial, context, n) if n <= target and text else None
 
-    def _trim(self, render: Callable[[int, Unit], str], target: int, units: list[Unit]) -> list[Unit]:
+    def _trim(self, render: Callable[[int, Unit], str], target: int, units: list[Unit]) -> _Fitted:
         """Drop distractors from the end until the context is within `target`."""
-        while units and self.measure("".join(render(i, u) for i, u in enumerate(units, 1))) > target:
+        while True:
+            context = "".join(render(i, u) for i, u in enumerate(units, 1))
+            n = self.measure(context)
+            if n <= target or not units:
+                return units, context, n
             drop = next((i for i in range(len(units) - 1, -1, -1) if not units[i].answer and not units[i].marker), None)
             if drop is None:
                 raise Unbuildable("the answer-bearing articles alone exceed the target")
             units = units[:drop] + units[drop + 1 :]
-        return units
 
     def _cut(self, ids: list[int], n: int) -> str:
         """The first `n` tokens of a text, ended at a word boundary when one is near."""
