@@ -29,6 +29,7 @@ from .config import RunConfig
 from .errors import UserError
 from .estimate import Pricing
 from .pricing import SHAPE, PriceTable
+from .progress import StepProgress
 from .prompting import Prompting, ReleaseRequest, Tally
 from .providers import ModelSpec
 from .resolve import official_model, prompt_budget, resolve_model, truncation_tokenizer
@@ -36,7 +37,6 @@ from .run_summary import DryRunSummary
 from .runners import LocalRunner, Runner
 from .secrets import redact_json
 from .store import Store, default_cache_path
-from .progress import StepProgress
 from .store.stored_plan import stored_plan
 from .tokenizers import Tokenizer
 from .types import Sample, SampleResult

@@ -9,7 +9,6 @@ import pytest
 
 from asyncbench.benchmarks.base import LoadOptions, RunContext
 from asyncbench.benchmarks.longbench100 import LongBench100
-from asyncbench.errors import UserError
 from asyncbench.types import Request, Response, SampleResult, Usage
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
