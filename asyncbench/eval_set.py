@@ -364,11 +364,11 @@ def _one_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [""])[0] or type(exc).__name__
 
 
-def dry_run_set(sp: SetPlan) -> dict[str, Any]:
+async def dry_run_set(sp: SetPlan) -> dict[str, Any]:
     """Each run priced as `run --dry-run` prices it (list, batch, prompt cache), and the
     set's totals: requests to send (every purpose's), and the cost in each mode
     ("unpriced" when a model has no price)."""
-    runs: list[DryRunSummary] = [dry_run(p) for p in sp.plans]
+    runs: list[DryRunSummary] = [await dry_run(p) for p in sp.plans]
     modes = ("list", "batch", "prompt_cache", "batch_prompt_cache")
     totals: dict[str, object] = {"requests": sum(int(r["estimated_requests"]) for r in runs)}
     costs = [r["estimated_cost_usd"] for r in runs]

@@ -21,14 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from .benchmarks import parse_benchmark
-from .benchmarks.base import Benchmark, LoadOptions
+from .benchmarks.base import Benchmark, Generating, Loaded, LoadOptions
 from .benchmarks.longbench.budget import PromptBudget, model2maxlen_path
 from .benchmarks.longbench.official_models import samsum_stop
 from .client import ModelClient, SharedEndpoints, make_client
 from .config import RunConfig
 from .errors import UserError
-from .estimate import dry_run_summary
+from .estimate import Pricing
 from .pricing import SHAPE, PriceTable
+from .progress import StepProgress
 from .prompting import Prompting, ReleaseRequest, Tally
 from .providers import ModelSpec
 from .resolve import official_model, prompt_budget, resolve_model, truncation_tokenizer
@@ -53,6 +54,7 @@ class Capabilities:
     the capabilities its class declares (benchmarks/base.py), so the engine asks none."""
 
     iter_load: Callable[[LoadOptions], Iterator[Sample]] | None  # streams its samples
+    generate: Callable[[LoadOptions, Callable[[str], None]], Generating] | None  # builds its samples one at a time (CPU work)
     fingerprint: Callable[[], str] | None  # its data's content hash, for a streamed run's id
     model2maxlen: str | None  # the folder of its model2maxlen.json
     long_context: bool  # a run needs the model's context
@@ -67,6 +69,7 @@ def capabilities(benchmark: Benchmark) -> Capabilities:
     """The benchmark's optional capabilities (see Capabilities)."""
     return Capabilities(
         iter_load=benchmark.iter_load if benchmark.STREAMS else None,
+        generate=benchmark.generate if benchmark.GENERATES else None,
         fingerprint=benchmark.fingerprint,
         model2maxlen=benchmark.MODEL2MAXLEN,
         long_context=benchmark.LONG_CONTEXT,
@@ -83,11 +86,14 @@ class SampleSource:
     """The benchmark's samples: listed (read whole: `prepare` may filter them, and their
     digest is the run's data identity) or streamed (requests go out while the file is
     read; `prepare` is the identity for such benchmarks, the file's hash its identity).
-    The engine takes both as a stream (`Prepared`)."""
+    The engine takes both as a stream (`Prepared`). A dry run streams whatever need not
+    be read whole to name the run: a streamed file, a generated benchmark's samples
+    (named by what they are built from), `total` of them when known."""
 
     listed: list[Sample] | None
     stream: Iterator[Sample] | None
     data_id: str
+    total: int | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,7 @@ class RunPlan:
     samples: SampleSource
     client: ModelClient  # eval (and the prior-knowledge calls)
     judge: ModelClient | None  # the judge model; the eval client's own object when the same
+    judge_needed: str | None  # why the benchmark's scores need a judge (the run refuses without one)
     prompting: Prompting
     runner: Runner | None  # None: a dry run
     run_id: str
@@ -155,15 +162,16 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | N
     data_dir = resolve_data_dir(cfg.data_dir)
     benchmark, tasks = parse_benchmark(cfg.benchmark, cfg.extra, data_dir)
     caps = capabilities(benchmark)
+    judge_needed = benchmark.needs_judge(tasks)
+    if judge_needed and not cfg.judge and not cfg.dry_run:  # before any sample is built or run recorded
+        raise UserError(judge_needed)
     cache_path = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
     opening = None if cfg.dry_run else _opening(cache_path, shared)
     clients: list[ModelClient] = []
     runner: Runner | None = None
     try:
         opts = LoadOptions(data_dir=data_dir, tasks=tasks, limit=cfg.limit, extra=cfg.extra)
-        # Streamed where the benchmark allows it: requests start while the file is read.
-        stream = caps.iter_load(opts) if caps.iter_load is not None and not cfg.dry_run else None
-        listed = benchmark.load(opts) if stream is None else None
+        source = await _source(cfg, caps, benchmark, opts)
         prices = PriceTable(cfg.prices)
         client, judge = _clients(cfg, prices, sim_url, clients, shared)
         unpriced = _check_prices(cfg, clients)
@@ -173,14 +181,12 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | N
             raise no_batch_api(client.spec.label)
         if not cfg.dry_run:
             runner = _runner(cfg, shared)
-        # streamed: the benchmark hashes its file's bytes (content, not path)
-        data_id = samples_digest(listed) if listed is not None else (caps.fingerprint() if caps.fingerprint else "")
-        run_id = cfg.run_id(client.spec.endpoint_id, data_id, client.spec.label,
+        run_id = cfg.run_id(client.spec.endpoint_id, source.data_id, client.spec.label,
                             judge.spec.label if judge is not None else None)
         prompting = await _prompting(cfg, caps, client, data_dir)
         return RunPlan(
             benchmark=benchmark, benchmark_name=cfg.benchmark, caps=caps,
-            samples=SampleSource(listed, stream, data_id), client=client, judge=judge, prompting=prompting,
+            samples=source, client=client, judge=judge, judge_needed=judge_needed, prompting=prompting,
             runner=runner, run_id=run_id, out=None if cfg.dry_run else out_dir(cfg.out, run_id, cache_path),
             cache_path=cache_path, opening=opening, prices=prices, unpriced=tuple(unpriced), max_cost=cfg.max_cost,
             progress=cfg.progress, prompt_cache=cfg.prompt_cache == "auto", options={"judge": cfg.judge, **cfg.extra},
@@ -195,6 +201,45 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | N
             if opening is not None and opening.exception() is None:
                 opening.result().close()
         raise
+
+
+async def _source(cfg: RunConfig, caps: Capabilities, benchmark: Benchmark, opts: LoadOptions) -> SampleSource:
+    """The samples and what names them in the run id. Streamed where the benchmark allows
+    it (requests start while the file is read; its bytes' hash names it). Generated ones
+    (100-LongBench) are announced in one line before the first is built, then built one
+    at a time behind a progress bar, handing control back to the event loop between two
+    of them so one Ctrl-C stops planning at once; a dry run takes them as a stream and
+    prices them as they come. Anything else is loaded whole and named by its digest."""
+    if caps.generate is not None:
+        def say(line: str) -> None:
+            if cfg.progress is not False:
+                print(f"asyncbench: {cfg.benchmark}: {line}", file=sys.stderr, flush=True)
+
+        generating = caps.generate(opts, say)
+        say(generating.what)
+        if cfg.dry_run:
+            return SampleSource(None, generating.samples, generating.fingerprint, generating.total)
+        built = await taken(generating.samples, generating.total, f"generating {cfg.benchmark}", cfg.progress)
+        return SampleSource(Loaded(built, generating.notes), None, generating.fingerprint, len(built))
+    if caps.iter_load is not None:  # the benchmark hashes its file's bytes (content, not path)
+        return SampleSource(None, caps.iter_load(opts), caps.fingerprint() if caps.fingerprint else "")
+    listed = benchmark.load(opts)
+    return SampleSource(listed, None, samples_digest(listed), len(listed))
+
+
+async def taken(samples: Iterator[Sample], total: int | None, label: str, progress: bool | None) -> list[Sample]:
+    """Every sample of a stream whose samples are built as they are taken, one at a time
+    behind a progress bar, with a checkpoint between two: a Ctrl-C (which cancels the
+    run's task) stops it there instead of after the last one."""
+    import anyio
+
+    out: list[Sample] = []
+    with StepProgress(total, label, progress) as bar:
+        for s in samples:
+            out.append(s)
+            bar.advance()
+            await anyio.lowlevel.checkpoint()
+    return out
 
 
 def _opening(cache_path: Path, shared: SetShared | None) -> Future[Store]:
@@ -358,12 +403,44 @@ def out_dir(out: str | None, run_id: str, cache: Path | None = None) -> Path:
     return path
 
 
-def dry_run(p: RunPlan) -> DryRunSummary:
-    """What the plan would send and cost, sending nothing (run_summary.dry_run_summary)."""
-    samples = p.samples.listed if p.samples.listed is not None else list(p.samples.stream or ())
+# A streamed dry run's window: samples priced together (their prompt-cache prefixes found
+# among them), then let go; bounded in prompt text, so memory stays flat however many.
+DRY_WINDOW_SAMPLES = 512
+DRY_WINDOW_CHARS = 8 << 20
+
+
+async def dry_run(p: RunPlan) -> DryRunSummary:
+    """What the plan would send and cost, sending nothing (estimate.Pricing). A streamed
+    source is priced a window at a time as its samples come (a progress bar over them, a
+    checkpoint between two so one Ctrl-C stops it); a listed one in one window."""
+    import anyio
+
     tally = Tally()
-    requests = [p.prompting.build(s, tally) for s in samples]
-    planned = p.caps.planned_calls(samples, p.client.count) if p.caps.planned_calls is not None else {}
-    return dry_run_summary(p.benchmark_name, samples, requests, p.client, p.judge, p.run_id, tally.truncated,
-                           p.prompting.limits_found(tally),
-                           stored_plan(p.cache_path, p.run_id, [r.key() for r in requests]), planned)
+    stored = stored_plan(p.cache_path, p.run_id, [])
+    pricing = Pricing(p.client, stored, lambda keys: _cached(p, keys))
+    if p.samples.listed is not None:
+        pricing.add(p.samples.listed, [p.prompting.build(s, tally) for s in p.samples.listed])
+    else:
+        window: list[Sample] = []
+        requests: list[Any] = []
+        chars = 0
+        with StepProgress(p.samples.total, f"pricing {p.benchmark_name}", p.progress) as bar:
+            for s in p.samples.stream or ():
+                window.append(s)
+                requests.append(p.prompting.build(s, tally))
+                chars += len(s.prompt or "") + sum(len(m.get("content", "")) for m in s.messages or ())
+                if len(window) >= DRY_WINDOW_SAMPLES or chars >= DRY_WINDOW_CHARS:
+                    pricing.add(window, requests)
+                    window, requests, chars = [], [], 0
+                bar.advance()
+                await anyio.lowlevel.checkpoint()
+            pricing.add(window, requests)
+    planned = p.caps.planned_calls(pricing.samples, p.client.count) if p.caps.planned_calls is not None else {}
+    return pricing.summary(p.benchmark_name, p.judge, p.judge_needed, p.run_id, tally.truncated,
+                           p.prompting.limits_found(tally), planned)
+
+
+def _cached(p: RunPlan, keys: list[str]) -> set[str]:
+    """The cache's answers among `keys` (read-only; empty when it cannot be read)."""
+    stored = stored_plan(p.cache_path, p.run_id, keys)
+    return stored.cached if stored is not None else set()

@@ -139,3 +139,53 @@ class RunProgress:
             self._last_plain = now
             total = f"/{self.total}" if self.total else ""
             print(f"{self.label}: {self.done}{total}  {self._stats()}", file=sys.stderr, flush=True)
+
+
+class StepProgress:
+    """A bar over a step that is not requests (building samples, pricing them): done /
+    total and the time left. Shown as RunProgress shows its bar: rich on a terminal (or
+    with --progress), a plain line every 10 s elsewhere, nothing with --no-progress."""
+
+    def __init__(self, total: int | None, label: str, enabled: bool | None = None) -> None:
+        self.total = total
+        self.label = label
+        self.done = 0
+        self.t0 = time.monotonic()
+        tty = sys.stderr.isatty()
+        self.plain = enabled is None and not tty
+        self._last_plain = self.t0
+        self._last = 0.0
+        self._progress: Progress | None = None
+        if tty if enabled is None else enabled:
+            self._progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(bar_width=None), MofNCompleteColumn(),
+                                      TextColumn("{task.fields[eta]}"), console=Console(stderr=True, emoji=False),
+                                      transient=False, refresh_per_second=4)
+            self._task = self._progress.add_task(label, total=total, completed=0, eta="")
+
+    def _eta(self) -> str:
+        if not self.total or not self.done:
+            return ""
+        left = (time.monotonic() - self.t0) / self.done * (self.total - self.done)
+        return f"ETA {int(left) // 60}:{int(left) % 60:02d}"
+
+    def __enter__(self) -> StepProgress:
+        if self._progress:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress:
+            self._progress.update(self._task, completed=self.done, eta="")
+            self._progress.stop()
+
+    def advance(self) -> None:
+        """One more done."""
+        self.done += 1
+        now = time.monotonic()
+        if self._progress and now - self._last > 0.1:
+            self._last = now
+            self._progress.update(self._task, completed=self.done, eta=self._eta())
+        elif self.plain and now - self._last_plain >= PLAIN_EVERY_S:
+            self._last_plain = now
+            total = f"/{self.total}" if self.total else ""
+            print(f"{self.label}: {self.done}{total}  {self._eta()}", file=sys.stderr, flush=True)

@@ -334,6 +334,16 @@ class PurposeEstimate(TypedDict, total=False):
     cost_usd_by_mode: dict[str, float | int | str]
 
 
+class JudgeNote(TypedDict):
+    """The judge a dry run priced (`model`), or why the run needs one it was not given
+    (`why`, with the judge calls it counted but did not price)."""
+
+    model: str | None
+    needed: bool
+    unpriced_calls: PurposeEstimate | None
+    why: str | None
+
+
 class DryRunTotals(TypedDict):
     """The dry run's totals, each over every purpose (eval, judge, prior)."""
 
@@ -358,5 +368,6 @@ class DryRunSummary(DryRunTotals):
     left_out_as_stored: int
     cache_checked: bool
     by_purpose: dict[str, PurposeEstimate]
+    judge: JudgeNote | None  # a benchmark scored by a judge, or a --judge given
     token_counting: str
     truncation: dict[str, object]

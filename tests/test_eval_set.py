@@ -186,7 +186,7 @@ def test_dry_run_prices_each_run_and_the_total(tmp_path: Path, start_sim: Any) -
     async def go() -> dict[str, Any]:
         sp = await plan_set(cfgs)
         try:
-            return dry_run_set(sp)
+            return await dry_run_set(sp)
         finally:
             await sp.aclose()
 

@@ -9,7 +9,6 @@ import pytest
 
 from asyncbench.benchmarks.base import LoadOptions, RunContext
 from asyncbench.benchmarks.longbench100 import LongBench100
-from asyncbench.errors import UserError
 from asyncbench.types import Request, Response, SampleResult, Usage
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -66,12 +65,14 @@ def test_prior_filter_excludes_known_questions_and_reports(loaded) -> None:
     assert all(s.meta.get("question") != known for s in kept if s.metric == "qa")
 
 
-def test_missing_judge_is_a_user_error(loaded) -> None:
-    bench, samples = loaded
-    ctx, _ = make_ctx("", lambda p: "")
-    ctx.options = {}
-    with pytest.raises(UserError, match="--judge"):
-        asyncio.run(bench.prepare(samples, ctx))
+def test_needs_judge_names_the_judged_tasks_and_the_others() -> None:
+    """The capability planning asks before anything is built: the QA and summary tasks
+    need a judge, the synthetic ones do not (the refusal itself: test_longbench100_stream)."""
+    bench = LongBench100({}, data_dir=DATA)
+    why = bench.needs_judge(["kv_retrieval", "single_doc_qa"])
+    assert why is not None and "--judge" in why and "single_doc_qa" in why and "kv_retrieval," in why
+    assert bench.needs_judge(None) is not None
+    assert bench.needs_judge(["kv_retrieval", "passage_count"]) is None
 
 
 def test_score_and_aggregate(loaded) -> None:

@@ -86,6 +86,21 @@ def notes_of(samples: list[Sample]) -> dict[str, Any]:
 
 
 @dataclass
+class Generating:
+    """A GENERATES benchmark's samples (100-LongBench's generator): each is built by CPU
+    work (up to a fraction of a second) only when taken, so planning can show progress,
+    stop at a Ctrl-C between two samples, and a dry run can price them as they come,
+    keeping none. Known before the first is built: how many, a line saying what, and the
+    load notes (cells no source can fill)."""
+
+    total: int
+    what: str  # "7,200 samples: 8 tasks x 9 lengths x 100 rows"
+    samples: Iterator[Sample]
+    notes: dict[str, Any] = field(default_factory=dict)
+    fingerprint: str = ""  # what the samples are built from, hashed: the run id's data identity
+
+
+@dataclass
 class LoadOptions:
     """What the user asked for: `--data-dir`, task selection (`longbench:hotpotqa,qasper`),
     `--limit`, and benchmark-specific flags (`--length 4k|16k|both`, `--lengths 2k,4k`)."""
@@ -139,6 +154,9 @@ class Benchmark(ABC):
     # its scores depend on more than the answers and the samples (a sandbox running the
     # model's programs): a re-run of a complete run scores again instead of reusing them
     RESCORES: ClassVar[bool] = False
+    # its samples are built by CPU work when taken (`generate`), named in the run id by
+    # `fingerprint` (what they are built from), not by their digest
+    GENERATES: ClassVar[bool] = False
 
     @classmethod
     def from_spec(cls, rest: str, extra: Mapping[str, Any], data_dir: Path | None) -> tuple[Benchmark, list[str] | None]:
@@ -163,6 +181,17 @@ class Benchmark(ABC):
     def iter_load(self, opts: LoadOptions) -> Iterator[Sample]:
         """The samples one at a time (STREAMS benchmarks read their file lazily)."""
         return iter(self.load(opts))
+
+    def generate(self, opts: LoadOptions, say: Callable[[str], None]) -> Generating:
+        """GENERATES benchmarks: the samples to be built, one at a time (see Generating);
+        `say` prints a line for the user before any slow preparation (reading sources)."""
+        raise NotImplementedError(f"{self.name} loads its samples whole")
+
+    def needs_judge(self, tasks: list[str] | None) -> str | None:
+        """Why a run of `tasks` (None: all) cannot score without --judge, in one line for
+        the user; None when its scores need no judge. Asked at planning, before any sample
+        is loaded or any run is recorded."""
+        return None
 
     def fingerprint(self) -> str:
         """What names a streamed benchmark's data in the run id (its file's hash); "" for

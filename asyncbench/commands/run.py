@@ -203,7 +203,8 @@ def main(args: argparse.Namespace) -> int:
             max_input_tokens=args.max_input_tokens, tokenizer=args.tokenizer, official_model=args.official_model,
             temperature=args.temperature,
             repeat=args.repeat, judge=args.judge, judge_base_urls=args.judge_base_urls, prices=args.prices,
-            progress=args.progress, backend=args.backend, ray_address=args.ray_address,
+            progress=False if args.json and args.progress is None else args.progress,  # --json: quiet
+            backend=args.backend, ray_address=args.ray_address,
             ray_workers=args.ray_workers, ray_shared_limiter=args.ray_shared_limiter, batch=args.batch,
             no_wait=args.no_wait,
             batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache, extra=_extra(args),
@@ -218,6 +219,14 @@ def main(args: argparse.Namespace) -> int:
     except RunInterrupted as stop:
         print(f"asyncbench: interrupted; run {stop.summary['run_id']} booked what it did (run.json written); "
               f"{stop.summary['next_step']}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:  # before the run started (planning, generating samples) or a dry run
+        import shlex
+
+        again = shlex.join(["asyncbench", *sys.argv[1:]])
+        what = "a dry run" if cfg.dry_run else "the run had not started"
+        print(f"asyncbench: interrupted ({what}): nothing was sent or recorded; to start again: {again}",
+              file=sys.stderr)
         return 130
     return _show(result, args.json)
 

@@ -97,7 +97,7 @@ async def _go(cfgs: list[RunConfig], sim_url: str | None) -> SetSummary | dict[s
 
     sp = await plan_set(cfgs, sim_url)
     try:
-        return dry_run_set(sp) if cfgs[0].dry_run else await execute_set(sp)
+        return await dry_run_set(sp) if cfgs[0].dry_run else await execute_set(sp)
     finally:
         await sp.aclose()
 

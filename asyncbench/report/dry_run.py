@@ -47,6 +47,7 @@ def print_dry_run(plan: DryRunSummary, console: Console | None = None) -> None:
     console.print(table)
     for note in notes:
         console.print(note)
+    _judge_line(plan, console)
     modes = plan["by_purpose"]["eval"].get("cost_usd_by_mode") or {}
     if modes and isinstance(modes.get("list"), (int, float)) and plan["to_send"]:
         console.print(f"eval by mode: list {_usd(modes['list'])}, --batch {_usd(modes['batch'])}, prompt cache "
@@ -55,3 +56,21 @@ def print_dry_run(plan: DryRunSummary, console: Console | None = None) -> None:
     if trunc.get("n_truncated"):
         console.print(f"truncation: {trunc['n_truncated']:,} prompts cut, {trunc['tokens_removed']:,} tokens removed")
     console.print(f"tokens counted with {plan['token_counting']}; `--json` prints all of this as JSON")
+
+
+def _judge_line(plan: DryRunSummary, console: Console) -> None:
+    """The judge priced, or, with none given to a benchmark that needs one, that the run
+    will refuse without --judge and what its judge calls would be (not priced)."""
+    note = plan.get("judge")
+    if not note:
+        return
+    if note["model"] is not None:
+        p = plan["by_purpose"].get("judge")
+        if p is not None:
+            console.print(f"judge: {note['model']} ({p['requests']:,} calls, ~{p['prompt_tokens']:,} tokens in, "
+                          f"{_usd(p['cost_usd'])})", markup=False)
+        return
+    calls = note["unpriced_calls"] or {}
+    console.print(f"judge: none given; the run needs --judge SPEC and will not start without it "
+                  f"({calls.get('requests', 0):,} judge calls, ~{calls.get('prompt_tokens', 0):,} tokens in, "
+                  "not priced and not in the total)", markup=False)

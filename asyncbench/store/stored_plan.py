@@ -36,7 +36,7 @@ def stored_plan(path: Path, run_id: str, keys: list[str]) -> StoredPlan | None:
         return None
     try:
         cached = {r[0] for r in con.execute("SELECT key FROM responses WHERE key IN (SELECT unnest($1))",
-                                            [keys]).fetchall()}
+                                            [keys]).fetchall()} if keys else set()
         try:
             last = con.execute("SELECT finished, complete FROM invocations WHERE run_id = ? ORDER BY invocation DESC "
                                "LIMIT 1", [run_id]).fetchone()

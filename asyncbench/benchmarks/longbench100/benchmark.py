@@ -18,9 +18,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -29,12 +31,12 @@ from ...estimators.longscore import BASE_LABEL, DEFAULT_BASE, longscore, parse_l
 from ...metrics import judge
 from ...metrics import registry as metrics
 from ...types import Response, Sample, SampleResult
-from ..base import Benchmark, CliOption, Loaded, LoadOptions, RunContext, notes_of
+from ..base import Benchmark, CliOption, Generating, Loaded, LoadOptions, RunContext, notes_of
 from ..longbench.table import first_line
-from .generator import Generator, Unbuildable
-from .release import PRIOR_PROMPT, load_release
+from .generator import Cell, Generator, Unbuildable
+from .release import PRIOR_PROMPT, Release, load_release
 from .scores import LongBench100Scores
-from .sources import NEEDED_EXTRA, load_sources
+from .sources import NEEDED_EXTRA, Record, load_sources
 from .tasks import TASKS
 
 if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
@@ -92,6 +94,39 @@ def _labels(value: Any, default: tuple[str, ...]) -> list[str]:
     return labels
 
 
+def _samples(cells: list[tuple[str, str, Cell]], release: Release) -> Iterator[Sample]:
+    """The cells' samples, each built when taken."""
+    for task, length, cell in cells:
+        spec_t = TASKS[task]
+        template, max_tokens = release.template(task), release.max_new_tokens(task)
+        for b in cell.rows():
+            yield Sample(id=f"{task}/{length}/{b.row}", task=task,
+                         prompt=template.format(context=b.context, input=b.input, instruction=b.instruction),
+                         answers=b.answers, max_tokens=max_tokens, metric=spec_t.metric,
+                         meta={"length": length, "target_tokens": b.target, "context_tokens": b.context_tokens,
+                               "question": b.input})
+
+
+_GENERATOR_CODE = ("generator.py", "sources.py", "tasks.py")
+
+
+def _fingerprint(sources: Mapping[str, list[Record]], release: Release, tokenizer: str, seed: int,
+                 cells: list[tuple[str, str, int]]) -> str:
+    """What the samples are a function of, hashed for the run id without building them:
+    the source records, the release's prompts and budgets, the tokenizer that measures
+    lengths, the seed, the cells and the generator's code (an edit to it is a new run)."""
+    h = hashlib.sha256()
+    for name in _GENERATOR_CODE:
+        h.update((Path(__file__).parent / name).read_bytes())
+    h.update(json.dumps([tokenizer, seed, cells, release.prompts, release.maxlen, release.judge],
+                        sort_keys=True, default=str).encode())
+    for name in sorted(sources):
+        for r in sources[name]:
+            h.update(json.dumps([name, r.input, r.answers], ensure_ascii=False).encode())
+            h.update(r.context.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
 RELEASE_TOKENIZER = "meta-llama/Llama-2-7b-hf"  # the release measures lengths in its tokens
 
 
@@ -123,6 +158,7 @@ class LongBench100(Benchmark):
     # release's system message and sampling for API models, the raw prompt for open ones
     RELEASE_REQUESTS: ClassVar[bool] = True
     LONG_CONTEXT: ClassVar[bool] = True  # a run needs the model's context (budget.py)
+    GENERATES: ClassVar[bool] = True  # contexts built by the generator, one sample at a time
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--lengths", "100-LongBench: target lengths, e.g. 2k,4k,8k", kind="list"),
         CliOption("--base-lengths", "100-LongBench: base-ability lengths for LongScore with --base-ability paper "
@@ -177,7 +213,24 @@ class LongBench100(Benchmark):
         return describe(provider, open_model)
 
     # -- load ---------------------------------------------------------------------------
+    def needs_judge(self, tasks: list[str] | None) -> str | None:
+        """QA and summaries are scored by an LLM judge (and QA filtered by it): said at
+        planning, before a sample is generated or a run recorded."""
+        judged = [t for t in (tasks or TASKS) if t in TASKS and TASKS[t].metric in ("qa", "summary")]
+        if not judged:
+            return None
+        others = ",".join(t for t in TASKS if TASKS[t].metric not in ("qa", "summary"))
+        return (f"100-LongBench scores {', '.join(judged)} with an LLM judge; pass --judge SPEC (e.g. "
+                f"openai:gpt-4o-mini), or run only the other tasks: 100-longbench:{others}")
+
     def load(self, opts: LoadOptions) -> list[Sample]:
+        generating = self.generate(opts, lambda line: None)
+        return Loaded(generating.samples, generating.notes)
+
+    def generate(self, opts: LoadOptions, say: Callable[[str], None]) -> Generating:
+        """Every (task, length) cell checked, then its rows built one at a time as they are
+        taken (generator.Cell): what planning and a dry run stream. Measuring the sources
+        takes seconds (tokenising every article once): said first."""
         extra = opts.extra
         tasks = list(opts.tasks or TASKS)
         unknown = [t for t in tasks if t not in TASKS]
@@ -188,40 +241,33 @@ class LongBench100(Benchmark):
         rows = int(extra.get("rows", DEFAULT_ROWS))
         if opts.limit is not None:
             rows = min(rows, opts.limit)
+        say(f"generating up to {len(tasks) * len(self.lengths) * rows:,} samples ({len(tasks)} tasks x "
+            f"{len(self.lengths)} lengths x {rows} rows); measuring the sources in {opts.data_dir} first")
         tokenizer, spec = _length_tokenizer(extra.get("tokenizer"))
         release = load_release(opts.data_dir)
         wanted = {n for t in tasks for n in TASKS[t].real + TASKS[t].noise} | NEEDED_EXTRA
-        gen = Generator(load_sources(opts.data_dir, wanted), tokenizer, int(extra.get("seed", 42)))
-        samples: list[Sample] = []
+        sources = load_sources(opts.data_dir, wanted)
+        seed = int(extra.get("seed", 42))
+        gen = Generator(sources, tokenizer, seed)
+        cells: list[tuple[str, str, Cell]] = []
         unbuildable: dict[str, dict[str, str]] = {}
         for task in tasks:
-            spec_t = TASKS[task]
             for length in self.lengths:
                 try:
-                    built = (gen.build_base(task, rows) if length == BASE_LABEL
-                             else gen.build(task, length, parse_length(length), rows))
+                    cells.append((task, length, gen.base_cell(task, rows) if length == BASE_LABEL
+                                  else gen.cell(task, length, parse_length(length), rows)))
                 except Unbuildable as exc:
                     unbuildable.setdefault(task, {})[length] = str(exc)
-                    continue
-                for b in built:
-                    samples.append(
-                        Sample(
-                            id=f"{task}/{length}/{b.row}",
-                            task=task,
-                            prompt=release.template(task).format(context=b.context, input=b.input,
-                                                               instruction=b.instruction),
-                            answers=b.answers,
-                            max_tokens=release.max_new_tokens(task),
-                            metric=spec_t.metric,
-                            meta={"length": length, "target_tokens": b.target, "context_tokens": b.context_tokens, "question": b.input},
-                        )
-                    )
-        if not samples:
+        if not cells:
             raise UserError("no 100-LongBench sample could be built: " + "; ".join(f"{t} {l}: {r}" for t, c in unbuildable.items() for l, r in c.items()))
+        total = sum(c.size for _, _, c in cells)
+        skipped = f", {sum(map(len, unbuildable.values()))} cells unbuildable" if unbuildable else ""
+        what = f"{total:,} samples to build{skipped}; lengths in {spec} tokens"
         # The release measures lengths in Llama-2-7b-hf tokens; any other tokenizer is a stand-in.
         stand_in = not (spec.startswith("hf:") and "llama-2" in spec.lower())
-        return Loaded(samples, {"unbuildable": unbuildable,
-                                "lengths": {"tokenizer": spec, "stand_in_for_llama_2": stand_in}})
+        notes = {"unbuildable": unbuildable, "lengths": {"tokenizer": spec, "stand_in_for_llama_2": stand_in}}
+        return Generating(total, what, _samples(cells, release), notes,
+                          _fingerprint(sources, release, spec, seed, [(t, l, c.size) for t, l, c in cells]))
 
     # -- dry run ------------------------------------------------------------------------
     def planned_calls(self, samples: list[Sample], count: Any) -> dict[str, tuple[int, int, int]]:
@@ -245,9 +291,6 @@ class LongBench100(Benchmark):
     # -- prepare: prior-knowledge filter ---------------------------------------------------
     async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
         qa = [s for s in samples if s.metric == "qa"]
-        needs_judge = any(s.metric in ("qa", "summary") for s in samples)
-        if needs_judge and not ctx.options.get("judge"):
-            raise UserError("100-LongBench scores QA and summaries with an LLM judge; pass --judge SPEC (e.g. openai:gpt-4o-mini) or select only the other tasks")
         task_of: dict[tuple[str, tuple[str, ...], int], str] = {}  # the (first) task each question is asked for: where its cost is booked
         for s in qa:
             task_of.setdefault((s.meta["question"], tuple(s.answers), s.max_tokens), s.task)

@@ -9,7 +9,10 @@ boundary) to the tokens still free, so every context is at most the target and a
 multiples of 1024 tokens ("8k" = 8192), as in the official generator.
 
 Every row has its own RNG seeded from (seed, task, length, row): the same seed gives
-byte-identical samples, and asking for more rows never changes the earlier ones.
+byte-identical samples, and asking for more rows never changes the earlier ones. So a
+cell's rows are built one at a time as they are taken (`Cell`): a run of thousands of
+128k-token rows never holds them all, and a cell no source can fill is known before any
+row of it is built.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import bisect
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ...estimators.longscore import BASE_LABEL
@@ -80,6 +83,19 @@ _RENDER: dict[str, Callable[[int, Unit], str]] = {
 }
 
 
+@dataclass
+class Cell:
+    """The rows of one (task, length), checked buildable: `size` of them, each built only
+    when `rows()` reaches it."""
+
+    size: int
+    rows: Callable[[], Iterator[Built]]
+
+
+# a fitted context: its units, the text they render, its tokens
+_Fitted = tuple[list[Unit], str, int]
+
+
 class Generator:
     """Builds rows of every task from one set of sources with one tokenizer."""
 
@@ -88,19 +104,32 @@ class Generator:
         self.tok = tokenizer
         self.seed = seed
         self._counts: dict[str, int] = {}
+        self._pools: dict[str, tuple[list[int], list[str]]] = {}
 
     def count(self, text: str) -> int:
+        """Tokens of a source text (an article, a passage), remembered: the same texts are
+        measured for every row. Built contexts are measured with `measure`, never kept."""
         n = self._counts.get(text)
         if n is None:
             n = self._counts[text] = self.tok.count(text)
         return n
 
+    def measure(self, text: str) -> int:
+        """Tokens of a text built once (a context, a trial cut): not remembered, or every
+        context generated would stay in memory for the whole run."""
+        return self.tok.count(text)
+
     # -- pools -------------------------------------------------------------------------
     def _noise_pool(self, spec: TaskSpec) -> tuple[list[int], list[str]]:
-        """Distinct distractor texts of a task, sorted by token count (for bisecting)."""
-        texts = dict.fromkeys(r.context.strip() for name in spec.noise for r in self.sources.get(name, []) if r.context.strip())
-        ranked = sorted((self.count(t), t) for t in texts)
-        return [n for n, _ in ranked], [t for _, t in ranked]
+        """Distinct distractor texts of a task, sorted by token count (for bisecting); made
+        once per task."""
+        pool = self._pools.get(spec.name)
+        if pool is None:
+            texts = dict.fromkeys(r.context.strip() for name in spec.noise for r in self.sources.get(name, [])
+                                  if r.context.strip())
+            ranked = sorted((self.count(t), t) for t in texts)
+            pool = self._pools[spec.name] = ([n for n, _ in ranked], [t for _, t in ranked])
+        return pool
 
     def _real(self, spec: TaskSpec) -> list[Record]:
         recs = [r for name in spec.real for r in self.sources.get(name, []) if r.context.strip() and r.answers]
@@ -111,6 +140,15 @@ class Generator:
     # -- public --------------------------------------------------------------------------
     def build(self, task: str, length: str, target: int, rows: int) -> list[Built]:
         """`rows` rows of `task` at `target` tokens; raises Unbuildable with the reason."""
+        return list(self.cell(task, length, target, rows).rows())
+
+    def build_base(self, task: str, rows: int, limit: int = BASE_LIMIT) -> list[Built]:
+        """The release's base set of `task` (see `base_cell`), built whole."""
+        return list(self.base_cell(task, rows, limit).rows())
+
+    def cell(self, task: str, length: str, target: int, rows: int) -> Cell:
+        """`rows` rows of `task` at `target` tokens, built as they are taken; raises
+        Unbuildable with the reason before building any."""
         spec = TASKS[task]
         sizes, noise = self._noise_pool(spec)
         if not noise:
@@ -121,9 +159,9 @@ class Generator:
             real = [r for r in real if self._real_tokens(spec, r) <= budget]
             if not real:
                 raise Unbuildable(f"no answer-bearing article from {', '.join(spec.real)} fits in {length} tokens")
-        return [self._row(spec, length, target, row, real, sizes, noise) for row in range(rows)]
+        return Cell(rows, lambda: (self._row(spec, length, target, row, real, sizes, noise) for row in range(rows)))
 
-    def build_base(self, task: str, rows: int, limit: int = BASE_LIMIT) -> list[Built]:
+    def base_cell(self, task: str, rows: int, limit: int = BASE_LIMIT) -> Cell:
         """The release's base set (`<task>_0`, generate_dataset.py's `*_base`): for the QA
         and summary tasks, answer-bearing articles alone, under `limit` tokens, at most
         `rows` of them (multi-document summaries with their passages shuffled); for the
@@ -131,28 +169,31 @@ class Generator:
         spec = TASKS[task]
         if not spec.real or spec.name == "passage_retrieval":
             per = rows // len(SYNTHETIC_BASE)
-            out: list[Built] = []
-            for label in SYNTHETIC_BASE:
-                for b in self.build(task, label, 1024 * int(label[:-1]), per):
-                    b.row, b.length = len(out), BASE
-                    out.append(b)
-            return out
+            cells = [self.cell(task, label, 1024 * int(label[:-1]), per) for label in SYNTHETIC_BASE]
+
+            def synthetic() -> Iterator[Built]:
+                for row, b in enumerate(b for c in cells for b in c.rows()):
+                    b.row, b.length = row, BASE
+                    yield b
+
+            return Cell(sum(c.size for c in cells), synthetic)
         real = [r for r in self._real(spec) if self._real_tokens(spec, r) < limit]
         if not real:
             raise Unbuildable(f"no answer-bearing article from {', '.join(spec.real)} is under {limit} tokens")
-        rng = random.Random(f"100-longbench:{self.seed}:{spec.name}:{BASE}")
-        chosen = rng.sample(real, rows) if len(real) > rows else real
-        out = []
-        for row, rec in enumerate(chosen):
-            if spec.name.startswith("multi_doc"):
-                units = [Unit(p, answer=True) for p in split_passages(rec.context)]
-                if spec.name == "multi_doc_sum":
-                    rng.shuffle(units)
-            else:
-                units = [Unit(rec.context.strip(), answer=True)]
-            context = "".join(_RENDER[spec.name](i, u) for i, u in enumerate(units, 1))
-            out.append(self._finish(spec, BASE, row, limit, context, self.count(context), units, rec, [], rng))
-        return out
+        def articles() -> Iterator[Built]:  # the draw made afresh: the same rows each time
+            rng = random.Random(f"100-longbench:{self.seed}:{spec.name}:{BASE}")
+            chosen = rng.sample(real, rows) if len(real) > rows else real
+            for row, rec in enumerate(chosen):
+                if spec.name.startswith("multi_doc"):
+                    units = [Unit(p, answer=True) for p in split_passages(rec.context)]
+                    if spec.name == "multi_doc_sum":
+                        rng.shuffle(units)
+                else:
+                    units = [Unit(rec.context.strip(), answer=True)]
+                context = "".join(_RENDER[spec.name](i, u) for i, u in enumerate(units, 1))
+                yield self._finish(spec, BASE, row, limit, context, self.measure(context), units, rec, [], rng)
+
+        return Cell(min(rows, len(real)), articles)
 
     # -- internals -----------------------------------------------------------------------
     @staticmethod
@@ -175,7 +216,7 @@ class Generator:
             else:
                 fixed = [Unit(rec.context.strip(), answer=True)]
         markers, keys = self._markers(spec, rng)
-        reserved = sum(self.count(m) for m in markers)
+        reserved = sum(self.measure(m) for m in markers)
         # Like the official generator, redraw when too few articles fit to carry the
         # inserted sentences (e.g. one long distractor took the whole budget).
         for _ in range(_DRAWS):
@@ -184,9 +225,7 @@ class Generator:
                 break
         rng.shuffle(units)
         self._place_markers(spec, rng, units, markers)
-        units = self._fit(spec, rng, target, units, sizes, noise)
-        context = "".join(_RENDER[spec.name](i, u) for i, u in enumerate(units, 1))
-        n = self.count(context)
+        units, context, n = self._fit(spec, rng, target, units, sizes, noise)
         return self._finish(spec, length, row, target, context, n, units, rec, keys, rng)
 
     def _markers(self, spec: TaskSpec, rng: random.Random) -> tuple[list[str], list[str]]:
@@ -235,12 +274,13 @@ class Generator:
         for i, m in zip(rng.sample(range(len(units)), len(markers)), markers):
             units[i].marker = m
 
-    def _fit(self, spec: TaskSpec, rng: random.Random, target: int, units: list[Unit], sizes: list[int], noise: list[str]) -> list[Unit]:
-        """Top the context up with one cut distractor, then make sure it is within target."""
+    def _fit(self, spec: TaskSpec, rng: random.Random, target: int, units: list[Unit], sizes: list[int], noise: list[str]) -> _Fitted:
+        """Top the context up with one cut distractor, then make sure it is within target:
+        the units, the context they render and its tokens (measured once)."""
         render = _RENDER[spec.name]
         taken = {u.text for u in units}
         free = [t for t in noise if t not in taken]
-        n = self.count("".join(render(i, u) for i, u in enumerate(units, 1)))
+        n = self.measure("".join(render(i, u) for i, u in enumerate(units, 1)))
         if free and target - n > _MIN_FILLER_TOKENS + 8:
             trial = self._top_up(render, rng.choice(free), rng, target, n, units)
             if trial is not None:
@@ -248,7 +288,7 @@ class Generator:
         return self._trim(render, target, units)
 
     def _top_up(self, render: Callable[[int, Unit], str], source: str, rng: random.Random, target: int, n: int,
-                units: list[Unit]) -> list[Unit] | None:
+                units: list[Unit]) -> _Fitted | None:
         """`units` with a cut of `source` inserted at a random place, cut until the context
         is within 8 tokens under `target`; None when no cut fits (the units are trimmed)."""
         ids = self.tok.encode(source)
@@ -257,22 +297,26 @@ class Generator:
         for _ in range(8):
             text = self._cut(ids, min(want, len(ids)))
             trial = units[:pos] + [Unit(text, filler=True)] + units[pos:]
-            n = self.count("".join(render(i, u) for i, u in enumerate(trial, 1)))
+            context = "".join(render(i, u) for i, u in enumerate(trial, 1))
+            n = self.measure(context)
             if n <= target and (n >= target - 8 or want >= len(ids)):
-                return trial
+                return trial, context, n
             want += target - n - (1 if n > target else 0)
             if want < _MIN_FILLER_TOKENS:
                 break
-        return trial if n <= target and text else None
+        return (trial, context, n) if n <= target and text else None
 
-    def _trim(self, render: Callable[[int, Unit], str], target: int, units: list[Unit]) -> list[Unit]:
+    def _trim(self, render: Callable[[int, Unit], str], target: int, units: list[Unit]) -> _Fitted:
         """Drop distractors from the end until the context is within `target`."""
-        while units and self.count("".join(render(i, u) for i, u in enumerate(units, 1))) > target:
+        while True:
+            context = "".join(render(i, u) for i, u in enumerate(units, 1))
+            n = self.measure(context)
+            if n <= target or not units:
+                return units, context, n
             drop = next((i for i in range(len(units) - 1, -1, -1) if not units[i].answer and not units[i].marker), None)
             if drop is None:
                 raise Unbuildable("the answer-bearing articles alone exceed the target")
             units = units[:drop] + units[drop + 1 :]
-        return units
 
     def _cut(self, ids: list[int], n: int) -> str:
         """The first `n` tokens of a text, ended at a word boundary when one is near."""

@@ -1,0 +1,138 @@
+"""100-LongBench in a real `asyncbench` process, as a new user meets it (issue 36 items 1
+and 5): the dry run speaks before generating and stays flat in memory as rows grow, one
+SIGINT stops generation with the command to start again, and a run that needs a judge
+and has none refuses before building anything or recording a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+pytestmark = pytest.mark.skipif(not (DATA / "minilongbench").is_dir(), reason="../shared/data not available")
+CLI = [sys.executable, "-c", "import sys; from asyncbench.cli import main; sys.exit(main())"]
+
+
+def _env() -> dict[str, str]:
+    root = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "ASYNCBENCH_DATA_DIR": str(DATA),
+            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+
+
+def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args, "--cache", str(tmp_path / "c.duckdb")], env=_env(), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _peak_rss_mb(tmp_path: Path, rows: int) -> float:
+    """The dry run's peak resident memory (the child's own ru_maxrss), in MB."""
+    proc = subprocess.Popen([*CLI, "run", "100-longbench:kv_retrieval,passage_count", "--model", "sim", "--dry-run",
+                             "--lengths", "128k", "--rows", str(rows), "--cache", str(tmp_path / "c.duckdb")],
+                            env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, err
+    return usage.ru_maxrss / 1024
+
+
+def test_dry_run_memory_is_flat_in_the_number_of_rows(tmp_path: Path) -> None:
+    """Samples are priced as they come and let go: 30 rows of 128k contexts cost about
+    what 4 do (today's main held every context and every trial cut: +350 MB here)."""
+    small, large = _peak_rss_mb(tmp_path, 4), _peak_rss_mb(tmp_path, 30)
+    assert large - small < 80, (small, large)
+
+
+def test_dry_run_says_what_it_generates_before_it_generates(tmp_path: Path) -> None:
+    """The first line out says what will be built, and the progress lines come before
+    the table (main printed nothing until the table)."""
+    proc = subprocess.Popen([*CLI, "run", "100-longbench", "--model", "sim", "--dry-run", "--lengths", "2k,8k",
+                             "--rows", "3", "--progress", "--cache", str(tmp_path / "c.duckdb")],
+                            env=_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert proc.poll() is None  # still running: the line came before the work
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=600) == 0, rest
+    assert first.startswith("asyncbench: 100-longbench: generating up to 72 samples (8 tasks x 3 lengths x 3 rows)")
+    assert "samples to build" in rest and "pricing 100-longbench" in rest
+    assert rest.index("pricing 100-longbench") < rest.index("dry run:")
+
+
+def test_one_sigint_stops_generation_with_the_command_to_start_again(tmp_path: Path) -> None:
+    """Generation is CPU-bound Python: the first SIGINT must stop it between two samples
+    (on main it cancelled a task that never yielded; only a second one got through), and
+    nothing is recorded."""
+    argv = ["run", "100-longbench:kv_retrieval", "--model", "sim", "--lengths", "128k", "--rows", "2000",
+            "--progress", "--cache", str(tmp_path / "c.duckdb")]
+    proc = subprocess.Popen([*CLI, *argv], env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 180
+    while not any("samples to build" in line for line in lines):  # generation has begun
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            pytest.fail("no line saying generation began: " + "".join(lines))
+        time.sleep(0.2)
+    time.sleep(1.0)  # into the samples themselves
+    os.kill(proc.pid, signal.SIGINT)
+    sent = time.monotonic()
+    try:
+        rc = proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    stopped_in = time.monotonic() - sent
+    reader.join(timeout=10)
+    err = "".join(lines)
+    assert rc == 130, err
+    assert stopped_in < 60, stopped_in  # 2,000 rows of 128k take minutes; one sample well under a second
+    last = err.strip().splitlines()[-1]
+    assert "interrupted" in last and "nothing was sent or recorded" in last
+    assert "to start again: asyncbench " + " ".join(argv) in last
+    assert "Traceback" not in err
+    runs = _run(tmp_path, "cache", "runs")
+    assert runs.returncode == 0 and runs.stdout.strip() == "", runs.stdout
+
+
+def test_missing_judge_refuses_before_building_and_records_no_run(tmp_path: Path) -> None:
+    """QA and summaries need a judge: one line, exit 2, before a sample is generated (no
+    "generating" line) and before a run is recorded (main recorded one, left interrupted)."""
+    done = _run(tmp_path, "run", "100-longbench", "--model", "sim", "--lengths", "2k", "--rows", "2", "--progress")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--judge" in lines[0] and "single_doc_qa" in lines[0], done.stderr
+    assert "generating" not in done.stderr
+    runs = _run(tmp_path, "cache", "runs")
+    assert runs.returncode == 0 and runs.stdout.strip() == "", runs.stdout
+
+
+def test_dry_run_names_the_judge_it_prices_or_says_none_was_given(tmp_path: Path) -> None:
+    """With --judge: its calls priced at the judge, named. Without: the run will need one,
+    and its calls are counted but not priced into the total (main priced them at the
+    evaluated model, as if it were the judge)."""
+    args = ("run", "100-longbench:single_doc_qa,kv_retrieval", "--model", "sim", "--dry-run", "--lengths", "8k",
+            "--rows", "2")
+    judged = _run(tmp_path, *args, "--judge", "sim")
+    assert judged.returncode == 0, judged.stderr
+    assert "judge: openai-compat:sim (" in judged.stdout
+    as_json = json.loads(_run(tmp_path, *args, "--judge", "sim", "--json").stdout)
+    assert as_json["judge"]["model"] == "openai-compat:sim" and as_json["by_purpose"]["judge"]["requests"] > 0
+    bare = _run(tmp_path, *args)
+    assert bare.returncode == 0, bare.stderr
+    assert "judge: none given; the run needs --judge SPEC" in " ".join(bare.stdout.split())
+    bare_json = json.loads(_run(tmp_path, *args, "--json").stdout)
+    assert "judge" not in bare_json["by_purpose"]
+    assert bare_json["judge"]["model"] is None and bare_json["judge"]["unpriced_calls"]["requests"] > 0
+    priced = sum(float(p["cost_usd"]) for p in bare_json["by_purpose"].values())
+    assert bare_json["estimated_cost_usd"] == pytest.approx(priced)
