@@ -87,7 +87,7 @@ _DRIVER = """
 import json, sys
 from asyncbench.benchmarks.bamboo import sandbox
 module, test, outputs, limits = json.loads(sys.argv[1])
-out = sandbox.check(module, test, None, "", outputs, sandbox.Limits(**limits))
+out = sandbox.check(module, test, None, "", outputs, sandbox.Limits(**limits), sys.argv[2] or None)
 print(json.dumps([out.status, getattr(out, "peak_bytes", None), sandbox.isolation().mode]))
 """
 
@@ -121,7 +121,9 @@ def hostile(modes: list[str], code: str) -> None:
             env = dict(os.environ, PYTHONPATH=code, ASYNCBENCH_SANDBOX_MODE=mode.replace("-no-cgroup", ""))
             if mode.endswith("-no-cgroup"):
                 env["ASYNCBENCH_SANDBOX_CGROUP"] = "0"
-            cmd = [sys.executable, "-c", _DRIVER, json.dumps([module, test, outputs, limits])]
+            # as root without a cgroup bwrap runs programs as a per-run uid: an interpreter any uid can run
+            python = "/usr/bin/python3" if mode == "bwrap-no-cgroup" else ""
+            cmd = [sys.executable, "-c", _DRIVER, json.dumps([module, test, outputs, limits]), python]
             if mode == "user-bwrap":
                 env["ASYNCBENCH_SANDBOX_MODE"] = "bwrap"
                 cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3",

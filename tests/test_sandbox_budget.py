@@ -49,16 +49,11 @@ def mode_fixture(request: pytest.FixtureRequest) -> Iterator[str]:
         yield request.param
 
 
-def _root_without_cgroup_under_bwrap(mode: str) -> bool:
-    """bwrap as root with no cgroup: root is exempt from RLIMIT_NPROC, so forks cannot
-    be barred (the run says so in one line; as root without a cgroup asyncbench prefers
-    mountns, whose per-run uid can be barred)."""
-    return mode == "bwrap" + NO_CGROUP and os.geteuid() == 0
-
-
 def _run(mode: str, prog: Program, limits: Limits) -> sandbox.Outcome:
     if mode != "user-bwrap":
-        return sandbox.check(prog.module, prog.test, prog.entry_point, prog.setup, prog.outputs, limits)
+        # as root without a cgroup bwrap runs as a per-run uid: an interpreter any uid can run
+        python = user_python() if mode == "bwrap" + NO_CGROUP and os.geteuid() == 0 else None
+        return sandbox.check(prog.module, prog.test, prog.entry_point, prog.setup, prog.outputs, limits, python)
     python = user_python()
     assert python
     with tempfile.TemporaryDirectory() as d:
@@ -132,8 +127,6 @@ assert all(os.waitpid(pid, 0)[1] == 0 for pid in kids), "a child died"
 def test_a_forking_memory_hog_stays_within_the_sample_limit(mode: str) -> None:
     """Seven processes of 200 MB under a 384 MB sample limit: on the old per-process
     limits all seven held theirs (1.4 GB) and the sample passed."""
-    if _root_without_cgroup_under_bwrap(mode):
-        pytest.skip("root under bwrap without a cgroup: forks cannot be barred (said in one line before a run)")
     limit = 384 * MB
     with TreeMemory() as tree:
         out = _run(mode, Program(FORKING_HOG), Limits(cpu_s=10.0, wall_s=60.0, memory_bytes=limit))
@@ -169,8 +162,6 @@ def test_socket_buffers_count_against_the_sample(mode: str) -> None:
     """Up to 8 MiB of kernel memory per socket (2 x wmem_max): 64 socketpairs would hold
     about 1 GB, and did (at a few MB resident). Now the cgroup charges them (and kills
     the program at the limit) or, without one, 16 descriptors bound them."""
-    if _root_without_cgroup_under_bwrap(mode):
-        pytest.skip("root under bwrap without a cgroup: forks cannot be barred, so neither can descriptors in all")
     limit = 256 * MB
     test = "def check():\n    raise AssertionError('queued %d' % queued)\n"
     out = _run(mode, Program(SOCKET_FILLER, test, None, "", ("queued",)),

@@ -6,13 +6,16 @@ Two processes per sample, and only plain data between them:
   under the isolation below, then answers requests for module-level values and for calls
   of its functions, each value encoded by `sandbox_wire` (JSON, `.npy` without pickle,
   Arrow IPC). It never sees the test.
-- The **checker**, a trusted process, runs the prompt's set-up code itself (the complete
-  statements before the completion: the test's inputs), then takes from the sandbox only
+- The **checker** runs the prompt's set-up code itself (the complete statements before
+  the completion: the test's inputs), then takes from the sandbox only
   the names the reference solution binds or changes (`split_prompt`), never the inputs,
   and runs the benchmark's test: `check()` reads those names, `check(candidate)` gets a
   proxy that sends the arguments to the sandbox and returns the decoded result. The
   verdict is the checker's alone, reported on its stdout behind a nonce it read from its
-  stdin, after making itself non-dumpable.
+  stdin, after making itself non-dumpable. The set-up and the test are the dataset's
+  code (fetched from a hub), so the checker runs inside the same isolation as the
+  program, as the same uid, and starts the program itself: non-dumpable, the program can
+  neither read its memory nor its descriptors, only kill it (a failed sample).
 
 So writing a result marker, scanning file descriptors, walking frames, exiting early,
 hooks, patched builtins, always-equal objects, rebinding the test's inputs or answering
@@ -40,6 +43,17 @@ verdicts), a generous wall-clock cap, memory, file size, process count, an empty
 environment; the checker's own memory and the length of an answer line are bounded, and
 no process survives its sample (PID namespaces; without them the checker is a child
 subreaper and kills what its sandbox left).
+
+One sample, one budget: rlimits are per process, so a program forking through libc had
+2 GiB in each of 16 processes and a CPU limit per child. Where a cgroup can be made
+(`sandbox_cgroup.py`) the checker, the program and all they start run in the sample's
+own, whose memory limit (kernel socket buffers included) and task count hold for them
+together. The CPU limit is summed in every mode: the checker, their subreaper, reaps
+every process of the sample before it says "passed", and a sum of their CPU time
+(RUSAGE_CHILDREN) over the program's budget is "timed out". Without a cgroup the
+program may not fork or start a thread (RLIMIT_NPROC 0; root is exempt, so as root bwrap
+then runs as a per-run uid by util-linux's setpriv) and holds at most NO_CGROUP_FILES
+descriptors, which bound its socket buffers.
 """
 
 from __future__ import annotations
@@ -338,6 +352,7 @@ _MINIMAL_ENV = {
 SANDBOX_DIR = "/asyncbench-sandbox"
 MODE_ENV = "ASYNCBENCH_SANDBOX_MODE"
 MODES = ("bwrap", "mountns")
+_SETPRIV = shutil.which("setpriv") or ""
 # Tasks of the sandbox's own in a sample's cgroup besides the program's max_processes:
 # unshare, bwrap's two or sandbox_root, the checker and its timer thread, slack for a
 # library's thread in the checker.
@@ -428,7 +443,7 @@ class Isolation:
             return ""
         note = (f"PrivateEval: no cgroup can be made here ({self.cgroups.why}); samples run with no fork at all "
                 f"(RLIMIT_NPROC=0, RLIMIT_NOFILE={NO_CGROUP_FILES}), so per-process limits are the sample's")
-        if self.mode != "mountns" and os.geteuid() == 0:
+        if os.geteuid() == 0 and (self.mode == "none" or self.mode == "bwrap" and not _SETPRIV):
             note += "; but root is exempt from RLIMIT_NPROC: a sample's processes are bounded by its wall-clock cap only"
         return note
 
@@ -454,7 +469,8 @@ def _interpreter_paths(python: str) -> tuple[str, ...]:
     return tuple(sorted(paths, key=len))
 
 
-def _bwrap_prefix(binds: tuple[str, ...], work: str, limits: Limits) -> list[str]:
+def _bwrap_prefix(binds: tuple[str, ...], work: str, limits: Limits, uid: int | None = None) -> list[str]:
+    """bwrap's command line; as `uid` (from root, by setpriv) when given."""
     cmd = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
            "--cap-drop", "ALL"]
     for path in binds:
@@ -465,6 +481,8 @@ def _bwrap_prefix(binds: tuple[str, ...], work: str, limits: Limits) -> list[str
             "--chdir", SANDBOX_DIR, "--remount-ro", "/", "--clearenv"]
     for key, value in {**_MINIMAL_ENV, "HOME": SANDBOX_DIR, "TMPDIR": "/tmp"}.items():
         cmd += ["--setenv", key, value]
+    if uid is not None:
+        cmd = [_SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *cmd]
     if os.geteuid() == 0:
         # As root, bwrap's own PID namespace does not take a fork bomb down with it (root
         # is exempt from RLIMIT_NPROC); an outer `unshare --pid --kill-child` does: when
@@ -492,8 +510,7 @@ def _candidates() -> tuple[list[str], str]:
         return [forced], ""
     modes = ["bwrap"] if shutil.which("bwrap") else []
     if os.geteuid() == 0 and shutil.which("unshare"):
-        # as root with no cgroup, only mountns's per-run uid can be barred from forking
-        modes.insert(len(modes) if available().version else 0, "mountns")
+        modes.append("mountns")
     return modes, "" if modes else "bubblewrap (bwrap) is not installed and this is not root"
 
 
@@ -535,6 +552,12 @@ def require_isolation(python: str, allow_unsafe: bool, imports: str = "") -> Iso
                                      f"{failed.split(': ', 1)[-1]}; give every user read access to that "
                                      "interpreter's environment, or pass --sandbox-python PATH")
     return iso
+
+
+def _bwrap_uid(cgroups: Cgroups) -> bool:
+    """As root with no cgroup, bwrap runs as a per-run uid (setpriv): root is exempt from
+    RLIMIT_NPROC, which then is what bars a sample's forks."""
+    return os.geteuid() == 0 and not cgroups.version and bool(_SETPRIV)
 
 
 def _random_uid() -> int:
@@ -626,7 +649,7 @@ def _run(iso: Isolation, python: str, module: str, test: str, entry_point: str |
     """One sample; `provided` are the modules the interpreter promises (a failure to
     import one of them is the sandbox's error, not the program's). The checker and the
     program both run inside the isolation, in the sample's cgroup where there is one."""
-    uid = _random_uid() if iso.mode == "mountns" else None
+    uid = _random_uid() if iso.mode == "mountns" or (iso.mode == "bwrap" and _bwrap_uid(iso.cgroups)) else None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="asyncbench-sandbox-") as tmp:
         work = Path(tmp) / "work"
@@ -644,8 +667,11 @@ def _run(iso: Isolation, python: str, module: str, test: str, entry_point: str |
         cwd = SANDBOX_DIR if inside else str(work)
         checker = [python, "-I", "-c", _CHECKER]
         if iso.mode == "bwrap":
-            argv = [*_bwrap_prefix(iso.binds, str(work), limits), *checker]
-        elif uid is not None:
+            if uid is not None:  # bwrap binds the program as that uid
+                for path, mode in ((tmp, 0o711), (work, 0o711), (work / "program.py", 0o644)):
+                    os.chmod(path, mode)
+            argv = [*_bwrap_prefix(iso.binds, str(work), limits, uid), *checker]
+        elif iso.mode == "mountns" and uid is not None:
             (Path(tmp) / "root").mkdir()
             argv = _mountns_cmd(iso.binds, tmp, uid, checker, limits)
         else:
