@@ -19,6 +19,7 @@ imports. Prints a Markdown table (results in bench/privateeval_isolation.md).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -112,6 +114,27 @@ def _tree_rss(root: int) -> int:
     return total
 
 
+def _with_tree_peak(run: Callable[[], subprocess.CompletedProcess[str]]) -> tuple[subprocess.CompletedProcess[str], int]:
+    """`run()`'s result and the largest resident memory of this process's descendants
+    while it ran (sampled every 20 ms)."""
+    peak = 0
+    stop = threading.Event()
+    me = os.getpid()
+
+    def sample() -> None:
+        nonlocal peak
+        while not stop.wait(0.02):
+            peak = max(peak, _tree_rss(me))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        return run(), peak
+    finally:
+        stop.set()
+        sampler.join()
+
+
 def hostile(modes: list[str], code: str) -> None:
     """One run of each HOSTILE case per mode: verdict, peak of the whole tree."""
     print("| case | mode | verdict | peak of the whole tree (sampled RSS) | cgroup peak (kernel memory included) |")
@@ -128,25 +151,14 @@ def hostile(modes: list[str], code: str) -> None:
                 env["ASYNCBENCH_SANDBOX_MODE"] = "bwrap"
                 cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3",
                        *cmd[1:]]
-            peak = [0]
-            stop = threading.Event()
-            me = os.getpid()
-
-            def sample() -> None:
-                while not stop.wait(0.02):
-                    peak[0] = max(peak[0], _tree_rss(me))
-
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
-            done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd="/tmp", timeout=600)
-            stop.set()
-            sampler.join()
+            done, peak = _with_tree_peak(functools.partial(subprocess.run, cmd, capture_output=True, text=True,
+                                                           env=env, cwd="/tmp", timeout=600))
             try:
                 status, cg_peak, iso = json.loads(done.stdout.strip().splitlines()[-1])
             except (IndexError, ValueError):
                 status, cg_peak, iso = f"driver failed: {done.stderr.strip()[-200:]}", None, "?"
             cg = f"{cg_peak / MB:.0f} MB" if cg_peak else "-"
-            print(f"| {case} | {mode} ({iso}) | {status[:90]} | {peak[0] / MB:.0f} MB | {cg} |", flush=True)
+            print(f"| {case} | {mode} ({iso}) | {status[:90]} | {peak / MB:.0f} MB | {cg} |", flush=True)
 
 
 def main() -> None:

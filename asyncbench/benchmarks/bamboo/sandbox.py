@@ -353,6 +353,7 @@ SANDBOX_DIR = "/asyncbench-sandbox"
 MODE_ENV = "ASYNCBENCH_SANDBOX_MODE"
 MODES = ("bwrap", "mountns")
 _SETPRIV = shutil.which("setpriv") or ""
+NO_CGROUPS = Cgroups("")
 # Tasks of the sandbox's own in a sample's cgroup besides the program's max_processes:
 # unshare, bwrap's two or sandbox_root, the checker and its timer thread, slack for a
 # library's thread in the checker.
@@ -418,7 +419,7 @@ class Isolation:
     mode: str  # "bwrap" | "mountns" | "none"
     binds: tuple[str, ...] = ()  # the read-only paths the interpreter needs
     why: str = ""
-    cgroups: Cgroups = Cgroups("")  # where each sample's cgroup is made ("" version: nowhere)
+    cgroups: Cgroups = NO_CGROUPS  # where each sample's cgroup is made ("" version: nowhere)
 
     @property
     def safe(self) -> bool:
@@ -443,7 +444,7 @@ class Isolation:
             return ""
         note = (f"PrivateEval: no cgroup can be made here ({self.cgroups.why}); samples run with no fork at all "
                 f"(RLIMIT_NPROC=0, RLIMIT_NOFILE={NO_CGROUP_FILES}), so per-process limits are the sample's")
-        if os.geteuid() == 0 and (self.mode == "none" or self.mode == "bwrap" and not _SETPRIV):
+        if os.geteuid() == 0 and (self.mode == "none" or (self.mode == "bwrap" and not _SETPRIV)):
             note += "; but root is exempt from RLIMIT_NPROC: a sample's processes are bounded by its wall-clock cap only"
         return note
 
