@@ -90,7 +90,7 @@ import json, sys
 from asyncbench.benchmarks.bamboo import sandbox
 module, test, outputs, limits = json.loads(sys.argv[1])
 out = sandbox.check(module, test, None, "", outputs, sandbox.Limits(**limits), sys.argv[2] or None)
-print(json.dumps([out.status, getattr(out, "peak_bytes", None), sandbox.isolation().mode]))
+print(json.dumps([out.status, getattr(out, "peak_bytes", None), sandbox.isolation(sys.argv[2] or sys.executable).mode]))
 """
 
 

@@ -12,10 +12,12 @@ RLIMIT_NPROC).
 Where one can be made (`available()`, probed once by making and removing one):
 
 - **v2** (a pure cgroup2 mount at /sys/fs/cgroup): a child of our own cgroup with
-  `memory.max`, `memory.swap.max` 0 and `pids.max`. Our cgroup must already hand the
-  `memory` and `pids` controllers down (`cgroup.subtree_control`: systemd's `Delegate=yes`,
-  or the root cgroup, where we enable them); v2 forbids enabling them in a cgroup that
-  holds processes itself, so we never move ourselves to make room.
+  `memory.max`, `memory.swap.max` 0 and `pids.max` when ours hands the `memory` and
+  `pids` controllers down (`cgroup.subtree_control`; the root cgroup, where we enable
+  them); else, as v2 forbids controllers below a cgroup that holds processes (ours
+  does, and we never move ourselves to make room), a sibling of ours when our parent
+  hands them down (as root; systemd's slices do). Not tried on the hybrid machine this
+  was written on (its cgroup2 mount holds no controller): v1 is what ran there.
 - **v1** (the `memory` and `pids` hierarchies mounted writable, as on hybrid machines run
   as root): a child of our cgroup in each, `memory.limit_in_bytes` (and
   `memory.memsw.limit_in_bytes`, so swap does not extend it) and `pids.max`.
@@ -68,11 +70,21 @@ def _own() -> dict[str, str]:
 
 
 def _v2_parent(own: dict[str, str]) -> str:
-    parent = ROOT / own.get("", "/").lstrip("/")
-    control = parent / "cgroup.subtree_control"
-    if not {"memory", "pids"} <= set(control.read_text().split()):
-        control.write_text("+memory +pids")  # only where our cgroup may (the root cgroup)
-    return str(parent)
+    """Where v2 samples' cgroups go: below ours when it hands memory and pids down (or can:
+    the root cgroup), else beside ours when our parent does (v2 forbids controllers below
+    a cgroup that holds processes, as ours does; root may write the parent's procs)."""
+    mine = ROOT / own.get("", "/").lstrip("/")
+    wanted = {"memory", "pids"}
+    if wanted <= set((mine / "cgroup.subtree_control").read_text().split()):
+        return str(mine)
+    try:
+        (mine / "cgroup.subtree_control").write_text("+memory +pids")
+        return str(mine)
+    except OSError:
+        pass
+    if mine != ROOT and wanted <= set((mine.parent / "cgroup.subtree_control").read_text().split()):
+        return str(mine.parent)
+    raise OSError(f"the memory and pids controllers are not handed down to or beside {mine}")
 
 
 def _locate() -> tuple[str, tuple[str, ...]]:
