@@ -210,8 +210,8 @@ timer.daemon = True
 timer.start()
 proc = subprocess.Popen(cfg["sandbox_cmd"], cwd=cfg["cwd"], env=cfg["env"], stdin=subprocess.PIPE,
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True, text=True)
-if cfg["nproc"] == 0:  # no cgroup: the test's code starts no process either
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+if cfg["checker_nproc"]:  # no cgroup: the test's code starts few processes (its libraries' threads count)
+    resource.setrlimit(resource.RLIMIT_NPROC, (cfg["checker_nproc"], cfg["checker_nproc"]))
 def sweep():
     # kill our descendants until none is left: the sandbox and what it orphaned
     me = str(os.getpid())
@@ -681,7 +681,10 @@ def _run(iso: Isolation, python: str, module: str, test: str, entry_point: str |
         job = {"nonce": nonce, "wire": _WIRE_SOURCE, "test": test, "entry": entry_point, "imports": imports,
                "setup": setup, "outputs": list(outputs), "seed": SEED, "cwd": cwd,
                "env": dict(_MINIMAL_ENV, HOME=cwd, TMPDIR="/tmp" if inside else str(work)),
-               "sandbox_cmd": [python, "-I", "-c", _SANDBOX, json.dumps(cfg)], "nproc": nproc,
+               "sandbox_cmd": [python, "-I", "-c", _SANDBOX, json.dumps(cfg)],
+               # without a cgroup: the uid's tasks the checker may reach (the program's own limit is 0)
+               "checker_nproc": None if cgroup else
+               limits.max_processes + CHECKER_TASKS + 1 if uid is not None else _caller_process_budget(limits),
                "wall_s": limits.wall_cap_s, "cpu_s": limits.cpu_s, "memory_bytes": limits.checker_memory_bytes,
                "max_line": limits.max_answer_chars}
         try:

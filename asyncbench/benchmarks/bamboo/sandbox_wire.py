@@ -85,12 +85,12 @@ def _arrow(frame: Any) -> Any:
     import pyarrow as pa
 
     try:
-        table = pa.Table.from_pandas(frame)
+        table = pa.Table.from_pandas(frame, nthreads=1)  # no thread: a sample without a cgroup may start none
     except (pa.ArrowException, TypeError, ValueError):
         return {"columns": encode(list(frame.columns)), "index": _encode_pandas(frame.index),
                 "data": [_column(frame.iloc[:, i]) for i in range(frame.shape[1])]}
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(use_threads=False)) as writer:
         writer.write_table(table)
     return _b64(sink.getvalue().to_pybytes())
 
@@ -133,7 +133,8 @@ def _frame(raw: Any) -> Any:
                              index=decode(raw["index"]))
         frame.columns = pd.Index(columns)
         return frame
-    return pa.ipc.open_stream(base64.b64decode(raw)).read_all().to_pandas()
+    stream = pa.ipc.open_stream(base64.b64decode(raw), options=pa.ipc.IpcReadOptions(use_threads=False))
+    return stream.read_all().to_pandas(use_threads=False)
 
 
 def _numpy(tag: str, v: Any) -> Any:
