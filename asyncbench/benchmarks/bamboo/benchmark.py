@@ -505,7 +505,7 @@ def sandbox_setup(options: dict[str, Any]) -> tuple[str, Any]:
 
 async def run_programs(programs: list[Program], options: dict[str, Any],
                        map_chunks: Callable[..., list[Any]] | None = None) -> list[Any]:
-    """Check PrivateEval completions (sandbox + trusted checker) with bounded workers, or
+    """Check PrivateEval completions (program and checker, both sandboxed) with bounded workers, or
     in chunks on other machines through `map_chunks` (the Ray backend; sandbox_spread.py)."""
     from .sandbox import check_many
 

@@ -1,10 +1,11 @@
 """The only things that cross between model code and the verdict: plain data.
 
-Model-written code runs in the sandbox; the benchmark's test runs in a trusted checker
-process. What the test needs from the model's code (a module-level value, the return
+Model-written code runs in the sandbox; the benchmark's test runs in a separate checker
+process (sandboxed too, non-dumpable, model code never runs in it). What the test needs from the model's code (a module-level value, the return
 value of a call) travels as tagged JSON that can carry no code and no behaviour: builtins
 of their exact types, numpy arrays and scalars as `.npy` bytes read with
-`allow_pickle=False`, pandas frames, series and indexes as Arrow IPC streams. An object
+`allow_pickle=False`, pandas frames, series and indexes as Arrow IPC streams (converted
+without Arrow's thread pools: a sample without a cgroup may start no thread). An object
 of any other type (an "always equal" object, a subclass overriding `__eq__`, an object
 array) cannot be encoded, and the sample fails.
 
