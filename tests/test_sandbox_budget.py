@@ -287,3 +287,35 @@ def test_every_sample_cgroup_is_removed_even_after_a_timeout() -> None:
                               Limits(cpu_s=1.0, wall_s=3.0))
     assert out.status.startswith("timed out: the wall-clock cap"), out
     assert ours() == []
+
+
+def test_prepare_says_the_missing_cgroup_in_one_line_before_any_request(capsys: pytest.CaptureFixture[str]) -> None:
+    """PrivateEval's prepare (before any request is sent) prints the one line and records
+    it in run.json's `prepare.sandbox`; with a cgroup it prints nothing."""
+    import asyncio
+
+    from asyncbench.benchmarks.bamboo.benchmark import BambooBenchmark
+    from asyncbench.benchmarks.base import RunContext
+    from asyncbench.types import Sample
+
+    if unavailable("mountns"):
+        pytest.skip(unavailable("mountns"))
+    python = user_python()
+    sample = Sample(id="private_eval_4k/0", task="private_eval_4k", prompt="p", answers=[], max_tokens=8,
+                    metric="pass", chat=True, meta={"dataset": "private_eval"})
+    ctx = RunContext("fake:model", None, None, {"sandbox_python": python})  # type: ignore[arg-type]
+
+    def prepared(mode: str) -> dict[str, object]:
+        with forced(mode), pytest.MonkeyPatch.context() as mp:
+            mp.setattr("asyncbench.benchmarks.bamboo.sandbox_env.PROBE_IMPORTS", "import json")
+            _, report = asyncio.run(BambooBenchmark().prepare([sample], ctx))
+        return dict(report["sandbox"])
+
+    without = prepared("mountns" + NO_CGROUP)
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if "PrivateEval" in line] == [f"asyncbench: {without['limits_note']}"]
+    assert str(without["limits_note"]).startswith("PrivateEval: no cgroup can be made here")
+    if sandbox_cgroup.available().version:
+        with_cgroup = prepared("mountns")
+        assert "limits_note" not in with_cgroup and with_cgroup["cgroup"] == sandbox_cgroup.available().version
+        assert "PrivateEval" not in capsys.readouterr().err
