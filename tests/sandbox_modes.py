@@ -3,7 +3,9 @@ as an ordinary user.
 
 In-process modes are forced with ASYNCBENCH_SANDBOX_MODE (so one machine with bwrap
 tests both root modes); `user-bwrap` runs a copy of the sandbox modules as uid 65534
-(setpriv), the non-root case. A mode this machine cannot run skips with the reason.
+(setpriv), the non-root case. A `-no-cgroup` suffix runs a root mode as on a machine
+where no cgroup can be made (ASYNCBENCH_SANDBOX_CGROUP=0: no fork in a sample). A mode
+this machine cannot run skips with the reason.
 """
 
 from __future__ import annotations
@@ -20,16 +22,19 @@ from pathlib import Path
 
 import pytest
 
-from asyncbench.benchmarks.bamboo import sandbox
+from asyncbench.benchmarks.bamboo import sandbox, sandbox_cgroup
 from asyncbench.benchmarks.bamboo.sandbox import Limits, Program
 
 REPO = Path(__file__).resolve().parents[1]
 IN_PROCESS = ("bwrap", "mountns")
+NO_CGROUP = "-no-cgroup"
 USER = 65534
 
 
 def unavailable(mode: str) -> str:
     """Why `mode` cannot run here ("" when it can)."""
+    if mode.endswith(NO_CGROUP):
+        return unavailable(mode[:-len(NO_CGROUP)])
     if mode == "mountns" and os.geteuid() != 0:
         return "the mount-namespace mode needs root"
     if mode == "bwrap" and not shutil.which("bwrap"):
@@ -45,17 +50,24 @@ def unavailable(mode: str) -> str:
 
 @contextmanager
 def forced(mode: str) -> Iterator[None]:
-    old = os.environ.get(sandbox.MODE_ENV)
-    os.environ[sandbox.MODE_ENV] = mode
+    """`mode` for the block (and, with the `-no-cgroup` suffix, no cgroup)."""
+    off = mode.endswith(NO_CGROUP)
+    saved = {key: os.environ.get(key) for key in (sandbox.MODE_ENV, sandbox_cgroup.OFF_ENV)}
+    os.environ[sandbox.MODE_ENV] = mode[:-len(NO_CGROUP)] if off else mode
+    if off:
+        os.environ[sandbox_cgroup.OFF_ENV] = "0"
     sandbox.isolation.cache_clear()
+    sandbox_cgroup.available.cache_clear()
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop(sandbox.MODE_ENV, None)
-        else:
-            os.environ[sandbox.MODE_ENV] = old
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         sandbox.isolation.cache_clear()
+        sandbox_cgroup.available.cache_clear()
 
 
 @pytest.fixture(params=IN_PROCESS, name="mode")
@@ -87,7 +99,7 @@ def copy_package(tmp: Path) -> Path:
         (package / "__init__.py").write_text("")
     for name in ("errors.py", "secrets.py"):
         shutil.copy(REPO / "asyncbench" / name, pkg / name)
-    for name in ("sandbox.py", "sandbox_wire.py", "sandbox_root.py", "sandbox_split.py"):
+    for name in ("sandbox.py", "sandbox_wire.py", "sandbox_root.py", "sandbox_split.py", "sandbox_cgroup.py"):
         shutil.copy(REPO / "asyncbench" / "benchmarks" / "bamboo" / name, bamboo / name)
     return tmp / "pkg"
 

@@ -348,7 +348,12 @@ class BambooBenchmark(Benchmark):
             # as the sandbox's uid, through the sandbox: an unreadable environment is one line now
             iso = require_isolation(python, bool(options.get("allow_unsafe_sandbox")), PROBE_IMPORTS)
             report["sandbox"] = {"isolation": iso.mode, "describe": iso.describe(), "interpreter": which,
-                                 "cpu_s": _cpu_s(options, which), "wall_cap_s": _limits(options, which).wall_cap_s}
+                                 "cpu_s": _cpu_s(options, which), "wall_cap_s": _limits(options, which).wall_cap_s,
+                                 "cgroup": iso.cgroups.version or None}
+            note = iso.limits_note()
+            if note:  # a limit that does not hold for a sample as a whole: said before anything is paid for
+                report["sandbox"]["limits_note"] = note
+                print(f"asyncbench: {note}", file=sys.stderr, flush=True)
         return samples, report
 
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
@@ -502,7 +507,7 @@ def sandbox_setup(options: dict[str, Any]) -> tuple[str, Any]:
 
 async def run_programs(programs: list[Program], options: dict[str, Any],
                        map_chunks: Callable[..., list[Any]] | None = None) -> list[Any]:
-    """Check PrivateEval completions (sandbox + trusted checker) with bounded workers, or
+    """Check PrivateEval completions (program and checker, both sandboxed) with bounded workers, or
     in chunks on other machines through `map_chunks` (the Ray backend; sandbox_spread.py)."""
     from .sandbox import check_many
 

@@ -6,13 +6,16 @@ Two processes per sample, and only plain data between them:
   under the isolation below, then answers requests for module-level values and for calls
   of its functions, each value encoded by `sandbox_wire` (JSON, `.npy` without pickle,
   Arrow IPC). It never sees the test.
-- The **checker**, a trusted process, runs the prompt's set-up code itself (the complete
-  statements before the completion: the test's inputs), then takes from the sandbox only
+- The **checker** runs the prompt's set-up code itself (the complete statements before
+  the completion: the test's inputs), then takes from the sandbox only
   the names the reference solution binds or changes (`split_prompt`), never the inputs,
   and runs the benchmark's test: `check()` reads those names, `check(candidate)` gets a
   proxy that sends the arguments to the sandbox and returns the decoded result. The
   verdict is the checker's alone, reported on its stdout behind a nonce it read from its
-  stdin, after making itself non-dumpable.
+  stdin, after making itself non-dumpable. The set-up and the test are the dataset's
+  code (fetched from a hub), so the checker runs inside the same isolation as the
+  program, as the same uid, and starts the program itself: non-dumpable, the program can
+  neither read its memory nor its descriptors, only kill it (a failed sample).
 
 So writing a result marker, scanning file descriptors, walking frames, exiting early,
 hooks, patched builtins, always-equal objects, rebinding the test's inputs or answering
@@ -40,6 +43,17 @@ verdicts), a generous wall-clock cap, memory, file size, process count, an empty
 environment; the checker's own memory and the length of an answer line are bounded, and
 no process survives its sample (PID namespaces; without them the checker is a child
 subreaper and kills what its sandbox left).
+
+One sample, one budget: rlimits are per process, so a program forking through libc had
+2 GiB in each of 16 processes and a CPU limit per child. Where a cgroup can be made
+(`sandbox_cgroup.py`) the checker, the program and all they start run in the sample's
+own, whose memory limit (kernel socket buffers included) and task count hold for them
+together. The CPU limit is summed in every mode: the checker, their subreaper, reaps
+every process of the sample before it says "passed", and a sum of their CPU time
+(RUSAGE_CHILDREN) over the program's budget is "timed out". Without a cgroup the
+program may not fork or start a thread (RLIMIT_NPROC 0; root is exempt, so as root bwrap
+then runs as a per-run uid by util-linux's setpriv) and holds at most NO_CGROUP_FILES
+descriptors, which bound its socket buffers.
 """
 
 from __future__ import annotations
@@ -49,6 +63,7 @@ import json
 import os
 import random
 import secrets
+import selectors
 import shutil
 import signal
 import subprocess
@@ -60,6 +75,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import UserError
+from .sandbox_cgroup import JOIN, Cgroups, SampleCgroup, available
 from .sandbox_split import imported_modules, split_prompt, trusted_imports
 
 _HERE = Path(__file__).parent
@@ -80,12 +96,17 @@ try:
     ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG: SIGKILL when the checker dies
 except Exception:
     pass
+try:  # the sample's cgroup runs out of memory: the kernel kills the program, not its checker
+    with open("/proc/self/oom_score_adj", "w") as fh:
+        fh.write("1000")
+except OSError:
+    pass
 def _limit(name, soft, hard=None):
     resource.setrlimit(getattr(resource, name), (soft, soft if hard is None else hard))
 _limit("RLIMIT_CORE", 0)
 _limit("RLIMIT_AS", cfg["memory_bytes"])
 _limit("RLIMIT_FSIZE", cfg["file_size_bytes"])
-if cfg["nproc"] is not None:
+if cfg["nproc"]:
     _limit("RLIMIT_NPROC", cfg["nproc"])
 wire = {}
 exec(compile(cfg["wire"], "sandbox_wire.py", "exec"), wire)
@@ -116,12 +137,16 @@ if "numpy" in sys.modules:
 used = resource.getrusage(resource.RUSAGE_SELF)
 cpu = math.ceil(used.ru_utime + used.ru_stime + cfg["cpu_s"])
 _limit("RLIMIT_CPU", cpu, cpu + 1)
+if cfg["nproc"] == 0:  # no cgroup: no process or thread more, so per-process limits are the sample's
+    _limit("RLIMIT_NPROC", 0)
+_files = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+_limit("RLIMIT_NOFILE", cfg["nofile"] if _files < 0 else min(cfg["nofile"], _files))
 _BLOCKED = frozenset(cfg["blocked_events"])
 def _guard(event, args):
     if event in _BLOCKED:
         raise PermissionError("sandbox: " + event + " is not allowed")
 sys.addaudithook(_guard)
-send({"ready": True})
+send({"ready": True, "cpu": cpu})
 module = {}
 try:
     exec(compile(source, "program.py", "exec"), module)
@@ -151,9 +176,12 @@ for line in inbox:
         send({"raised": type(exc).__name__, "message": str(exc)[:300]})
 """
 
-# The trusted side: runs the prompt's set-up and the benchmark's test against the values
-# it asked the sandbox for. A child subreaper, so what the sandbox leaves behind becomes
-# its child and is killed with it; it enforces the wall-clock cap itself.
+# The checker: runs the prompt's set-up and the benchmark's test (the dataset's code, so
+# inside the sandbox too, as the sandbox's uid) against the values it asked the program
+# for. Non-dumpable before the program exists, so the program (same uid) cannot read its
+# memory or descriptors: the nonce and the verdict's pipe stay its own. A child
+# subreaper, so what the program leaves behind becomes its child and is killed with it;
+# reaping them all sums their CPU time (RUSAGE_CHILDREN), the sample's CPU budget.
 _CHECKER = r"""
 import ctypes, json, os, resource, subprocess, sys, threading
 libc = ctypes.CDLL(None)
@@ -171,10 +199,19 @@ wire = {}
 exec(compile(cfg["wire"], "sandbox_wire.py", "exec"), wire)
 class SandboxGone(Exception):
     pass
+state = {"ready": False, "cpu": None}
+done = threading.Lock()
+def wall_cap():
+    if state["ready"]:
+        finish("timed out: the wall-clock cap of " + str(cfg["wall_s"]) + " s")
+    finish("error: the sandbox did not start within " + str(cfg["wall_s"]) + " s")
+timer = threading.Timer(cfg["wall_s"], wall_cap)
+timer.daemon = True
+timer.start()
 proc = subprocess.Popen(cfg["sandbox_cmd"], cwd=cfg["cwd"], env=cfg["env"], stdin=subprocess.PIPE,
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True, text=True)
-state = {"ready": False}
-done = threading.Lock()
+if cfg["checker_nproc"]:  # no cgroup: the test's code starts few processes (its libraries' threads count)
+    resource.setrlimit(resource.RLIMIT_NPROC, (cfg["checker_nproc"], cfg["checker_nproc"]))
 def sweep():
     # kill our descendants until none is left: the sandbox and what it orphaned
     me = str(os.getpid())
@@ -201,16 +238,14 @@ def sweep():
                 pass
 def finish(result):
     done.acquire()
-    os.write(report, (cfg["nonce"] + json.dumps(result) + "\n").encode())
     sweep()
+    if result == "passed":  # every process of the program is reaped now: their CPU time, summed
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if state["cpu"] is None or used.ru_utime + used.ru_stime > state["cpu"]:
+            result = ("timed out: the CPU limit of " + str(cfg["cpu_s"]) + " s (" +
+                      format(used.ru_utime + used.ru_stime, ".1f") + " CPU-s in all its processes)")
+    os.write(report, (cfg["nonce"] + json.dumps(result) + "\n").encode())
     os._exit(0)
-def wall_cap():
-    if state["ready"]:
-        finish("timed out: the wall-clock cap of " + str(cfg["wall_s"]) + " s")
-    finish("error: the sandbox did not start within " + str(cfg["wall_s"]) + " s")
-timer = threading.Timer(cfg["wall_s"], wall_cap)
-timer.daemon = True
-timer.start()
 def gone():
     try:
         rc = proc.wait(timeout=5)
@@ -220,8 +255,10 @@ def gone():
         os.set_blocking(proc.stderr.fileno(), False)
         why = (proc.stderr.read(2000) or "").strip().splitlines()
         return SandboxGone("error: the sandbox did not start (status " + str(rc) + ")" + (": " + why[-1] if why else ""))
-    if rc in (-9, -24, 137, 152):
+    if rc in (-24, 152):
         return SandboxGone("timed out: the CPU limit of " + str(cfg["cpu_s"]) + " s")
+    if rc in (-9, 137):
+        return SandboxGone("timed out: the CPU limit of " + str(cfg["cpu_s"]) + " s, or killed at the sample's memory limit")
     return SandboxGone("failed: the program's process ended without answering")
 def receive():
     line = proc.stdout.readline(cfg["max_line"])
@@ -254,6 +291,7 @@ def verdict():
     if "ready" not in first:
         return "error: " + str(first.get("error", "the sandbox did not start"))[:500]
     state["ready"] = True
+    state["cpu"] = first.get("cpu")
     loaded = receive().get("loaded")
     if loaded != "ok":
         return str(loaded)[:500] if str(loaded).startswith("failed: ") else "failed: no module"
@@ -314,6 +352,18 @@ _MINIMAL_ENV = {
 SANDBOX_DIR = "/asyncbench-sandbox"
 MODE_ENV = "ASYNCBENCH_SANDBOX_MODE"
 MODES = ("bwrap", "mountns")
+_SETPRIV = shutil.which("setpriv") or ""
+NO_CGROUPS = Cgroups("")
+# Tasks of the sandbox's own in a sample's cgroup besides the program's max_processes:
+# unshare, bwrap's two or sandbox_root, the checker and its timer thread, slack for a
+# library's thread in the checker.
+HARNESS_TASKS = 8
+# The checker's tasks (main and timer threads), which share the program's uid in mountns.
+CHECKER_TASKS = 2
+# Without a cgroup: descriptors the program may hold. A socket's queued bytes are kernel
+# memory no rlimit counts (up to 2 x net.core.wmem_max, 8 MiB by default, per socket), so
+# the descriptors are what bound them (bench/privateeval_isolation.md).
+NO_CGROUP_FILES = 16
 
 
 @dataclass(frozen=True)
@@ -334,6 +384,7 @@ class Limits:
     max_files: int = 4096
     checker_memory_bytes: int = 4 << 30
     max_answer_chars: int = 64 << 20
+    open_files: int = 1024
 
     @property
     def wall_cap_s(self) -> float:
@@ -349,6 +400,7 @@ class Outcome:
 
     status: str
     duration_s: float
+    peak_bytes: int | None = None  # the sample cgroup's peak memory, kernel memory included
 
     @property
     def passed(self) -> bool:
@@ -367,6 +419,7 @@ class Isolation:
     mode: str  # "bwrap" | "mountns" | "none"
     binds: tuple[str, ...] = ()  # the read-only paths the interpreter needs
     why: str = ""
+    cgroups: Cgroups = NO_CGROUPS  # where each sample's cgroup is made ("" version: nowhere)
 
     @property
     def safe(self) -> bool:
@@ -374,11 +427,26 @@ class Isolation:
 
     def describe(self) -> str:
         if self.mode == "bwrap":
-            return "bwrap: user, PID, network, IPC and mount namespaces; read-only interpreter; bounded private tmpfs"
-        if self.mode == "mountns":
-            return ("mountns: mount, PID, network, IPC and UTS namespaces; a fresh read-only root with the interpreter; "
+            text = "bwrap: user, PID, network, IPC and mount namespaces; read-only interpreter; bounded private tmpfs"
+        elif self.mode == "mountns":
+            text = ("mountns: mount, PID, network, IPC and UTS namespaces; a fresh read-only root with the interpreter; "
                     "bounded private tmpfs; unprivileged per-run uid")
-        return "none: resource limits and an audit hook only (unsafe)"
+        else:
+            text = "none: resource limits and an audit hook only (unsafe)"
+        if self.cgroups.version:
+            return f"{text}; a cgroup {self.cgroups.version} per sample (memory and tasks of all its processes)"
+        return f"{text}; no cgroup: no fork in a sample"
+
+    def limits_note(self) -> str:
+        """One line on the limits that do not hold for a sample as a whole here ("" when
+        they all do): said before a run pays for anything."""
+        if self.cgroups.version:
+            return ""
+        note = (f"PrivateEval: no cgroup can be made here ({self.cgroups.why}); samples run with no fork at all "
+                f"(RLIMIT_NPROC=0, RLIMIT_NOFILE={NO_CGROUP_FILES}), so per-process limits are the sample's")
+        if os.geteuid() == 0 and (self.mode == "none" or (self.mode == "bwrap" and not _SETPRIV)):
+            note += "; but root is exempt from RLIMIT_NPROC: a sample's processes are bounded by its wall-clock cap only"
+        return note
 
 
 class SandboxUnavailable(UserError):
@@ -402,7 +470,8 @@ def _interpreter_paths(python: str) -> tuple[str, ...]:
     return tuple(sorted(paths, key=len))
 
 
-def _bwrap_prefix(binds: tuple[str, ...], work: str, limits: Limits) -> list[str]:
+def _bwrap_prefix(binds: tuple[str, ...], work: str, limits: Limits, uid: int | None = None) -> list[str]:
+    """bwrap's command line; as `uid` (from root, by setpriv) when given."""
     cmd = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
            "--cap-drop", "ALL"]
     for path in binds:
@@ -413,6 +482,8 @@ def _bwrap_prefix(binds: tuple[str, ...], work: str, limits: Limits) -> list[str
             "--chdir", SANDBOX_DIR, "--remount-ro", "/", "--clearenv"]
     for key, value in {**_MINIMAL_ENV, "HOME": SANDBOX_DIR, "TMPDIR": "/tmp"}.items():
         cmd += ["--setenv", key, value]
+    if uid is not None:
+        cmd = [_SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *cmd]
     if os.geteuid() == 0:
         # As root, bwrap's own PID namespace does not take a fork bomb down with it (root
         # is exempt from RLIMIT_NPROC); an outer `unshare --pid --kill-child` does: when
@@ -451,13 +522,14 @@ def isolation(python: str = sys.executable) -> Isolation:
     modes, why = _candidates()
     reasons = [why] if why else []
     binds = _interpreter_paths(python)
+    cgroups = available()
     for mode in modes:
-        iso = Isolation(mode, binds)
+        iso = Isolation(mode, binds, cgroups=cgroups)
         out = _run(iso, python, "import encodings, json, resource", "", None, "", (), "", Limits(cpu_s=5.0))
         if out.passed:
             return iso
         reasons.append(f"{mode}: {out.status}")
-    return Isolation("none", binds, "; ".join(reasons))
+    return Isolation("none", binds, "; ".join(reasons), cgroups)
 
 
 @functools.lru_cache(maxsize=8)
@@ -481,6 +553,12 @@ def require_isolation(python: str, allow_unsafe: bool, imports: str = "") -> Iso
                                      f"{failed.split(': ', 1)[-1]}; give every user read access to that "
                                      "interpreter's environment, or pass --sandbox-python PATH")
     return iso
+
+
+def _bwrap_uid(cgroups: Cgroups) -> bool:
+    """As root with no cgroup, bwrap runs as a per-run uid (setpriv): root is exempt from
+    RLIMIT_NPROC, which then is what bars a sample's forks."""
+    return os.geteuid() == 0 and not cgroups.version and bool(_SETPRIV)
 
 
 def _random_uid() -> int:
@@ -570,40 +648,106 @@ def check(module: str, test: str = "", entry_point: str | None = None, setup: st
 def _run(iso: Isolation, python: str, module: str, test: str, entry_point: str | None, setup: str,
          outputs: tuple[str, ...], imports: str, limits: Limits, provided: frozenset[str] = frozenset()) -> Outcome:
     """One sample; `provided` are the modules the interpreter promises (a failure to
-    import one of them is the sandbox's error, not the program's)."""
-    uid = _random_uid() if iso.mode == "mountns" else None
+    import one of them is the sandbox's error, not the program's). The checker and the
+    program both run inside the isolation, in the sample's cgroup where there is one."""
+    uid = _random_uid() if iso.mode == "mountns" or (iso.mode == "bwrap" and _bwrap_uid(iso.cgroups)) else None
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="asyncbench-sandbox-") as tmp:
         work = Path(tmp) / "work"
         work.mkdir()
         (work / "program.py").write_text(module, encoding="utf-8")
+        cgroup = iso.cgroups.version != ""
+        # mountns: a fresh uid, shared with the checker's tasks only; else RLIMIT_NPROC counts the caller's
+        nproc = (limits.max_processes + CHECKER_TASKS if uid is not None else _caller_process_budget(limits)) \
+            if cgroup else 0
         cfg = {"cpu_s": limits.cpu_s, "memory_bytes": limits.memory_bytes, "file_size_bytes": limits.file_size_bytes,
-               "nproc": limits.max_processes if uid is not None else _caller_process_budget(limits),
+               "nproc": nproc, "nofile": limits.open_files if cgroup else NO_CGROUP_FILES,
                "blocked_events": list(BLOCKED_EVENTS), "wire": _WIRE_SOURCE, "preload": imports, "seed": SEED,
                "provided": sorted(provided)}
-        argv = [python, "-I", "-c", _SANDBOX, json.dumps(cfg)]
+        inside = iso.mode in MODES
+        cwd = SANDBOX_DIR if inside else str(work)
+        checker = [python, "-I", "-c", _CHECKER]
         if iso.mode == "bwrap":
-            argv = [*_bwrap_prefix(iso.binds, str(work), limits), *argv]
-        elif uid is not None:
+            if uid is not None:  # bwrap binds the program as that uid
+                for path, mode in ((tmp, 0o711), (work, 0o711), (work / "program.py", 0o644)):
+                    os.chmod(path, mode)
+            argv = [*_bwrap_prefix(iso.binds, str(work), limits, uid), *checker]
+        elif iso.mode == "mountns" and uid is not None:
             (Path(tmp) / "root").mkdir()
-            argv = _mountns_cmd(iso.binds, tmp, uid, argv, limits)
+            argv = _mountns_cmd(iso.binds, tmp, uid, checker, limits)
+        else:
+            argv = checker
         nonce = secrets.token_hex(16)
         job = {"nonce": nonce, "wire": _WIRE_SOURCE, "test": test, "entry": entry_point, "imports": imports,
-               "setup": setup, "outputs": list(outputs), "seed": SEED, "cwd": str(work),
-               "env": dict(_MINIMAL_ENV, HOME=str(work), TMPDIR=str(work)), "sandbox_cmd": argv,
+               "setup": setup, "outputs": list(outputs), "seed": SEED, "cwd": cwd,
+               "env": dict(_MINIMAL_ENV, HOME=cwd, TMPDIR="/tmp" if inside else str(work)),
+               "sandbox_cmd": [python, "-I", "-c", _SANDBOX, json.dumps(cfg)],
+               # without a cgroup: the uid's tasks the checker may reach (the program's own limit is 0)
+               "checker_nproc": None if cgroup else
+               limits.max_processes + CHECKER_TASKS + 1 if uid is not None else _caller_process_budget(limits),
                "wall_s": limits.wall_cap_s, "cpu_s": limits.cpu_s, "memory_bytes": limits.checker_memory_bytes,
                "max_line": limits.max_answer_chars}
-        proc = subprocess.Popen([python, "-I", "-c", _CHECKER], cwd=tmp, env=_MINIMAL_ENV, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
-                                close_fds=True)
-        try:  # the checker keeps the wall-clock cap itself; this is the backstop
-            out, _ = proc.communicate(json.dumps(job).encode() + b"\n", timeout=limits.wall_cap_s + 15)
-            status = _verdict(out.decode("utf-8", "replace"), nonce, proc.returncode)
-        except subprocess.TimeoutExpired:
-            status = f"timed out: the checker did not answer within {limits.wall_cap_s + 15:g} s"
+        try:
+            group = SampleCgroup(iso.cgroups, limits.memory_bytes, limits.max_processes + HARNESS_TASKS) \
+                if cgroup else None
+        except OSError as exc:
+            return Outcome(f"error: cannot make the sample's cgroup: {exc}", time.monotonic() - started)
+        peak = None
+        try:
+            if group is not None:
+                argv = ["/bin/sh", "-c", JOIN, "sh", *group.procs, "--", *argv]
+            status = _exchange(argv, tmp, json.dumps(job).encode() + b"\n", nonce, limits.wall_cap_s + 15, uid)
         finally:
-            _cleanup(proc, uid)
-    return Outcome(status, time.monotonic() - started)
+            if group is not None:
+                peak = group.peak_bytes()
+                group.close()
+    return Outcome(status, time.monotonic() - started, peak)
+
+
+def _exchange(argv: list[str], cwd: str, job: bytes, nonce: str, timeout_s: float, uid: int | None) -> str:
+    """Start the sandboxed checker, hand it its job and read its verdict; at most
+    `timeout_s` (the checker keeps the wall-clock cap itself: this is the backstop, for
+    a checker the program stopped) and a bounded amount of output."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=_MINIMAL_ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
+    try:
+        out, err, finished = _read_bounded(proc, job, timeout_s)
+        if not finished:
+            return f"timed out: the checker did not answer within {timeout_s:g} s"
+        proc.wait()
+        return _verdict(out.decode("utf-8", "replace"), nonce, proc.returncode, err.decode("utf-8", "replace"))
+    finally:
+        _cleanup(proc, uid)
+
+
+def _read_bounded(proc: subprocess.Popen[bytes], job: bytes, timeout_s: float,
+                  cap: int = 1 << 20) -> tuple[bytes, bytes, bool]:
+    """(stdout, stderr, whether both ended) of `proc` after writing `job` to its stdin:
+    what lies past `cap` bytes of either is dropped, and reading stops at `timeout_s`."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(job)
+        proc.stdin.close()
+    except OSError:
+        pass
+    deadline = time.monotonic() + timeout_s
+    chunks: dict[int, list[bytes]] = {proc.stdout.fileno(): [], proc.stderr.fileno(): []}
+    sizes = dict.fromkeys(chunks, 0)
+    with selectors.DefaultSelector() as sel:
+        for fd in chunks:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return b"", b"", False
+            for key, _ in sel.select(left):
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(key.fd)
+                elif sizes[key.fd] < cap:
+                    chunks[key.fd].append(data)
+                    sizes[key.fd] += len(data)
+    return b"".join(chunks[proc.stdout.fileno()]), b"".join(chunks[proc.stderr.fileno()]), True
 
 
 def execute(code: str, limits: Limits = Limits(), python: str | None = None, allow_unsafe: bool = False) -> Outcome:
@@ -621,10 +765,11 @@ def _cleanup(proc: subprocess.Popen[bytes], uid: int | None) -> None:
         _kill_uid(uid)
 
 
-def _verdict(text: str, nonce: str, returncode: int) -> str:
+def _verdict(text: str, nonce: str, returncode: int, stderr: str = "") -> str:
     lines = [line[len(nonce):] for line in text.splitlines() if line.startswith(nonce)]
-    if not lines:  # the interpreter cannot even run the checker: not the program's doing
-        return f"error: the checker did not start (status {returncode})"
+    if not lines:  # the sandbox or the interpreter cannot even run the checker: not the program's doing
+        why = stderr.strip().splitlines()
+        return f"error: the checker did not start (status {returncode})" + (f": {why[-1][:300]}" if why else "")
     if len(lines) > 1:
         return str(json.loads(lines[1]))
     # Only the program can plausibly have taken a started checker down: never an error for it.

@@ -2,7 +2,7 @@
 
 The release execs prompt + completion + test as one module. Split at the trust boundary,
 the prompt's complete statements (its *set-up*: imports and the test's inputs) run in the
-trusted checker too, and only the names the problem's reference (canonical) solution
+checker too (a process apart from the model's code), and only the names the problem's reference (canonical) solution
 binds or changes cross from the sandbox; so a completion that rebinds the inputs
 (`a = b = c = bn.numset([])`) changes nothing the test reads but its own answer.
 """

@@ -1,10 +1,11 @@
 """The only things that cross between model code and the verdict: plain data.
 
-Model-written code runs in the sandbox; the benchmark's test runs in a trusted checker
-process. What the test needs from the model's code (a module-level value, the return
+Model-written code runs in the sandbox; the benchmark's test runs in a separate checker
+process (sandboxed too, non-dumpable, model code never runs in it). What the test needs from the model's code (a module-level value, the return
 value of a call) travels as tagged JSON that can carry no code and no behaviour: builtins
 of their exact types, numpy arrays and scalars as `.npy` bytes read with
-`allow_pickle=False`, pandas frames, series and indexes as Arrow IPC streams. An object
+`allow_pickle=False`, pandas frames, series and indexes as Arrow IPC streams (converted
+without Arrow's thread pools: a sample without a cgroup may start no thread). An object
 of any other type (an "always equal" object, a subclass overriding `__eq__`, an object
 array) cannot be encoded, and the sample fails.
 
@@ -85,12 +86,12 @@ def _arrow(frame: Any) -> Any:
     import pyarrow as pa
 
     try:
-        table = pa.Table.from_pandas(frame)
+        table = pa.Table.from_pandas(frame, nthreads=1)  # no thread: a sample without a cgroup may start none
     except (pa.ArrowException, TypeError, ValueError):
         return {"columns": encode(list(frame.columns)), "index": _encode_pandas(frame.index),
                 "data": [_column(frame.iloc[:, i]) for i in range(frame.shape[1])]}
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(use_threads=False)) as writer:
         writer.write_table(table)
     return _b64(sink.getvalue().to_pybytes())
 
@@ -133,7 +134,8 @@ def _frame(raw: Any) -> Any:
                              index=decode(raw["index"]))
         frame.columns = pd.Index(columns)
         return frame
-    return pa.ipc.open_stream(base64.b64decode(raw)).read_all().to_pandas()
+    stream = pa.ipc.open_stream(base64.b64decode(raw), options=pa.ipc.IpcReadOptions(use_threads=False))
+    return stream.read_all().to_pandas(use_threads=False)
 
 
 def _numpy(tag: str, v: Any) -> Any:
