@@ -67,25 +67,14 @@ def read_anchor_scores(path: Path) -> Any:
 
 
 def _parquet_records(path: Path) -> list[dict[str, Any]]:
-    """`sample_id`, `score` and `status` of a `samples --out FILE.parquet` export (its
-    prompts and answers are not read)."""
-    import duckdb
-
+    """`sample_id`, `score` and `status` of a `samples --out FILE.parquet` export."""
     from ..errors import UserError
+    from ..store.parquet import read_parquet_columns
 
-    con = duckdb.connect()
     try:
-        rel = con.read_parquet(str(path))
-        missing = [c for c in ("sample_id", "score") if c not in rel.columns]
-        if missing:
-            raise UserError(f"{path}: no {missing[0]} column; expected a `asyncbench samples RUN --out FILE.parquet` export")
-        wanted = [c for c in ("sample_id", "score", "status") if c in rel.columns]
-        rows = rel.select(*wanted).fetchall()
-    except duckdb.Error as exc:
-        raise UserError(f"{path} is not a readable parquet file ({str(exc).splitlines()[0]})") from None
-    finally:
-        con.close()
-    return [dict(zip(wanted, row)) for row in rows]
+        return read_parquet_columns(path, ("sample_id", "score", "status"), ("sample_id", "score"))
+    except UserError as exc:
+        raise UserError(f"{exc}; expected a `asyncbench samples RUN --out FILE.parquet` export") from None
 
 
 def _id_order(sample_id: str) -> tuple[str, int]:

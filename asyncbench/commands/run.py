@@ -203,7 +203,7 @@ def main(args: argparse.Namespace) -> int:
             max_input_tokens=args.max_input_tokens, tokenizer=args.tokenizer, official_model=args.official_model,
             temperature=args.temperature,
             repeat=args.repeat, judge=args.judge, judge_base_urls=args.judge_base_urls, prices=args.prices,
-            progress=False if args.json and args.progress is None else args.progress,  # --json: quiet
+            progress=args.progress,
             backend=args.backend, ray_address=args.ray_address,
             ray_workers=args.ray_workers, ray_shared_limiter=args.ray_shared_limiter, batch=args.batch,
             no_wait=args.no_wait,

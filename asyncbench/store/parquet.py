@@ -1,5 +1,5 @@
-"""Rows to a parquet file through an in-memory DuckDB table: no pyarrow needed, and the
-path goes to the relation API, never into SQL text."""
+"""Rows to a parquet file, and columns back from one, through an in-memory DuckDB: no
+pyarrow needed, and the path goes to the relation API, never into SQL text."""
 
 from __future__ import annotations
 
@@ -25,3 +25,24 @@ def write_parquet(rows: Sequence[Mapping[str, object]], columns: Sequence[tuple[
         raise UserError(f"cannot write {out}: {str(exc).splitlines()[0]}") from None
     finally:
         con.close()
+
+
+def read_parquet_columns(path: Path, wanted: Sequence[str], required: Sequence[str]) -> list[dict[str, object]]:
+    """The `wanted` columns a parquet file has (only those are read: a `samples` export's
+    prompts and answers are not), one dict a row; UserError naming a `required` column it
+    lacks or a file that is not parquet."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        rel = con.read_parquet(str(path))
+        missing = [c for c in required if c not in rel.columns]
+        if missing:
+            raise UserError(f"{path}: no {missing[0]} column")
+        present = [c for c in wanted if c in rel.columns]
+        rows = rel.select(*present).fetchall()
+    except duckdb.Error as exc:
+        raise UserError(f"{path} is not a readable parquet file ({str(exc).splitlines()[0]})") from None
+    finally:
+        con.close()
+    return [dict(zip(present, row)) for row in rows]
