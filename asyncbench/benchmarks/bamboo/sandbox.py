@@ -474,11 +474,13 @@ def _bwrap_prefix(binds: tuple[str, ...], work: str, limits: Limits, uid: int | 
     """bwrap's command line; as `uid` (from root, by setpriv) when given."""
     cmd = [shutil.which("bwrap") or "bwrap", "--unshare-all", "--die-with-parent", "--new-session",
            "--cap-drop", "ALL"]
+    # the private /tmp and /dev/shm first, the interpreter's binds over them: a checkout
+    # (its venv) under /tmp stays visible inside (its tests once all skipped there)
+    size = str(limits.tmpfs_bytes)
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm"]
     for path in binds:
         cmd += ["--ro-bind", path, path]
-    size = str(limits.tmpfs_bytes)
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", "/dev/shm",
-            "--size", size, "--tmpfs", SANDBOX_DIR, "--ro-bind", f"{work}/program.py", f"{SANDBOX_DIR}/program.py",
+    cmd += ["--size", size, "--tmpfs", SANDBOX_DIR, "--ro-bind", f"{work}/program.py", f"{SANDBOX_DIR}/program.py",
             "--chdir", SANDBOX_DIR, "--remount-ro", "/", "--clearenv"]
     for key, value in {**_MINIMAL_ENV, "HOME": SANDBOX_DIR, "TMPDIR": "/tmp"}.items():
         cmd += ["--setenv", key, value]

@@ -76,6 +76,10 @@ def build_root(cfg: dict[str, Any]) -> None:
     root, uid = cfg["root"], cfg["uid"]
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=755")
+    # the private /tmp and /dev/shm first, the interpreter's binds over them: a checkout
+    # (its venv) under /tmp stays visible inside (its tests once all skipped there)
+    _tmpfs(root + "/tmp", cfg, "1777")
+    _tmpfs(root + "/dev/shm", cfg, "1777")
     for path in cfg["binds"]:  # parents first (the caller sorts them)
         if os.path.lexists(path):
             _bind_ro(path, root)
@@ -84,8 +88,6 @@ def build_root(cfg: dict[str, Any]) -> None:
     with open(cfg["program"], "rb") as src, open(work + "/program.py", "wb") as dst:
         dst.write(src.read())
     os.chown(work + "/program.py", uid, uid)
-    _tmpfs(root + "/tmp", cfg, "1777")
-    _tmpfs(root + "/dev/shm", cfg, "1777")
     for name in DEVICES:
         _bind_ro("/dev/" + name, root)
         # read-only applies to the mount, not to writes into /dev/null: rebind it writable
