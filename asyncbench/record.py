@@ -6,6 +6,7 @@ with the run and written to run.json — or, when it did not finish, what it did
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from dataclasses import dataclass
 
@@ -143,6 +144,7 @@ def store_summary(p: RunPlan, store: Store, invocation: InvocationEntry, closing
     store.runs.put_invocation(run_id, invocation)
     ledger.invocations[-1] = invocation
     entries = store.runs.sample_entries(run_id, unsettled=True)
+    closing = dataclasses.replace(closing, endpoints=failed_in_run(store, run_id, closing.endpoints))
     summary = run_summary(p.benchmark_name, run_id, p.client.spec, ledger,
                           [e for e in entries if e.status not in SETTLED],
                           [e for e in entries if e.status == "excluded"], closing)
@@ -153,6 +155,18 @@ def store_summary(p: RunPlan, store: Store, invocation: InvocationEntry, closing
     if summary.complete and fingerprint is not None:
         store.runs.mark_reusable(run_id, invocation.invocation, fingerprint)
     return summary
+
+
+def failed_in_run(store: Store, run_id: str, endpoints: list[dict[str, object]]) -> list[dict[str, object]]:
+    """This invocation's endpoint health with `failed_in_run`: its failed attempts added
+    to those the run's stored summary counted before (every finished invocation's; the
+    report's Endpoints table once showed only the last one's)."""
+    before: dict[str, int] = {}
+    stored = json.loads(store.runs.summary_json(run_id) or "{}")
+    for e in stored.get("endpoints") or []:
+        before[str(e.get("url"))] = int(e.get("failed_in_run", e.get("failed", 0)) or 0)
+    return [{**e, "failed_in_run": before.get(str(e.get("url")), 0) + int(str(e.get("failed", 0)) or 0)}
+            for e in endpoints]
 
 
 def book_interrupted(p: RunPlan, store: Store, engine: Engine,

@@ -273,3 +273,22 @@ def test_endpoints_cover_every_invocation(tmp_path: Path, start_sim: Any) -> Non
     md = _cli("report", first["run_id"], "--cache", cache, "--format", "md", cwd=tmp_path).stdout
     row = next(x for x in md.splitlines() if f"{sim.base_url}/v1" in x)
     assert [c.strip() for c in row.strip("|").split("|")][2] == "6"
+
+
+def test_endpoint_failures_cover_every_invocation(tmp_path: Path, start_sim: Any) -> None:
+    """The Endpoints table's failed attempts are the run's, not the last invocation's: paid
+    through 5xx errors in the first invocation, read back from the cache in the second,
+    the run's endpoint failed as often as the simulator says it answered 5xx."""
+    sim = start_sim("--error-rate", "0.3", "--seed", "5")
+    cache = str(tmp_path / "c.duckdb")
+    args = (_data(tmp_path, 12), "--model", "openai-compat:a", "--base-url", f"{sim.base_url}/v1", "--cache", cache,
+            "--max-input-tokens", "1000")
+    first = _run_json(tmp_path, tmp_path, *args)
+    errors = sim.stats()["errors_5xx"]
+    assert first["complete"] and errors > 0
+    again = _run_json(tmp_path, tmp_path, *args)
+    assert again["this_invocation"]["requests"] == 0
+    done = _cli("report", first["run_id"], "--cache", cache, "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    endpoints = json.loads(done.stdout)["runs"][0]["endpoints"]
+    assert [(e["served"], e["failed"]) for e in endpoints] == [(12, errors)]

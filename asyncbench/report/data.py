@@ -116,8 +116,8 @@ def _task_stats(task: str, block: TaskFigures, rows: list[ResultRow], score: flo
 def _endpoint_stats(store: Store, run_id: str, summary: dict[str, Any], rows: list[ResultRow]) -> list[EndpointStats]:
     """Per endpoint, the answers it served the run over every invocation (the ledger's
     sent rows: the last invocation's count read "served 0" beside 237 requests for a run
-    whose re-run came from the cache); failed and healthy are the last invocation's
-    (the runner's, not booked per request). Latency per endpoint from the responses that
+    whose re-run came from the cache); failed over every finished invocation (the
+    summaries' `failed_in_run`), healthy as the last invocation left it. Latency per endpoint from the responses that
     served each sample. Rows without a request key can only be attributed when the run
     had a single endpoint, so with several the latency is left empty rather than guessed."""
     declared = summary.get("endpoints") or []
@@ -135,7 +135,8 @@ def _endpoint_stats(store: Store, run_id: str, summary: dict[str, Any], rows: li
     out: list[EndpointStats] = []
     for ep in declared:
         lat, _ = latency_of(by_url.get(ep["url"], []))
-        out.append(EndpointStats(ep["url"], answered.get(ep["url"], 0), int(ep.get("failed", 0)), ep.get("healthy"), lat))
+        failed = ep.get("failed_in_run", ep.get("failed", 0))  # older summaries: the last invocation's
+        out.append(EndpointStats(ep["url"], answered.get(ep["url"], 0), int(failed), ep.get("healthy"), lat))
     return out
 
 

@@ -87,6 +87,12 @@ class RunRecord(Part):
         )
 
     @in_session
+    def summary_json(self, run_id: str) -> str | None:
+        """The run's stored summary, as JSON text (None: no such run, or none stored yet)."""
+        row = self.con.execute("SELECT summary_json FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        return str(row[0]) if row and row[0] is not None else None
+
+    @in_session
     def config_json(self, run_id: str) -> str | None:
         """The settings a run was started with, as JSON text (None: no such run)."""
         row = self.con.execute("SELECT config_json FROM runs WHERE run_id = ?", [run_id]).fetchone()
