@@ -68,10 +68,12 @@ class TreeMemory:
 
     def __init__(self) -> None:
         self.peak = 0
+        self._before: set[int] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def __enter__(self) -> TreeMemory:
+        self._before = set(self._descendants()[0])  # an earlier test's processes still exiting
         self._thread.start()
         return self
 
@@ -79,30 +81,35 @@ class TreeMemory:
         self._stop.set()
         self._thread.join()
 
-    def _sample(self) -> None:
+    def _descendants(self) -> tuple[dict[int, int], int]:
+        """{pid: resident bytes} of every process below this one, and their sum (without
+        those already there when the block began)."""
         me = os.getpid()
         page = os.sysconf("SC_PAGE_SIZE")
+        parent: dict[int, int] = {}
+        rss: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            parent[int(entry)] = int(fields[1])
+            rss[int(entry)] = int(fields[21]) * page
+        mine = {}
+        for pid, size in rss.items():
+            up, seen = parent.get(pid), 0
+            while up and up != me and seen < 64:
+                up, seen = parent.get(up), seen + 1
+            if up == me:
+                mine[pid] = size
+        return mine, sum(size for pid, size in mine.items() if pid not in self._before)
+
+    def _sample(self) -> None:
         while not self._stop.wait(0.02):
-            parent: dict[int, int] = {}
-            rss: dict[int, int] = {}
-            for entry in os.listdir("/proc"):
-                if not entry.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{entry}/stat") as fh:
-                        fields = fh.read().rsplit(")", 1)[1].split()
-                except (OSError, IndexError):
-                    continue
-                parent[int(entry)] = int(fields[1])
-                rss[int(entry)] = int(fields[21]) * page
-            total = 0
-            for pid, size in rss.items():
-                up, seen = parent.get(pid), 0
-                while up and up != me and seen < 64:
-                    up, seen = parent.get(up), seen + 1
-                if up == me:
-                    total += size
-            self.peak = max(self.peak, total)
+            self.peak = max(self.peak, self._descendants()[1])
 
 
 # Forks through libc (the audit hook never sees it); each child writes 200 MB and holds
@@ -128,6 +135,7 @@ def test_a_forking_memory_hog_stays_within_the_sample_limit(mode: str) -> None:
     """Seven processes of 200 MB under a 384 MB sample limit: on the old per-process
     limits all seven held theirs (1.4 GB) and the sample passed."""
     limit = 384 * MB
+    _run(mode, Program("x = 1"), Limits(cpu_s=10.0, wall_s=60.0, memory_bytes=limit))  # probes before measuring
     with TreeMemory() as tree:
         out = _run(mode, Program(FORKING_HOG), Limits(cpu_s=10.0, wall_s=60.0, memory_bytes=limit))
     assert not out.passed, out

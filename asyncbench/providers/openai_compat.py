@@ -118,14 +118,15 @@ class OpenAICompatProvider(ProviderBase):
         models = await self._models(base_urls[0])
         if models is not None and is_llamacpp(models):
             try:
-                return await anyio.to_thread.run_sync(LlamaCppTokenizer, root, self.http.headers, timeout)
+                return await anyio.to_thread.run_sync(LlamaCppTokenizer, root, self.http.headers, timeout,
+                                                    abandon_on_cancel=True)
             except ProviderError:
                 return None
         tok = VLLMTokenizer(root, self.model, self.http.headers, timeout)
         try:
-            if not await anyio.to_thread.run_sync(tok.tokenize, "a", False):
+            if not await anyio.to_thread.run_sync(tok.tokenize, "a", False, abandon_on_cancel=True):
                 return None
-            await anyio.to_thread.run_sync(tok.around)
+            await anyio.to_thread.run_sync(tok.around, abandon_on_cancel=True)
         except ProviderError:
             return None
         return tok

@@ -175,7 +175,7 @@ class TGIProvider(ProviderBase):
         the model's decoder drops a span's leading `▁` space (SentencePiece, Llama)."""
         tok = ServerTokenizer(f"{base_urls[0]}/tokenize", self.http.headers, strip_space, timeout)
         try:
-            await anyio.to_thread.run_sync(tok.tokens, "a")
+            await anyio.to_thread.run_sync(tok.tokens, "a", abandon_on_cancel=True)
         except ProviderError:
             return None
         return tok
