@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,6 +11,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Tests Ctrl-C a run (SIGINT to a child). A suite started in the background of a shell
+# (`make test &`, a CI runner's job) inherits SIGINT ignored, and so would every child,
+# which then never sees the signal: catch it here, so that children start with it at its
+# default and Python's own handler.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 

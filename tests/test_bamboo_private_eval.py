@@ -41,6 +41,7 @@ pytestmark = [
     pytest.mark.skipif(not DATA.is_dir(), reason="reference data ../shared/data/bamboo not available"),
     pytest.mark.skipif(not _has_libraries(), reason="numpy and pandas (the 'bamboo' extra) are not installed"),
     pytest.mark.skipif(not isolation().safe, reason="no sandbox on this machine (bwrap, or root)"),
+    pytest.mark.xdist_group("sandbox"),  # see test_sandbox_forgery
 ]
 
 

@@ -19,7 +19,8 @@ from asyncbench.benchmarks.bamboo.sandbox_spread import CHUNK_PROGRAMS
 from asyncbench.benchmarks.base import LoadOptions, RunContext
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-pytestmark = pytest.mark.skipif(not (DATA / "bamboo").is_dir(), reason="reference data ../shared/data/bamboo not available")
+pytestmark = [pytest.mark.skipif(not (DATA / "bamboo").is_dir(), reason="reference data ../shared/data/bamboo not available"),
+              pytest.mark.xdist_group("sandbox")]  # see test_sandbox_forgery
 
 
 def _not_called(*args: Any, **kwargs: Any) -> Any:

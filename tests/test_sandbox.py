@@ -21,7 +21,7 @@ def run(code: str, limits: Limits = LIMITS) -> sandbox.Outcome:
     return execute(code, limits)
 
 
-pytestmark = pytest.mark.usefixtures("mode")
+pytestmark = [pytest.mark.usefixtures("mode"), pytest.mark.xdist_group("sandbox")]  # see test_sandbox_forgery
 
 
 def test_passing_and_failing_programs():

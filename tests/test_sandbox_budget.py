@@ -24,6 +24,8 @@ from asyncbench.benchmarks.bamboo import sandbox, sandbox_cgroup
 from asyncbench.benchmarks.bamboo.sandbox import Limits, Program
 
 MODES = ("bwrap", "mountns", "bwrap" + NO_CGROUP, "mountns" + NO_CGROUP, "user-bwrap")
+# every test that starts sandboxes runs in one xdist worker (see test_sandbox_forgery)
+pytestmark = pytest.mark.xdist_group("sandbox")
 MB = 1 << 20
 # what the sandbox's own processes (checker, bwrap or sandbox_root) hold beside the program,
 # and the interpreter's pages a fork shares, which a sum of RSS counts once per process

@@ -37,6 +37,11 @@ from asyncbench.benchmarks.bamboo import sandbox
 from asyncbench.benchmarks.bamboo.sandbox import Limits, Program, check_many, program
 from asyncbench.benchmarks.bamboo.sandbox_split import split_prompt
 
+# every test that starts sandboxes in one xdist worker, one at a time: the forgery tests
+# count the sandbox's live processes machine-wide, and another worker's samples (the budget
+# tests' orphans, a canonical run's 152) were counted as outliving theirs
+pytestmark = pytest.mark.xdist_group("sandbox")
+
 LIMITS = Limits(cpu_s=5.0, wall_s=30.0, memory_bytes=512 << 20)
 
 # A PrivateEval-shaped problem with an entry point, and one whose test reads module names.
