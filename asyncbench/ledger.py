@@ -60,8 +60,9 @@ def next_step(unsettled: list[SampleEntry]) -> str | None:
     if not unsettled:
         return None
     hints = {hint_for(e.status, e.error) for e in unsettled}
-    for hint in sorted(h for h in hints if h and h.startswith(KEY_HINT_START)):
-        return hint
+    refused = min((h for h in hints if h and h.startswith(KEY_HINT_START)), default=None)
+    if refused is not None:  # a refused key: no re-run settles anything until it is fixed
+        return refused
     for hint in (CONTEXT_HINT, BUDGET_HINT):
         if hint in hints:
             return hint

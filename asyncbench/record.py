@@ -161,11 +161,9 @@ def failed_in_run(store: Store, run_id: str, endpoints: list[dict[str, object]])
     """This invocation's endpoint health with `failed_in_run`: its failed attempts added
     to those the run's stored summary counted before (every finished invocation's; the
     report's Endpoints table once showed only the last one's)."""
-    before: dict[str, int] = {}
     stored = json.loads(store.runs.summary_json(run_id) or "{}")
-    for e in stored.get("endpoints") or []:
-        before[str(e.get("url"))] = int(e.get("failed_in_run", e.get("failed", 0)) or 0)
-    return [{**e, "failed_in_run": before.get(str(e.get("url")), 0) + int(str(e.get("failed", 0)) or 0)}
+    before = {str(e.get("url")): int(e.get("failed_in_run", e.get("failed")) or 0) for e in stored.get("endpoints") or []}
+    return [{**e, "failed_in_run": before.get(str(e.get("url")), 0) + int(str(e.get("failed") or 0))}
             for e in endpoints]
 
 
