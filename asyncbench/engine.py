@@ -1,21 +1,26 @@
 """Executing a plan (plan.py): samples -> requests -> (cache | runner) -> store -> scores
 -> record (record.py). flow.run(config) plans and executes.
 
-One engine for listed and streamed samples: both reach it as a stream of requests (a
-listed source built whole first, so a prompt that cannot be cut fails before anything
-is sent), and the samples that went by are collected for scoring and the ledger.
+One engine for listed, streamed and generated samples: all reach it as a stream of
+requests (a listed source built whole first, so a prompt that cannot be cut fails before
+anything is sent), and the samples that went by are collected for scoring and the ledger.
+Streamed and generated samples go a window at a time, so memory stays flat in their
+number: a generated benchmark's `prepare` reads their heads (no prompt), and the samples
+it keeps are built in a worker thread a window ahead of the requests.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 
 import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from . import reuse
 from .benchmarks.base import RunContext
@@ -38,6 +43,9 @@ from .types import Purpose, Request, Response, Sample, SampleResult
 # the pause between windows (the last requests of one answered before the next is sent)
 # is a small part of the run, small enough that a window's objects are a few MB.
 STREAM_WINDOW = 2048
+# A window of generated samples also ends at this many prompt characters: 100-LongBench's
+# 128k-token rows are ~0.5 MB each, and two windows are held at once (one sent, one built).
+BUILT_WINDOW_CHARS = 12_000_000
 
 
 async def execute(p: RunPlan, budget: Budget | None = None) -> RunSummary:
@@ -142,8 +150,10 @@ async def _generate(p: RunPlan, engine: Engine, ctx: RunContext, tally: Tally) -
         tg.start_soon(engine.writer)
         try:
             listed = p.samples.listed
-            if listed is None:  # streamed (prepare is the identity): a window at a time, memory flat in its size
-                outcome = await _windows(p, engine, ctx, tally, p.samples.stream or iter(()))
+            if p.samples.heads is not None:  # generated: prepare reads the heads, the kept are built as sent
+                outcome = await _generated(p, p.samples.heads, engine, ctx, tally, tg)
+            elif listed is None:  # streamed (prepare is the identity): a window at a time, memory flat in its size
+                outcome = await _windows(p, engine, ctx, tally, _slices(p.samples.stream or iter(())))
             elif p.caps.administer is not None:  # adaptive: the benchmark chooses each batch (longbench/adaptive.py)
                 outcome = await _administer(p, await _prepare(p, listed, ctx, tally), engine, ctx, tally)
             else:
@@ -181,17 +191,70 @@ async def _administer(p: RunPlan, prepared: _Prepared, engine: Engine, ctx: RunC
                    {**prepared.report, **report})
 
 
-async def _windows(p: RunPlan, engine: Engine, ctx: RunContext, tally: Tally, stream: Iterator[Sample]) -> Outcome:
-    """A streamed source, STREAM_WINDOW samples at a time: each window generated (one
-    progress bar for all), scored and its sample rows written, then let go; what the
+async def _generated(p: RunPlan, heads: list[Sample], engine: Engine, ctx: RunContext, tally: Tally,
+                     tg: TaskGroup) -> Outcome:
+    """A generated source: `prepare` decides on the samples' heads (100-LongBench's
+    prior-knowledge filter reads questions only), then the samples it kept are built in a
+    worker thread (`_build`, in `tg`) a window ahead of the requests, so memory holds two
+    windows whatever the number of samples, and the event loop keeps answering."""
+    assert p.samples.select is not None
+    kept, report = await p.benchmark.prepare(heads, ctx)
+    wanted = {s.id for s in kept}
+    send, receive = anyio.create_memory_object_stream[list[Sample] | Exception](0)
+    tg.start_soon(_build, p.samples.select(wanted.__contains__), send)
+    streamed = await _windows(p, engine, ctx, tally, _received(receive), total=len(kept))
+    return Outcome(heads, kept, streamed.generated, streamed.results, dict(report), streamed.recorder)
+
+
+async def _build(samples: Iterator[Sample], send: MemoryObjectSendStream[list[Sample] | Exception]) -> None:
+    """Build generated samples one at a time in a worker thread (a Ctrl-C abandons the one
+    being built), sent on in windows of STREAM_WINDOW samples or BUILT_WINDOW_CHARS of
+    prompt; an error building one is sent on too, for the run to raise."""
+    async with send:
+        window: list[Sample] = []
+        chars = 0
+        try:
+            while (s := await anyio.to_thread.run_sync(next, samples, None, abandon_on_cancel=True)) is not None:
+                window.append(s)
+                chars += len(s.prompt or "")
+                if len(window) >= STREAM_WINDOW or chars >= BUILT_WINDOW_CHARS:
+                    await send.send(window)
+                    window, chars = [], 0
+        except Exception as exc:
+            await send.send(exc)
+            return
+        if window:
+            await send.send(window)
+
+
+async def _received(receive: MemoryObjectReceiveStream[list[Sample] | Exception]) -> AsyncIterator[Iterator[Sample]]:
+    """The windows `_build` sends, as the windows `_windows` takes (an error raised)."""
+    async with receive:
+        async for item in receive:
+            if isinstance(item, Exception):
+                raise item
+            yield iter(item)
+
+
+async def _slices(stream: Iterator[Sample]) -> AsyncIterator[Iterator[Sample]]:
+    """A streamed file's windows: STREAM_WINDOW samples each, read as they are sent (the
+    last one empty)."""
+    while True:
+        yield islice(stream, STREAM_WINDOW)
+
+
+async def _windows(p: RunPlan, engine: Engine, ctx: RunContext, tally: Tally,
+                   windows: AsyncIterator[Iterator[Sample]], total: int | None = None) -> Outcome:
+    """Samples a window at a time: each window generated (one progress bar for all, over
+    `total` when known), scored and its sample rows written, then let go; what the
     aggregate reads of each result is kept (record.slim)."""
     recorder = Recorder(p.run_id, engine.invocation, engine.invocation > 1)
     kept: list[SampleResult] = []
     label = f"{p.benchmark_name} {p.client.spec.label}"
-    with RunProgress(None, label, engine.progress_enabled, stats=engine.counts) as progress:
-        while True:
+    with RunProgress(total, label, engine.progress_enabled, stats=engine.counts) as progress:
+        async for source in windows:
             window: list[Sample] = []  # filled as the window is read: requests go while the file is read
-            requests = (p.prompting.build(s, tally) for s in _collect(islice(stream, STREAM_WINDOW), window))
+            requests = (p.prompting.build(s, tally) for s in _collect(source, window))
             generated = await engine.generate(p.client, requests, "eval", window, label=label, progress=progress)
             if not window:
                 break

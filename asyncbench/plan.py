@@ -94,6 +94,10 @@ class SampleSource:
     stream: Iterator[Sample] | None
     data_id: str
     total: int | None = None
+    # generated (100-LongBench), in a run: every sample's head (no prompt) for `prepare`,
+    # and what builds the samples it kept as the engine takes them (Generating.select)
+    heads: list[Sample] | None = None
+    select: Callable[[Callable[[str], bool]], Iterator[Sample]] | None = None
 
 
 @dataclass(frozen=True)
@@ -206,10 +210,11 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | N
 async def _source(cfg: RunConfig, caps: Capabilities, benchmark: Benchmark, opts: LoadOptions) -> SampleSource:
     """The samples and what names them in the run id. Streamed where the benchmark allows
     it (requests start while the file is read; its bytes' hash names it). Generated ones
-    (100-LongBench) are announced in one line before the first is built, then built one
-    at a time behind a progress bar, handing control back to the event loop between two
-    of them so one Ctrl-C stops planning at once; a dry run takes them as a stream and
-    prices them as they come. Anything else is loaded whole and named by its digest."""
+    (100-LongBench) are announced in one line, named by what they are built from, and
+    none is built here: a dry run takes them as a stream and prices them as they come; a
+    run takes their heads (drawn, not built), and the engine builds the samples `prepare`
+    keeps while it sends (engine._built). Anything else is loaded whole and named by its
+    digest."""
     if caps.generate is not None:
         def say(line: str) -> None:
             if cfg.progress is not False:
@@ -219,27 +224,12 @@ async def _source(cfg: RunConfig, caps: Capabilities, benchmark: Benchmark, opts
         say(generating.what)
         if cfg.dry_run:
             return SampleSource(None, generating.samples, generating.fingerprint, generating.total)
-        built = await taken(generating.samples, generating.total, f"generating {cfg.benchmark}", cfg.progress)
-        return SampleSource(Loaded(built, generating.notes), None, generating.fingerprint, len(built))
+        heads = Loaded(generating.heads(), generating.notes)
+        return SampleSource(None, None, generating.fingerprint, len(heads), heads, generating.select)
     if caps.iter_load is not None:  # the benchmark hashes its file's bytes (content, not path)
         return SampleSource(None, caps.iter_load(opts), caps.fingerprint() if caps.fingerprint else "")
     listed = benchmark.load(opts)
     return SampleSource(listed, None, samples_digest(listed), len(listed))
-
-
-async def taken(samples: Iterator[Sample], total: int | None, label: str, progress: bool | None) -> list[Sample]:
-    """Every sample of a stream whose samples are built as they are taken, one at a time
-    behind a progress bar, with a checkpoint between two: a Ctrl-C (which cancels the
-    run's task) stops it there instead of after the last one."""
-    import anyio
-
-    out: list[Sample] = []
-    with StepProgress(total, label, progress) as bar:
-        for s in samples:
-            out.append(s)
-            bar.advance()
-            await anyio.lowlevel.checkpoint()
-    return out
 
 
 def _opening(cache_path: Path, shared: SetShared | None) -> Future[Store]:

@@ -154,3 +154,31 @@ def test_judge_requests_carry_the_release_s_judge_prompt(loaded) -> None:
                 for s in qa for ref in s.answers]
     assert [r.messages[-1]["content"] for r in sent] == expected
     assert all(r.messages[0]["role"] == "system" and r.temperature == 0.1 and r.params == {"top_p": 0.9} for r in sent)
+
+
+def test_heads_are_the_samples_without_their_prompts_and_select_builds_just_those_asked() -> None:
+    """A run decides on heads (no context built) and builds only the samples `prepare`
+    kept: each head carries what the built sample carries for `prepare` (QA questions and
+    answers included), and a selection builds exactly the samples asked, identical to
+    the full stream's (the base set's rows share one RNG: skipping one must not shift the
+    next; multi_doc_sum shuffles with it)."""
+    extra = {"lengths": ["2k", "8k"], "rows": 4, "seed": 3, "base_ability": "release"}
+    bench = LongBench100(extra, data_dir=DATA)
+    opts = LoadOptions(data_dir=DATA, tasks=["single_doc_qa", "multi_doc_qa", "multi_doc_sum", "kv_retrieval"],
+                       extra=extra)
+    generating = bench.generate(opts, lambda line: None)
+    built = {s.id: s for s in generating.samples}
+    heads = {s.id: s for s in generating.heads()}
+    assert list(heads) == list(built) and len(built) == generating.total
+    assert any(s.metric == "qa" for s in built.values()) and any(s.id.split("/")[1] == "base" for s in built.values())
+    for sid, s in built.items():
+        h = heads[sid]
+        assert (h.task, h.metric, h.max_tokens, h.meta["length"], h.prompt) == (s.task, s.metric, s.max_tokens,
+                                                                             s.meta["length"], "")
+        if s.metric == "qa":
+            assert (h.meta["question"], h.answers) == (s.meta["question"], s.answers)
+    wanted = {sid for i, sid in enumerate(built) if i % 3 == 1}
+    chosen = list(generating.select(wanted.__contains__))
+    assert [s.id for s in chosen] == [sid for sid in built if sid in wanted]
+    assert all((s.prompt, s.answers, s.meta) == (built[s.id].prompt, built[s.id].answers, built[s.id].meta)
+               for s in chosen)

@@ -96,6 +96,11 @@ class Generating:
     total: int
     what: str  # "7,200 samples: 8 tasks x 9 lengths x 100 rows"
     samples: Iterator[Sample]
+    # A run's way in (memory flat in the samples' number): `prepare` reads the `heads`
+    # (every sample without its prompt, drawn building nothing), then the samples it kept
+    # are built, as the engine takes them, by `select` (given which ids to build).
+    heads: Callable[[], Iterator[Sample]]
+    select: Callable[[Callable[[str], bool]], Iterator[Sample]]
     notes: dict[str, Any] = field(default_factory=dict)
     fingerprint: str = ""  # what the samples are built from, hashed: the run id's data identity
 

@@ -23,6 +23,7 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -94,17 +95,36 @@ def _labels(value: Any, default: tuple[str, ...]) -> list[str]:
     return labels
 
 
-def _samples(cells: list[tuple[str, str, Cell]], release: Release) -> Iterator[Sample]:
-    """The cells' samples, each built when taken."""
+def _samples(cells: list[tuple[str, str, Cell]], release: Release,
+             wanted: Callable[[str], bool] | None = None) -> Iterator[Sample]:
+    """The cells' samples (those whose id is `wanted`), each built when taken."""
     for task, length, cell in cells:
         spec_t = TASKS[task]
         template, max_tokens = release.template(task), release.max_new_tokens(task)
-        for b in cell.rows():
+        for b in cell.rows(partial(_wanted_row, wanted, f"{task}/{length}/")):
             yield Sample(id=f"{task}/{length}/{b.row}", task=task,
                          prompt=template.format(context=b.context, input=b.input, instruction=b.instruction),
                          answers=b.answers, max_tokens=max_tokens, metric=spec_t.metric,
                          meta={"length": length, "target_tokens": b.target, "context_tokens": b.context_tokens,
                                "question": b.input})
+
+
+def _wanted_row(wanted: Callable[[str], bool] | None, prefix: str, row: int) -> bool:
+    return wanted is None or wanted(f"{prefix}{row}")
+
+
+def _heads(cells: list[tuple[str, str, Cell]], release: Release) -> Iterator[Sample]:
+    """The cells' samples as `prepare` reads them, building no context: id, task, metric,
+    output budget, length, and for a QA task its question and answers (the record the row
+    draws carries them as `_samples` would give them); no prompt."""
+    for task, length, cell in cells:
+        spec_t, max_tokens = TASKS[task], release.max_new_tokens(task)
+        for row, rec in enumerate(cell.records()):
+            qa = spec_t.metric == "qa" and rec is not None
+            yield Sample(id=f"{task}/{length}/{row}", task=task, prompt="",
+                         answers=list(rec.answers) if qa and rec is not None else [], max_tokens=max_tokens,
+                         metric=spec_t.metric,
+                         meta={"length": length, **({"question": rec.input} if qa and rec is not None else {})})
 
 
 _GENERATOR_CODE = ("generator.py", "sources.py", "tasks.py")
@@ -266,7 +286,8 @@ class LongBench100(Benchmark):
         # The release measures lengths in Llama-2-7b-hf tokens; any other tokenizer is a stand-in.
         stand_in = not (spec.startswith("hf:") and "llama-2" in spec.lower())
         notes = {"unbuildable": unbuildable, "lengths": {"tokenizer": spec, "stand_in_for_llama_2": stand_in}}
-        return Generating(total, what, _samples(cells, release), notes,
+        return Generating(total, what, _samples(cells, release), lambda: _heads(cells, release),
+                          lambda wanted: _samples(cells, release, wanted), notes,
                           _fingerprint(sources, release, spec, seed, [(t, l, c.size) for t, l, c in cells]))
 
     # -- dry run ------------------------------------------------------------------------

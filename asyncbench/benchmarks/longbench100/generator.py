@@ -22,6 +22,7 @@ import random
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
 from ...estimators.longscore import BASE_LABEL
 from ...tokenizers import Tokenizer
@@ -83,13 +84,28 @@ _RENDER: dict[str, Callable[[int, Unit], str]] = {
 }
 
 
+Wanted = Callable[[int], bool]  # which rows of a cell to build, by row number
+
+
+def _all(row: int) -> bool:
+    return True
+
+
+def _shifted(wanted: Wanted, offset: int, row: int) -> bool:
+    return wanted(offset + row)
+
+
 @dataclass
 class Cell:
     """The rows of one (task, length), checked buildable: `size` of them, each built only
-    when `rows()` reaches it."""
+    when `rows()` reaches it (only the `wanted` ones: the others are drawn, not built).
+    `records()`: each row's answer-bearing record (None for a synthetic task), drawn as
+    `rows()` draws it but building nothing, so a run can decide which rows it needs (the
+    prior-knowledge filter reads only questions) before paying for any context."""
 
     size: int
-    rows: Callable[[], Iterator[Built]]
+    rows: Callable[[Wanted], Iterator[Built]]
+    records: Callable[[], Iterator[Record | None]]
 
 
 # a fitted context: its units, the text they render, its tokens
@@ -140,11 +156,11 @@ class Generator:
     # -- public --------------------------------------------------------------------------
     def build(self, task: str, length: str, target: int, rows: int) -> list[Built]:
         """`rows` rows of `task` at `target` tokens; raises Unbuildable with the reason."""
-        return list(self.cell(task, length, target, rows).rows())
+        return list(self.cell(task, length, target, rows).rows(_all))
 
     def build_base(self, task: str, rows: int, limit: int = BASE_LIMIT) -> list[Built]:
         """The release's base set of `task` (see `base_cell`), built whole."""
-        return list(self.base_cell(task, rows, limit).rows())
+        return list(self.base_cell(task, rows, limit).rows(_all))
 
     def cell(self, task: str, length: str, target: int, rows: int) -> Cell:
         """`rows` rows of `task` at `target` tokens, built as they are taken; raises
@@ -159,7 +175,12 @@ class Generator:
             real = [r for r in real if self._real_tokens(spec, r) <= budget]
             if not real:
                 raise Unbuildable(f"no answer-bearing article from {', '.join(spec.real)} fits in {length} tokens")
-        return Cell(rows, lambda: (self._row(spec, length, target, row, real, sizes, noise) for row in range(rows)))
+        def drawn(row: int) -> Record | None:  # _row's first draw, alone
+            return self._rng(spec, length, row).choice(real) if spec.real else None
+
+        return Cell(rows, lambda wanted: (self._row(spec, length, target, row, real, sizes, noise)
+                                          for row in range(rows) if wanted(row)),
+                    lambda: (drawn(row) for row in range(rows)))
 
     def base_cell(self, task: str, rows: int, limit: int = BASE_LIMIT) -> Cell:
         """The release's base set (`<task>_0`, generate_dataset.py's `*_base`): for the QA
@@ -171,29 +192,33 @@ class Generator:
             per = rows // len(SYNTHETIC_BASE)
             cells = [self.cell(task, label, 1024 * int(label[:-1]), per) for label in SYNTHETIC_BASE]
 
-            def synthetic() -> Iterator[Built]:
-                for row, b in enumerate(b for c in cells for b in c.rows()):
-                    b.row, b.length = row, BASE
-                    yield b
+            def synthetic(wanted: Wanted) -> Iterator[Built]:  # rows numbered on across the lengths
+                for k, c in enumerate(cells):
+                    for b in c.rows(partial(_shifted, wanted, k * per)):
+                        b.row, b.length = k * per + b.row, BASE
+                        yield b
 
-            return Cell(sum(c.size for c in cells), synthetic)
+            return Cell(sum(c.size for c in cells), synthetic, lambda: (r for c in cells for r in c.records()))
         real = [r for r in self._real(spec) if self._real_tokens(spec, r) < limit]
         if not real:
             raise Unbuildable(f"no answer-bearing article from {', '.join(spec.real)} is under {limit} tokens")
-        def articles() -> Iterator[Built]:  # the draw made afresh: the same rows each time
-            rng = random.Random(f"100-longbench:{self.seed}:{spec.name}:{BASE}")
-            chosen = rng.sample(real, rows) if len(real) > rows else real
-            for row, rec in enumerate(chosen):
+        def chosen(rng: random.Random) -> list[Record]:  # the draw made afresh: the same rows each time
+            return rng.sample(real, rows) if len(real) > rows else real
+
+        def articles(wanted: Wanted) -> Iterator[Built]:
+            rng = self._rng(spec, BASE)
+            for row, rec in enumerate(chosen(rng)):
                 if spec.name.startswith("multi_doc"):
                     units = [Unit(p, answer=True) for p in split_passages(rec.context)]
                     if spec.name == "multi_doc_sum":
-                        rng.shuffle(units)
+                        rng.shuffle(units)  # the rows share one RNG: drawn for a row not built too
                 else:
                     units = [Unit(rec.context.strip(), answer=True)]
-                context = "".join(_RENDER[spec.name](i, u) for i, u in enumerate(units, 1))
-                yield self._finish(spec, BASE, row, limit, context, self.measure(context), units, rec, [], rng)
+                if wanted(row):
+                    context = "".join(_RENDER[spec.name](i, u) for i, u in enumerate(units, 1))
+                    yield self._finish(spec, BASE, row, limit, context, self.measure(context), units, rec, [], rng)
 
-        return Cell(min(rows, len(real)), articles)
+        return Cell(min(rows, len(real)), articles, lambda: iter(chosen(self._rng(spec, BASE))))
 
     # -- internals -----------------------------------------------------------------------
     @staticmethod
@@ -205,8 +230,12 @@ class Generator:
             return sum(self.count(p) + 8 for p in split_passages(rec.context))
         return self.count(rec.context.strip()) + 8
 
+    def _rng(self, spec: TaskSpec, length: str, row: int | None = None) -> random.Random:
+        """A row's own RNG (a base cell of articles: the cell's), from the seed alone."""
+        return random.Random(f"100-longbench:{self.seed}:{spec.name}:{length}" + ("" if row is None else f":{row}"))
+
     def _row(self, spec: TaskSpec, length: str, target: int, row: int, real: list[Record], sizes: list[int], noise: list[str]) -> Built:
-        rng = random.Random(f"100-longbench:{self.seed}:{spec.name}:{length}:{row}")
+        rng = self._rng(spec, length, row)
         fixed: list[Unit] = []
         rec: Record | None = None
         if spec.real:
