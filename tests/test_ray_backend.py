@@ -433,6 +433,32 @@ def test_a_silent_ray_address_ends_after_the_timeout():
     assert 4 <= int(seconds) < 60
 
 
+def test_ray_address_from_the_environment_is_the_cluster_joined_in_one_line(tmp_path):
+    """RAY_ADDRESS without --ray-address is the cluster a run joins, as for Ray's own
+    tools (it once said "no answer from Ray at a new local instance" after 63-74 s):
+    a silent head there ends in one line naming the variable, in a running cluster's
+    deadline (15 s), with none of Ray's C++ warnings on the terminal (they go to the
+    file the line names)."""
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "a", "prompt": "p", "answers": ["x"], "max_tokens": 4}) + "\n")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        started = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{data}", "--model",
+                               "openai-compat:sim", "--base-url", "http://127.0.0.1:9/v1", "--backend", "ray",
+                               "--cache", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "out"),
+                               "--no-progress"], env={**ENV, "RAY_ADDRESS": address}, capture_output=True,
+                              text=True, timeout=120)
+        took = time.monotonic() - started
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"no answer from Ray at {address} within 15 s" in lines[0] and "RAY_ADDRESS" in lines[0], lines[0]
+    assert took < 60, took  # 15 s and the interpreter's start; Ray's own wait was over a minute
+
+
 PRIVATE_EVAL_SCRIPT = BOTH_NODES + r"""
 import json, sys
 from pathlib import Path

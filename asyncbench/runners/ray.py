@@ -51,7 +51,7 @@ from ..scheduler import Budget, EndpointHealth, Job, Outcome, SchedulerStats
 from ..types import Response
 from .base import JSON, Counting, OnEvent, RunnerReport, add_stats
 from .ray_actors import GenerationWorker, LimiterActor
-from .ray_connect import connect, first_line, import_ray
+from .ray_connect import cluster_address, connect, first_line, import_ray
 from .ray_shared import TTL_S as SHARED_TTL_S
 from .ray_shared import SharedLimiters
 
@@ -92,7 +92,7 @@ class RayRunner:
         if workers < 1:
             raise UserError(f"--ray-workers must be at least 1 (got {workers})")
         self.ray = ray = import_ray()
-        self.address = address
+        self.address = address = cluster_address(address)
         self.where = address or "local"
         self._stats = SchedulerStats()
         self.aborted: str | None = None
