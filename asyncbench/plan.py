@@ -22,7 +22,7 @@ from typing import Any
 
 from .benchmarks import parse_benchmark
 from .benchmarks.base import Benchmark, Generating, Loaded, LoadOptions
-from .benchmarks.longbench.budget import PromptBudget, model2maxlen_path
+from .benchmarks.longbench.budget import OFFICIAL_MARGIN, PromptBudget, model2maxlen_path
 from .benchmarks.longbench.official_models import samsum_stop
 from .client import ModelClient, SharedEndpoints, make_client
 from .config import RunConfig
@@ -274,6 +274,8 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
     open_model, official_info = None, None
     if official == "longbench":  # prompted as LongBench's pred.py prompts open models (official_models.py)
         open_model, official_info = await official_model(cfg, spec, client.provider, maxlen_path)
+        if (notice := official_info.pop("notice", None)) is not None:  # an open-model server pred.py does not name
+            _say(str(notice))
     elif cfg.official_model:
         raise UserError(f"--official-model is LongBench pred.py's model name; {cfg.benchmark} does not use it")
     release = caps.release_request
@@ -284,6 +286,10 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
                         f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
                         "the model-context table, and the server does not report it); pass --max-input-tokens N "
                         "(its context minus 500)")
+    if open_model is not None and budget.total is not None and budget.total < open_model.maxlen + OFFICIAL_MARGIN:
+        _say(f"{spec.label}: the server's context ({budget.total} tokens) is smaller than {open_model.name}'s "
+             f"({open_model.maxlen + OFFICIAL_MARGIN}: pred.py's {open_model.maxlen}-token prompts and their answers); "
+             "prompts that would not fit are cut further (run.json truncation.fitted)")
     tokenizer: Tokenizer | None = None
     tokenizer_name, stand_in = "none", False
     if budget.input is not None or budget.total is not None:
@@ -297,6 +303,11 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
     newline_stop = await samsum_stop(client.provider, spec.base_urls, tokenizer) if open_model else None
     return Prompting(client, cfg.temperature, cfg.repeat, budget, tokenizer, open_model, newline_stop, release,
                      limits)
+
+
+def _say(line: str) -> None:
+    """One line on stderr, said while planning: before anything is sent."""
+    print(f"asyncbench: {line}", file=sys.stderr, flush=True)
 
 
 def runner_for(cfg: RunConfig) -> Runner:

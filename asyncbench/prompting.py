@@ -9,6 +9,7 @@ execution that builds them.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,14 @@ from .client import ModelClient
 from .errors import ProviderError, UserError
 from .tokenizers import Tokenizer
 from .types import Request, Sample
+
+# Tokens a cut prompt may gain when sent: pred.py's chat formats add at most ~45 (vicuna's
+# system message, Llama-2 tokens), the re-tokenized seam a few. A cut this far below the
+# server's limit is sent without counting it again (no extra /tokenize call).
+FIT_SLACK = 64
+# Cuts tried before a prompt is called unfit: each cuts by the last overshoot, which is a
+# few tokens after the first.
+FIT_TRIES = 6
 
 # A benchmark's own request for a prompt (100-LongBench's release): ModelClient.request's
 # keyword arguments, from (prompt, provider, open model?).
@@ -34,6 +43,10 @@ class Tally:
     truncated: dict[str, int] = field(default_factory=dict)
     as_chat: set[str] = field(default_factory=set)
     samsum: bool = False
+    # cut below the budget so the prompt fits the server (tokens below it), and those that
+    # cannot fit at all (sent as they are: the server refuses them)
+    fitted: dict[str, int] = field(default_factory=dict)
+    unfit: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -66,8 +79,9 @@ class Prompting:
         templated = not client.sends_raw(s.chat)
         if templated and not s.chat:
             tally.as_chat.add(s.task)
-        return client.request(prompt=self._cut(s, templated, tally), max_tokens=s.max_tokens,
-                              temperature=self.temperature, repeat=self.repeat, chat=s.chat, stop=s.stop)
+        text = self._cut(s, True, tally) if templated else self._fit(s, str, tally)
+        return client.request(prompt=text, max_tokens=s.max_tokens, temperature=self.temperature,
+                              repeat=self.repeat, chat=s.chat, stop=s.stop)
 
     def release_kwargs(self, prompt: str) -> Mapping[str, Any]:
         """The benchmark's release request for `prompt`, as ModelClient.request's arguments."""
@@ -81,14 +95,20 @@ class Prompting:
         if tally.samsum and self.newline_stop is not None:
             out["samsum"] = self.newline_stop.describe()
         out["no_template_sent_as_chat"] = sorted(tally.as_chat)
+        if tally.fitted or tally.unfit:
+            out["fitted"] = {"n": len(tally.fitted), "tokens_below_budget": sum(tally.fitted.values()),
+                             "unfit": sorted(tally.unfit),
+                             "why": "cut further than the budget so the prompt as sent (its chat format and the "
+                                    "re-tokenized seam of the cut included) fits the server's context"}
         return out
 
-    def _cut(self, s: Sample, templated: bool, tally: Tally) -> str:
+    def _cut(self, s: Sample, templated: bool, tally: Tally, cut: int | None = None) -> str:
         """The sample's prompt cut to its budget (the room a server's template takes when
-        `templated`); what was removed is counted in the tally."""
+        `templated`), or to `cut` tokens; what was removed is counted in the tally."""
         from .benchmarks.longbench.prompts import build_request_prompt
 
-        cut = self.budget.for_sample(s.max_tokens, templated)
+        if cut is None:
+            cut = self.budget.for_sample(s.max_tokens, templated)
         try:
             text, removed = (build_request_prompt(s, tokenizer=self.tokenizer, max_input_tokens=cut)
                              if self.tokenizer is not None else (s.prompt or "", 0))
@@ -100,12 +120,46 @@ class Prompting:
             tally.truncated[s.id] = removed
         return text
 
+    def _fit(self, s: Sample, wrap: Callable[[str], str], tally: Tally) -> str:
+        """The text sent raw for a sample: its prompt cut to the budget, then `wrap`ped
+        (pred.py's build_chat), and, where the server's limits are known and the result
+        is longer than the server takes (counted as the server counts: the chat format
+        and the re-tokenized seam of the cut added), cut again by what it overshoots
+        until it fits (budget.py). pred.py's own cut is kept wherever it fits. A prompt
+        that cannot fit at all (the answer and the chat format alone fill the context)
+        is sent as it is, said in one line before it is sent."""
+        budget, tokenizer = self.budget, self.tokenizer
+        text = wrap(self._cut(s, False, tally))
+        room = budget.room(s.max_tokens)
+        first = budget.for_sample(s.max_tokens, False)
+        if room is None or tokenizer is None or first is None:
+            return text
+        if first + FIT_SLACK <= room:
+            return text  # cut to at most `first` tokens, which the chat format cannot push past the limit
+        cut = first
+        for _ in range(FIT_TRIES):
+            over = tokenizer.count(text) - room
+            if over <= 0:
+                if cut < first:
+                    tally.fitted[s.id] = first - cut
+                return text
+            cut -= over
+            if cut < 2:
+                break
+            text = wrap(self._cut(s, False, tally, cut))
+        tally.unfit.append(s.id)
+        if len(tally.unfit) == 1:
+            print(f"asyncbench: {s.id} ({s.task}): its answer ({s.max_tokens} tokens) and chat format leave no room "
+                  f"for its prompt in the server's {room + s.max_tokens}-token context; the server will refuse it "
+                  "(serve the model with a larger context)", file=sys.stderr, flush=True)
+        return text
+
     def _build_open(self, s: Sample, open_model: OfficialModel, tally: Tally) -> Request:
         """pred.py's request for an open model: its cut, then its build_chat text (chat
-        datasets), sent raw; samsum's newline rule (samsum_stop)."""
-        text = self._cut(s, False, tally)
-        if s.chat:
-            text = build_chat(text, open_model.name)
+        datasets), sent raw and fitted to the server (`_fit`); samsum's newline rule
+        (samsum_stop)."""
+        name = open_model.name
+        text = self._fit(s, (lambda t: build_chat(t, name)) if s.chat else str, tally)
         params: dict[str, object] = {}
         newline_stop = self.newline_stop
         if s.stop and newline_stop is not None:

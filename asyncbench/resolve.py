@@ -32,9 +32,10 @@ def resolve_model(model: str, base_urls: list[str], cfg: RunConfig, sim_url: str
 async def official_model(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
                          maxlen: Path | None) -> tuple[OfficialModel | None, dict[str, object]]:
     """The LongBench pred.py model this run's server is (official_models.py), and what
-    run.json records about it: which settings apply and why, or why none do."""
-    from .benchmarks.longbench.budget import model2path_for
-    from .benchmarks.longbench.official_models import identify, read_tables
+    run.json records about it: which settings apply and why, or why none do (`notice`:
+    the one line said before anything is sent when an open-model server is not one of
+    pred.py's models, with how to name it)."""
+    from .benchmarks.longbench.official_models import identify, model2path_file, read_tables
 
     if not provider.serves_open_models:
         if cfg.official_model:
@@ -44,17 +45,22 @@ async def official_model(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase
         if cfg.official_model:
             raise UserError("--official-model needs LongBench's model2maxlen.json: pass --data-dir DIR with "
                             "DIR/longbench/model2maxlen.json")
-        return None, {"applied": False, "why": "no model2maxlen.json"}
-    paths = model2path_for(maxlen)
+        return None, {"applied": False, "why": "no model2maxlen.json",
+                      "notice": f"{spec.label}: pred.py's prompts for open models are not applied: no LongBench "
+                                "model2maxlen.json (pass --data-dir DIR with DIR/longbench/model2maxlen.json)"}
     tables = read_tables(maxlen.parent)
     served = await provider.served_models(spec.base_urls)
     found = identify(tables, forced=cfg.official_model, served=served, model=spec.model, where=str(maxlen.parent))
     if found is None:
-        why = (f"not in {maxlen.name}" + (f" or {paths.name}" if paths else "")
-               + (f" (the server serves {', '.join(served)})" if served else "")
-               + ": the server's chat template, its context and --max-input-tokens apply")
-        return None, {"applied": False, "model": spec.model, "why": why}
-    return found, {"applied": True, **found.describe(), "tables": str(maxlen.parent)}
+        serves = f"serves {', '.join(served)}" if served else "does not say which model it serves"
+        why = (f"not in {maxlen.name} or {model2path_file(maxlen.parent).name} (the server {serves}): the "
+               "server's chat template, its context and --max-input-tokens apply")
+        names = ", ".join(sorted(tables[1]))
+        notice = (f"{spec.label}: the server {serves}, none of LongBench pred.py's models, so its chat template and "
+                  f"context decide the prompts; if it is one of them, pass --official-model NAME ({names})")
+        return None, {"applied": False, "model": spec.model, "why": why, "notice": notice}
+    return found, {"applied": True, **found.describe(), "tables": str(maxlen.parent),
+                   "model2path": str(model2path_file(maxlen.parent))}
 
 
 async def prompt_budget(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
@@ -69,12 +75,12 @@ async def prompt_budget(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
     server_input, server_total, server_source = await provider.context_limits(spec.base_urls)
     known = context_window_for(spec.model)
     if cfg.max_input_tokens:
-        return PromptBudget(cfg.max_input_tokens, server_total, "--max-input-tokens")
+        return PromptBudget(cfg.max_input_tokens, server_total, "--max-input-tokens", server_input)
     if model is not None:
         return PromptBudget(model.maxlen, server_total, f"{official.name if official else 'model2maxlen.json'} "
-                                                        f"({model.name})")
+                                                        f"({model.name})", server_input)
     if official is not None and (value := official_maxlen(official, spec.model)) is not None:
-        return PromptBudget(value, server_total, f"{official.name} (official)")
+        return PromptBudget(value, server_total, f"{official.name} (official)", server_input)
     if server_total or server_input:
         if server_total:
             return from_context(server_total, server_source, server_input)

@@ -56,21 +56,3 @@ def sent_prompt(path: str, body: dict[str, Any]) -> str | None:
     if path.endswith("/chat/completions"):
         return "\n".join(str(m.get("content")) for m in body["messages"])
     return None
-
-
-MODEL2PATH = Path(__file__).resolve().parent / "data" / "longbench" / "model2path.json"
-
-
-def data_dir_with_model2path(tmp: Path) -> Path:
-    """A data directory like ../shared/data (links to its files) whose longbench/ also has
-    LongBench's model2path.json (tests/data/longbench: the official file, THUDM/LongBench
-    `LongBench/config/model2path.json`, which ../shared/data does not carry)."""
-    root = tmp / "data"
-    (root / "longbench").mkdir(parents=True)
-    for item in DATA.iterdir():
-        if item.name != "longbench":
-            (root / item.name).symlink_to(item)
-    for item in (DATA / "longbench").iterdir():
-        (root / "longbench" / item.name).symlink_to(item)
-    (root / "longbench" / "model2path.json").symlink_to(MODEL2PATH)
-    return root

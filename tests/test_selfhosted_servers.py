@@ -153,27 +153,56 @@ def test_samsum_client_cut_keeps_pred_py_s_answer() -> None:
     assert postprocess("no newline", steps) == "no newline"
 
 
-def test_a_model_longbench_does_not_list_keeps_today_s_requests(tmp_path: Path) -> None:
-    """A server serving a model pred.py does not know: no official settings, and run.json
-    says why (the server's own id); a pred.py model is found from /info."""
-    from pred_py import data_dir_with_model2path
+def test_a_model_longbench_does_not_list_keeps_today_s_requests(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """In ../shared/data's layout (model2maxlen.json, no model2path.json: the package's copy
+    of the release's is used): a server serving a model pred.py does not know gets no
+    official settings, run.json says why (the server's own id) and the run says so in one
+    line before it sends, naming --official-model; a pred.py model is found from /info."""
+    from pred_py import DATA
 
     from asyncbench.config import RunConfig
     from asyncbench.flow import run
 
-    data = data_dir_with_model2path(tmp_path)
-    found = {}
+    assert not (DATA / "longbench" / "model2path.json").exists() and (DATA / "longbench" / "model2maxlen.json").is_file()
+    found, said = {}, {}
     for model_id in ("Qwen/Qwen2-7B-Instruct", "meta-llama/Llama-2-7b-chat-hf"):
         config = SimConfig(model_id=model_id, max_context_tokens=4096, tokenizer_file=str(LLAMA2_TOKENIZER))
         with run_sim_in_thread(config) as handle:
             cfg = RunConfig(benchmark="minilongbench:trec", model="tgi:served", base_urls=[handle.base_url],
-                            data_dir=str(data), dry_run=True, progress=False, cache=str(tmp_path / "c.duckdb"))
+                            data_dir=str(DATA), dry_run=True, progress=False, cache=str(tmp_path / "c.duckdb"))
             found[model_id] = anyio.run(run, cfg)["truncation"]
+        said[model_id] = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     unknown = found["Qwen/Qwen2-7B-Instruct"]
     assert unknown["official"]["applied"] is False and "Qwen/Qwen2-7B-Instruct" in unknown["official"]["why"]
     assert unknown["budget"]["source"].startswith("tgi /info") and unknown["budget"]["max_input_tokens"] == 4096 - 500
+    (line,) = said["Qwen/Qwen2-7B-Instruct"]
+    assert "Qwen/Qwen2-7B-Instruct" in line and "--official-model NAME" in line and "llama2-7b-chat-4k" in line
     known = found["meta-llama/Llama-2-7b-chat-hf"]
     assert known["official"]["applied"] is True and known["budget"]["max_input_tokens"] == 3500
+    assert known["official"]["model2path"].endswith("asyncbench/data/longbench/model2path.json")
+    assert said["meta-llama/Llama-2-7b-chat-hf"] == []
+
+
+def test_the_shipped_model2path_is_the_release_s(tmp_path: Path) -> None:
+    """The package's model2path.json is LongBench's `LongBench/config/model2path.json`
+    (THUDM/LongBench c5ea10b): every name of model2maxlen.json maps to a repository, and a
+    data directory's own model2path.json replaces it."""
+    import json
+
+    from pred_py import DATA
+
+    from asyncbench.benchmarks.longbench.official_models import model2path_file, read_tables, shipped_model2path
+
+    shipped = json.loads(shipped_model2path().read_text(encoding="utf-8"))
+    maxlen = json.loads((DATA / "longbench" / "model2maxlen.json").read_text(encoding="utf-8"))
+    assert set(shipped) == set(maxlen) and shipped["llama2-7b-chat-4k"] == "meta-llama/Llama-2-7b-chat-hf"
+    assert model2path_file(DATA / "longbench") == shipped_model2path()
+    own = tmp_path / "longbench"
+    own.mkdir()
+    (own / "model2maxlen.json").write_text(json.dumps({"mine-4k": 3500}))
+    (own / "model2path.json").write_text(json.dumps({"mine-4k": "me/Mine-4k"}))
+    assert read_tables(own) == ({"mine-4k": "me/Mine-4k"}, {"mine-4k": 3500})
 
 
 def test_a_wrong_official_model_is_one_line_exit_2(tmp_path: Path) -> None:
@@ -213,3 +242,27 @@ def test_tgi_special_tokens_with_null_spans_are_read_too() -> None:
         tok = ServerTokenizer(f"http://127.0.0.1:{server.port}/tokenize", {}, strip_space=True)
         for m in (6, 8, 11):
             assert tok.cut_middle(text, m)[0] == local_cut(text, m)
+
+
+def test_vllm_served_model_name_is_known_by_its_root() -> None:
+    """vLLM started with `--served-model-name llama` lists id "llama" and root the model's
+    repository (serving_models.py show_available_models): both are what the server serves."""
+    from asyncbench.providers.openai_compat import OpenAICompatProvider
+
+    config = SimConfig(model_id="meta-llama/Llama-2-7b-chat-hf", served_model_name="llama", max_context_tokens=4096)
+    with run_sim_in_thread(config) as handle:
+        card = httpx.get(f"{handle.base_url}/v1/models").json()["data"][0]
+        provider = OpenAICompatProvider("llama", None)
+
+        async def ask() -> list[str]:
+            try:
+                return await provider.served_models([f"{handle.base_url}/v1"])
+            finally:
+                await provider.aclose()
+
+        served = anyio.run(ask)
+    assert card["id"] == "llama" and card["root"] == "meta-llama/Llama-2-7b-chat-hf" and card["max_model_len"] == 4096
+    assert served == ["llama", "meta-llama/Llama-2-7b-chat-hf"]
+    tables = ({"llama2-7b-chat-4k": "meta-llama/Llama-2-7b-chat-hf"}, {"llama2-7b-chat-4k": 3500})
+    found = identify(tables, forced=None, served=served, model="llama", where="d")
+    assert found is not None and found.name == "llama2-7b-chat-4k"

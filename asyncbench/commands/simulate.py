@@ -62,6 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="accept only the key in this environment variable (Bearer or x-api-key); any other "
                              "key, or none, gets the provider's 401 (default: any key)")
     parser.add_argument("--model-id", default="asyncbench-sim", help="model name reported by /info and /v1/models")
+    parser.add_argument("--served-model-name", help="as vLLM's flag: /v1/models lists this as the model's id and "
+                        "--model-id as its root")
     parser.add_argument("--tokenizer-file", help="the simulated model's tokenizer.json (e.g. Llama-2's): /tokenize, "
                         "/detokenize and token counts as a real TGI/vLLM server serving it")
 
@@ -122,6 +124,7 @@ def main(args: argparse.Namespace) -> int:
         max_context_tokens=args.max_context_tokens,
         seed=args.seed,
         model_id=args.model_id,
+        served_model_name=args.served_model_name,
         api_key=_key(args.api_key_env),
         tokenizer_file=args.tokenizer_file,
         batch_turnaround_s=args.batch_turnaround_s,

@@ -139,8 +139,17 @@ class OpenAICompatProvider(ProviderBase):
         return []
 
     async def served_models(self, base_urls: list[str]) -> list[str]:
-        """The ids `/v1/models` lists (vLLM: the served model's path or --served-model-name)."""
-        return [str(m["id"]) for m in await self._first_models(base_urls) if isinstance(m, dict) and m.get("id")]
+        """What `/v1/models` says is served: each base model's `id` and its `root`. vLLM
+        lists `id` = the --served-model-name (or the model's path) and `root` = the model's
+        path or hub repository (vllm/entrypoints/openai/serving_models.py,
+        `show_available_models`: `ModelCard(id=base_model.name, root=base_model.model_path)`),
+        so a server started with `--served-model-name llama` is still known as
+        meta-llama/Llama-2-7b-chat-hf. Adapter cards (a `parent`) are not base models."""
+        out: list[str] = []
+        for m in await self._first_models(base_urls):
+            if isinstance(m, dict) and not m.get("parent"):
+                out += [str(m[k]) for k in ("id", "root") if isinstance(m.get(k), str) and m[k]]
+        return list(dict.fromkeys(out))
 
     async def takes_min_tokens(self, base_urls: list[str]) -> bool:
         """Whether the server is vLLM, which takes `min_tokens` and `stop_token_ids`: its

@@ -92,6 +92,7 @@ class SimConfig:
     max_context_tokens: int = 131072
     seed: int = 0
     model_id: str = "asyncbench-sim"
+    served_model_name: str | None = None  # vLLM's --served-model-name: /v1/models `id`, model_id its `root`
     # the one key accepted (None: any); another key, or none, gets the provider's 401
     api_key: str | None = None
     # the model's own tokenizer.json (model_tokenizer.py): /tokenize, /detokenize and every
@@ -277,8 +278,11 @@ class SimServer:
         return _json({"prompt": text})
 
     def _models(self, request: web.BaseRequest) -> web.Response:
-        # as vLLM: the context length of the served model
-        model = {"id": self.config.model_id, "object": "model", "created": 0, "owned_by": "asyncbench",
+        # as vLLM (vllm/entrypoints/openai/serving_models.py show_available_models): `id` the
+        # served name (--served-model-name, else the model), `root` the model's path or
+        # repository, `max_model_len` the context
+        model = {"id": self.config.served_model_name or self.config.model_id, "object": "model", "created": 0,
+                 "owned_by": "asyncbench", "root": self.config.model_id, "parent": None,
                  "max_model_len": self.config.max_context_tokens}
         return _json({"object": "list", "data": [model]})
 

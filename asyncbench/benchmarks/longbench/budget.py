@@ -10,6 +10,13 @@ first part; the context still caps it when it is known.
 
 Where the context comes from, in order: a server that reports it (TGI `/info`, vLLM
 `/v1/models`), else the shipped model-context table.
+
+Where the server's own limits are known (`room`), a prompt sent raw is checked against
+them after it is cut and wrapped (prompting.py): pred.py's text is its cut *plus* the
+chat format `build_chat` writes around it, and the two cut halves re-tokenize to a few
+more tokens than were kept, so a cut to exactly `context - max_new_tokens` is still
+refused (42 of 89 samples at a 2,048-token context). Those prompts are cut further, by
+what they overshoot, until they fit; where pred.py's own cut fits, it is kept unchanged.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ class PromptBudget:
     input: int | None
     total: int | None
     source: str
+    server_input: int | None = None  # the server's own prompt limit (TGI max_input_tokens), where it says
 
     def for_sample(self, max_new_tokens: int, templated: bool) -> int | None:
         """The cut for one sample; `templated`: the server wraps it in a chat template."""
@@ -42,6 +50,15 @@ class PromptBudget:
         if self.total is not None:
             limits.append(self.total - max_new_tokens - (CHAT_TEMPLATE_TOKENS if templated else 0))
         return max(2, min(limits)) if limits else None
+
+    def room(self, max_new_tokens: int) -> int | None:
+        """The most tokens a prompt of this sample may have on the server, as the server
+        counts them (its special tokens included), None where the server's limits are not
+        known: TGI refuses `inputs > max_input_tokens` and `inputs + max_new_tokens >
+        max_total_tokens` (router/src/validation.rs), vLLM and llama.cpp the second."""
+        limits = ([self.total - max_new_tokens] if self.total is not None else []) + \
+                 ([self.server_input] if self.server_input is not None else [])
+        return min(limits) if limits else None
 
     def describe(self) -> dict[str, object]:
         return {"max_input_tokens": self.input, "max_total_tokens": self.total, "source": self.source}
@@ -51,7 +68,7 @@ def from_context(context: int, source: str, server_input: int | None = None) -> 
     """The official rule for a model the table does not name: context - 500 (and a
     server's own input limit where it states a smaller one)."""
     limits = [context - OFFICIAL_MARGIN] + ([server_input] if server_input else [])
-    return PromptBudget(min(limits), context, source)
+    return PromptBudget(min(limits), context, source, server_input or None)
 
 
 def model2maxlen_path(data_dir: Path | None, folder: str) -> Path | None:
@@ -75,27 +92,6 @@ def model2maxlen_path(data_dir: Path | None, folder: str) -> Path | None:
             _download(CONFIG_URL.format(name=MODEL2MAXLEN), path)
         except UserError:
             return None
-    return path
-
-
-def model2path_for(maxlen: Path) -> Path | None:
-    """LongBench's `model2path.json` (pred.py's names -> the repositories it loads) beside
-    its model2maxlen.json; where those tables are our cache of the official ones, it is
-    fetched into it once. None when there is none (models are then matched by name)."""
-    from ...datadir import cache_root
-    from ...errors import UserError
-    from .official_models import MODEL2PATH
-    from .prompts import CONFIG_URL, _download
-
-    path = maxlen.parent / MODEL2PATH
-    if path.is_file():
-        return path
-    if maxlen.parent.resolve() != (cache_root() / "longbench" / "config").resolve():
-        return None
-    try:
-        _download(CONFIG_URL.format(name=MODEL2PATH), path)
-    except UserError:
-        return None
     return path
 
 

@@ -15,8 +15,12 @@ read as data: `model2path.json` (its name -> the Hugging Face repository it load
 
 A server that is sent that text raw (TGI `/generate`, `/v1/completions`) adds the same
 special tokens, so the model sees what pred.py gave it. Which model a server runs comes
-from the server itself (TGI `/info` `model_id`, vLLM `/v1/models`) mapped through
-model2path, or from `--official-model NAME`; `identify` says which applied and why.
+from the server itself (TGI `/info` `model_id`; vLLM `/v1/models` `id` and `root`, the
+repository behind a `--served-model-name`; llama.cpp's alias) mapped through model2path,
+or from `--official-model NAME`; `identify` says which applied and why. model2path.json
+is the data directory's where it has one, else the copy shipped in
+`asyncbench/data/longbench/` (the LongBench layouts users have carry model2maxlen.json
+but not model2path.json: without it no server was ever recognised).
 """
 
 from __future__ import annotations
@@ -172,13 +176,27 @@ def identify(tables: tuple[dict[str, str], dict[str, int]], *, forced: str | Non
     return None
 
 
+def shipped_model2path() -> Path:
+    """The release's model2path.json as shipped with the package (data/longbench/README.md)."""
+    from importlib import resources
+
+    return Path(str(resources.files("asyncbench").joinpath(f"data/longbench/{MODEL2PATH}")))
+
+
+def model2path_file(folder: Path) -> Path:
+    """The model2path.json that goes with the model2maxlen.json in `folder`: the folder's
+    own where it has one (a user's tables), else the shipped copy of the release's."""
+    own = folder / MODEL2PATH
+    return own if own.is_file() else shipped_model2path()
+
+
 def read_tables(folder: Path) -> tuple[dict[str, str], dict[str, int]]:
-    """model2path.json (empty when the folder has none) and model2maxlen.json."""
+    """model2path.json (model2path_file) and the folder's model2maxlen.json."""
     from ...jsonl_io import read_json_object
 
     hint = "replace it with the official LongBench file"
-    path_file, maxlen_file = folder / MODEL2PATH, folder / MODEL2MAXLEN
-    paths = read_json_object(path_file, hint=hint) if path_file.is_file() else {}
+    path_file, maxlen_file = model2path_file(folder), folder / MODEL2MAXLEN
+    paths = read_json_object(path_file, hint=hint)
     maxlen = read_json_object(maxlen_file, hint=hint) if maxlen_file.is_file() else {}
     try:
         return {str(k): str(v) for k, v in paths.items()}, {str(k): int(v) for k, v in maxlen.items()}
