@@ -64,6 +64,7 @@ class Truncation(TypedDict, total=False):
     release_requests: dict[str, object]
     samsum: dict[str, object]
     no_template_sent_as_chat: list[str]
+    fitted: dict[str, object]  # cut below the budget to fit the server (prompting.py _fit)
     n_truncated: int
     tokens_removed: int
 

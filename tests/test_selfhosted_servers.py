@@ -266,3 +266,37 @@ def test_vllm_served_model_name_is_known_by_its_root() -> None:
     tables = ({"llama2-7b-chat-4k": "meta-llama/Llama-2-7b-chat-hf"}, {"llama2-7b-chat-4k": 3500})
     found = identify(tables, forced=None, served=served, model="llama", where="d")
     assert found is not None and found.name == "llama2-7b-chat-4k"
+
+
+def test_pred_py_chat_formats_fit_the_slack_left_for_them() -> None:
+    """A cut FIT_SLACK below the server's limit is sent without counting it again: every
+    pred.py chat format (and a seam) must add fewer tokens than that."""
+    from asyncbench.prompting import FIT_SLACK
+
+    tok = llama2_tokenizer()
+    for name in ("llama2-7b-chat-4k", "longchat-v1.5-7b-32k", "vicuna-v1.5-7b-16k", "xgen-7b-8k", "internlm-7b-8k",
+                 "chatglm2-6b", "chatglm3-6b-32k"):
+        body = "Question: what? Answer:"
+        added = len(tok.encode(build_chat(body, name)).ids) - len(tok.encode(body).ids)
+        assert 0 <= added <= FIT_SLACK - 8, (name, added)
+
+
+def test_a_prompt_that_cannot_fit_is_said_once_before_sending(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A context whose answer and [INST] format leave no room (515 tokens, gov_report's
+    512-token answers): one line names it before anything is sent, run.json lists them."""
+    from pred_py import DATA
+
+    from asyncbench.config import RunConfig
+    from asyncbench.flow import run
+
+    config = SimConfig(model_id="meta-llama/Llama-2-7b-chat-hf", max_context_tokens=515,
+                       tokenizer_file=str(LLAMA2_TOKENIZER))
+    with run_sim_in_thread(config) as handle:
+        cfg = RunConfig(benchmark="minilongbench:gov_report", model="tgi:llama", base_urls=[handle.base_url],
+                        data_dir=str(DATA), dry_run=True, progress=False, limit=2, cache=str(tmp_path / "c.duckdb"))
+        trunc = anyio.run(run, cfg)["truncation"]
+        sent = handle.stats()["requests"]
+    said = [line for line in capsys.readouterr().err.splitlines() if "leave no room" in line]
+    assert len(said) == 1 and "515-token context" in said[0] and "gov_report" in said[0]
+    assert len(trunc["fitted"]["unfit"]) == 2 and sent == 0
