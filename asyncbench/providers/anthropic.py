@@ -1,6 +1,10 @@
 """`anthropic:<model>` through the official `anthropic` SDK (messages API), retries off.
 
-LongBench-style evaluation sends one plain user message and no system prompt.
+LongBench-style evaluation sends one plain user message and no system prompt. Models that
+refuse `temperature` and `top_p` together (sampling_rules.py: Claude Opus 4.1, Sonnet 4.5,
+Haiku 4.5 and newer; a 400 otherwise) are sent `temperature` alone: it is the parameter
+every run sets (greedy 0 for LongBench, where top_p changes nothing; 100-LongBench's 0.9),
+and the one Anthropic's migration guide keeps in its example.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 from ..claims import claim, claim_sum
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
+from ..sampling_rules import one_sampler_only
 from ..types import ApiKind, Request, Response, Usage
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status, error_text
 from .bounded import Refused, refusal_cause
@@ -75,6 +80,8 @@ class AnthropicProvider(ProviderBase):
         body: dict[str, Any] = {"model": self.model, "max_tokens": request.max_tokens,
                                 "messages": turns,
                                 "temperature": request.temperature, **params}
+        if "top_p" in body and one_sampler_only(self.model):  # refused beside temperature: module docstring
+            del body["top_p"]
         if system:
             body["system"] = "\n".join(system)
         return body, cut_at

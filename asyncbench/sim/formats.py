@@ -10,10 +10,12 @@ closely enough that the official SDKs parse them unchanged.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..sampling_rules import ANTHROPIC_BOTH_SAMPLERS, one_sampler_only
 from .limits import anthropic_headers, openai_headers
 
 
@@ -188,6 +190,8 @@ def parse_messages(body: dict[str, Any]) -> Call:
     max_tokens = _int_param(body, "max_tokens", None)
     if max_tokens is None:
         raise BadRequest("max_tokens: field required")
+    if "temperature" in body and "top_p" in body and one_sampler_only(str(body.get("model", ""))):
+        raise BadRequest(ANTHROPIC_BOTH_SAMPLERS)  # Claude Opus 4.1 and later (sampling_rules.py)
     parts = [_content_text(body.get("system"))] if body.get("system") else []
     marks: list[str] = []
     for message in messages:
@@ -227,7 +231,9 @@ def render_messages(call: Call, answers: list[Answer], request_id: str) -> dict[
 
 
 def anthropic_error(status: int, kind: str, message: str, code: str | None = None) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": kind, "message": message}}
+    """The Messages API's error body: the error and the request's id (`req_...`), as the
+    API answers, e.g. BerriAI/litellm#15097's 400 for claude-sonnet-4-5."""
+    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": f"req_{uuid.uuid4().hex[:24]}"}
 
 
 # ---------------------------------------------------------------- TGI
