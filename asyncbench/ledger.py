@@ -47,34 +47,42 @@ NO_TASK = "-"  # a judge or prior request no task claimed
 # What fixes a sample that did not settle, where something does (besides running again).
 CONTEXT_HINT = ("prompts exceed the model's context: pass --max-input-tokens N (the context minus the output "
                 "length) to cut them in the middle as LongBench does, then run the same command again")
+# ... where the benchmark sends its prompts uncut, as its release does (100-LongBench):
+# --max-input-tokens cuts nothing there, so it is not offered
+UNCUT_CONTEXT_HINT = ("prompts exceed the model's context: this benchmark sends them uncut, as its release does "
+                      "(--max-input-tokens does not apply); run only the lengths the model takes (100-LongBench "
+                      "--lengths) or serve it with a longer context")
 # a key the server refused (scheduler.py: the run stopped after the first 401/403)
 KEY_HINT_START = "the server refused the API key: fix it"
 _KEY_REFUSED = re.compile(r"refused the API key \(.*\); (check \w+|no API key was sent: set \w+), then run")
 BUDGET_HINT = "the run's --max-cost was reached (over all its invocations): run again with a larger --max-cost"
 
 
-def next_step(unsettled: list[SampleEntry]) -> str | None:
+def next_step(unsettled: list[SampleEntry], uncut: bool = False) -> str | None:
     """The one thing to do for a complete run, where the run is not (None: it is): what a
     re-run alone cannot fix first (prompts too long, the budget), then a re-run for
-    failures it can retry. Excluded samples are settled: nothing to do for them."""
+    failures it can retry. Excluded samples are settled: nothing to do for them.
+    `uncut`: the benchmark sends its prompts uncut (hint_for)."""
     if not unsettled:
         return None
-    hints = {hint_for(e.status, e.error) for e in unsettled}
+    hints = {hint_for(e.status, e.error, uncut) for e in unsettled}
     refused = min((h for h in hints if h and h.startswith(KEY_HINT_START)), default=None)
     if refused is not None:  # a refused key: no re-run settles anything until it is fixed
         return refused
-    for hint in (CONTEXT_HINT, BUDGET_HINT):
+    for hint in (CONTEXT_HINT, UNCUT_CONTEXT_HINT, BUDGET_HINT):
         if hint in hints:
             return hint
     return f"run the same command again to retry the {len(unsettled)} unsettled sample(s)"
 
 
-def hint_for(status: str, error: str | None) -> str | None:
-    """The flag or fix for a sample that did not settle, where one is known."""
+def hint_for(status: str, error: str | None, uncut: bool = False) -> str | None:
+    """The flag or fix for a sample that did not settle, where one is known. `uncut`: the
+    benchmark sends its prompts uncut, as its release does, where --max-input-tokens
+    would change nothing (UNCUT_CONTEXT_HINT instead of CONTEXT_HINT)."""
     if status == "skipped_budget":
         return BUDGET_HINT
     if "context too long" in (error or "").lower():
-        return CONTEXT_HINT
+        return UNCUT_CONTEXT_HINT if uncut else CONTEXT_HINT
     if (refused := _KEY_REFUSED.search(error or "")) is not None:
         return f"{KEY_HINT_START} ({refused.group(1)}), then run the same command again"
     return None

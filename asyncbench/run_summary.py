@@ -232,7 +232,8 @@ def run_summary(benchmark: str, run_id: str, spec: ModelSpec, ledger: Ledger, un
     this: InvocationFigures = figures["invocations"][-1]
     values = closing.latencies.fresh or closing.latencies.cached
     latency: Any = {**percentiles(values), "source": "requests" if closing.latencies.fresh else "cache"}
-    failures = failures_of(unsettled)
+    uncut = "release_requests" in closing.limits  # sent uncut as the release sends them: no --max-input-tokens
+    failures = failures_of(unsettled, uncut)
     return RunSummary(
         run_id=run_id, benchmark=benchmark, model=spec.label, endpoint=spec.endpoint_id,
         started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(this["started_at"])), wall_s=this["wall_s"],
@@ -246,7 +247,7 @@ def run_summary(benchmark: str, run_id: str, spec: ModelSpec, ledger: Ledger, un
         truncation=_truncation(closing.limits, closing.truncated), endpoints=closing.endpoints,
         backend=closing.backend, aborted=closing.aborted, failures=failures[:50],
         failure_groups=_grouped(failures), hints=sorted({f["hint"] for f in failures if "hint" in f}),
-        next_step=next_step(unsettled),  # None: complete
+        next_step=next_step(unsettled, uncut),  # None: complete
         excluded=excluded_block(excluded), prepare=closing.prepare, scores=closing.scores)
 
 
@@ -273,12 +274,13 @@ def _truncation(limits: Mapping[str, object], truncated: dict[str, int]) -> Trun
     return typed
 
 
-def failures_of(unsettled: list[SampleEntry]) -> list[Failure]:
-    """The unsettled samples, each with what to do about it where there is a hint."""
+def failures_of(unsettled: list[SampleEntry], uncut: bool = False) -> list[Failure]:
+    """The unsettled samples, each with what to do about it where there is a hint
+    (`uncut`: prompts sent uncut, ledger.hint_for)."""
     out: list[Failure] = []
     for e in unsettled:
         failure: Failure = {"sample_id": e.sample_id, "task": e.task, "status": e.status, "error": e.error}
-        if (h := hint_for(e.status, e.error)) is not None:
+        if (h := hint_for(e.status, e.error, uncut)) is not None:
             failure["hint"] = h
         out.append(failure)
     return out
