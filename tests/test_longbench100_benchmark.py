@@ -65,6 +65,47 @@ def test_prior_filter_excludes_known_questions_and_reports(loaded) -> None:
     assert all(s.meta.get("question") != known for s in kept if s.metric == "qa")
 
 
+@pytest.mark.parametrize("temperature", [0.9, 0.0])
+def test_prior_questions_go_one_per_sample_as_the_release_asks_them(loaded, temperature: float) -> None:
+    """The release asks each sample's question without context beside that sample (its
+    pred.py get_pred: one null_pred per sample) and filters per sample (eval_trec.py). An
+    API model samples (0.9): each sample's draw is its own request (repeat k for the k-th
+    sample of a question), so one draw that knows the answer excludes only its sample;
+    a greedy model's draws are one request, asked once."""
+    bench, samples = loaded
+    qa = [s for s in samples if s.metric == "qa"]
+    question = qa[0].meta["question"]
+    same = [s for s in qa if s.meta["question"] == question]
+    assert len(same) > 1  # one question at several lengths: the case that tells the two ways apart
+    asked: list[Request] = []
+
+    def sampled(spec=None, prompt=None, messages=None, max_tokens=128, task=None, temperature_=0.0, params=None,
+                repeat=0, **_: object) -> Request:
+        return make_request(spec, prompt, messages, max_tokens, task, temperature if not spec else 0.1, params, repeat)
+
+    async def generate(reqs, purpose):
+        if purpose == "prior":
+            asked.extend(reqs)
+        # the first draw of the question knows its answer; the others (repeat > 0) do not
+        texts = ['{"fluency": 2, "correctness": 3}' if purpose == "judge" else
+                 ("an answer" if question in (r.prompt or "") and r.repeat == 0 else "unanswerable") for r in reqs]
+        return [Response(text=t, usage=Usage(1, 1), latency_ms=1.0) for t in texts]
+
+    ctx = RunContext("fake:model", generate, sampled, {"judge": "fake:judge"})
+    kept, report = asyncio.run(bench.prepare(samples, ctx))
+    assert len(asked) == len(qa)  # one per sample
+    of_question = [r for r in asked if question in (r.prompt or "")]
+    if temperature > 0:
+        assert sorted(r.repeat for r in of_question) == list(range(len(same)))
+        assert len({r.key() for r in asked}) == len(qa) == report["prior_knowledge"]["asked"]
+        assert report["prior_knowledge"]["excluded"] == 1  # only the sample whose draw knew it
+        assert same[0] not in kept and all(s in kept for s in same[1:])
+    else:  # greedy: the same request, shared: one answer for all of them
+        assert {r.repeat for r in of_question} == {0}
+        assert report["prior_knowledge"]["asked"] == len({s.meta["question"] for s in qa})
+        assert report["prior_knowledge"]["excluded"] == len(same)
+
+
 def test_needs_judge_names_the_judged_tasks_and_the_others() -> None:
     """The capability planning asks before anything is built: the QA and summary tasks
     need a judge, the synthetic ones do not (the refusal itself: test_longbench100_stream)."""

@@ -297,12 +297,13 @@ class LongBench100(Benchmark):
         tokens. Judge prompts hold the prediction: its output budget stands for it."""
         release = load_release(self.data_dir)
         qa = [s for s in samples if s.metric == "qa"]
-        questions = list(dict.fromkeys((s.meta["question"], tuple(s.answers), s.max_tokens) for s in qa))
         prior_prompt = release.template(PRIOR_PROMPT)
-        prior = (len(questions), sum(count(prior_prompt.format(input=q)) for q, _, _ in questions),
-                 sum(mt for _, _, mt in questions))
+        # one no-context question per QA sample, as the release asks it (prepare)
+        prior = (len(qa), sum(count(prior_prompt.format(input=s.meta["question"])) for s in qa),
+                 sum(s.max_tokens for s in qa))
         qa_judge, fluency, precision = (count(release.judge[n]) for n in judge.PROMPT_NAMES)
-        calls = [qa_judge + count(q) + count(" ".join(a)) + mt for q, a, mt in questions]  # prior answers
+        calls = [qa_judge + count(s.meta["question"]) + count(" ".join(s.answers)) + s.max_tokens
+                 for s in qa]  # prior answers
         calls += [qa_judge + count(s.meta["question"]) + count(" ".join(s.answers)) + s.max_tokens for s in qa]
         for s in (s for s in samples if s.metric == "summary"):
             per_ref = [fluency + s.max_tokens, precision + count(s.answers[0] if s.answers else "") + s.max_tokens]
@@ -311,25 +312,40 @@ class LongBench100(Benchmark):
 
     # -- prepare: prior-knowledge filter ---------------------------------------------------
     async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
+        """The release's prior-knowledge filter (pred.py `get_pred`, eval_trec.py `scorer`):
+        every QA sample's question is asked once for that sample, without its context (the
+        `qa_old` prompt), as the release sends it beside the sample's own request; that
+        sample is left out when its no-context answer (first line) does not say
+        "unanswerable" and the judge scores it at or above the threshold against its best
+        reference. Where the model samples (API models: temperature 0.9), each sample's
+        draw is its own request (repeat index k for the k-th sample asking the question);
+        a greedy model's draws are one request (asked once, its answer shared). A judge
+        request that repeats one already made (the same question, references and answer)
+        is asked once: the judge is an instrument, not the model under test."""
         qa = [s for s in samples if s.metric == "qa"]
-        task_of: dict[tuple[str, tuple[str, ...], int], str] = {}  # the (first) task each question is asked for: where its cost is booked
-        for s in qa:
-            task_of.setdefault((s.meta["question"], tuple(s.answers), s.max_tokens), s.task)
-        questions = list(task_of)
         release = load_release(self.data_dir)
         prior_prompt = release.template(PRIOR_PROMPT)
-        requests = [ctx.make_request(None, prompt=prior_prompt.format(input=q), max_tokens=mt, task=task_of[(q, a, mt)])
-                    for q, a, mt in questions]
+        drawn: dict[tuple[str, int], int] = defaultdict(int)  # draws so far of each (question, max tokens)
+        requests = []
+        for s in qa:
+            q = s.meta["question"]
+            request = ctx.make_request(None, prompt=prior_prompt.format(input=q), max_tokens=s.max_tokens, task=s.task)
+            if request.temperature > 0 and (k := drawn[(q, s.max_tokens)]):
+                request = ctx.make_request(None, prompt=prior_prompt.format(input=q), max_tokens=s.max_tokens,
+                                           task=s.task, repeat=k)
+            drawn[(q, s.max_tokens)] += 1
+            requests.append(request)
         replies = await ctx.generate(requests, "prior") if requests else []
-        verdict, to_judge, judge_tasks = _read_prior_replies(questions, replies, task_of)
-        scores = (await judge.qa_scores(ctx, release.judge["judge_prompt"], [(q, list(a), line) for q, a, line in to_judge],
-                                        judge_tasks) if to_judge else [])
-        for (q, answers, _), score in zip(to_judge, scores):
-            verdict[(q, answers)] = "known" if score >= self.prior_threshold else "unknown"
+        verdict, to_judge = _read_prior_replies(qa, replies)
+        scores = (await judge.qa_scores(ctx, release.judge["judge_prompt"], [(q, list(a), line) for _, q, a, line in to_judge],
+                                        [task for task, _, _, _ in to_judge]) if to_judge else [])
+        for (sample_id, *_), score in zip(to_judge, scores):
+            verdict[sample_id] = "known" if score >= self.prior_threshold else "unknown"
         kept, excluded, unverified = _drop_known(samples, verdict)
         prior_report = {
             "threshold": self.prior_threshold,
             "checked": len(qa),
+            "asked": len({r.key() for r in requests}),  # distinct requests: one per sample, or per question if greedy
             "excluded": sum(sum(c.values()) for c in excluded.values()),
             "excluded_by_task": {t: dict(c) for t, c in excluded.items()},
             "unverified": unverified,
@@ -423,32 +439,27 @@ class LongBench100(Benchmark):
         return {"base_ability": ls.base_ability, "lc": ls.lc, "avg_lc": ls.avg_lc, "avg_score": ls.avg_score}
 
 
-_Question = tuple[str, tuple[str, ...], int]  # (question, answers, max_tokens)
-
-
-def _read_prior_replies(questions: list[_Question], replies: list[Response | ProviderError],
-                        task_of: dict[_Question, str]) -> tuple[dict[tuple[str, tuple[str, ...]], str],
-                                                                 list[tuple[str, tuple[str, ...], str]], list[str]]:
-    """The prior-knowledge replies read: (verdict so far, by (question, answers):
-    "unknown" for an "unanswerable" reply, "unverified" where none came back (the sample is
-    kept); the (question, answers, reply line) left for the judge, and their tasks)."""
-    verdict: dict[tuple[str, tuple[str, ...]], str] = {}  # "known" | "unknown" | "unverified"
-    to_judge: list[tuple[str, tuple[str, ...], str]] = []
-    judge_tasks: list[str] = []
-    for (q, answers, mt), reply in zip(questions, replies):
+def _read_prior_replies(qa: list[Sample], replies: list[Response | ProviderError]
+                        ) -> tuple[dict[str, str], list[tuple[str, str, tuple[str, ...], str]]]:
+    """Each QA sample's no-context reply read (eval_trec.py: its first line): (verdict so
+    far by sample id: "unknown" for an "unanswerable" reply, "unverified" where none came
+    back (the sample is kept); the (sample id, question, answers, reply line) left for
+    the judge)."""
+    verdict: dict[str, str] = {}  # "known" | "unknown" | "unverified"
+    to_judge: list[tuple[str, str, tuple[str, ...], str]] = []
+    for s, reply in zip(qa, replies):
         if not isinstance(reply, Response):
-            verdict[(q, answers)] = "unverified"  # no no-context answer: the sample is kept
+            verdict[s.id] = "unverified"  # no no-context answer: the sample is kept
             continue
         line = first_line(reply.text or "")
         if "unanswerable" in line.lower():
-            verdict[(q, answers)] = "unknown"
+            verdict[s.id] = "unknown"
         else:
-            to_judge.append((q, answers, line))
-            judge_tasks.append(task_of[(q, answers, mt)])
-    return verdict, to_judge, judge_tasks
+            to_judge.append((s.id, s.meta["question"], tuple(s.answers), line))
+    return verdict, to_judge
 
 
-def _drop_known(samples: list[Sample], verdict: dict[tuple[str, tuple[str, ...]], str]
+def _drop_known(samples: list[Sample], verdict: dict[str, str]
                 ) -> tuple[list[Sample], defaultdict[str, defaultdict[str, int]], int]:
     """(the samples kept, those excluded counted by task and length, how many kept QA
     samples are unverified): a QA sample the model answered without its context is out."""
@@ -456,7 +467,7 @@ def _drop_known(samples: list[Sample], verdict: dict[tuple[str, tuple[str, ...]]
     excluded: defaultdict[str, defaultdict[str, int]] = defaultdict(lambda: defaultdict(int))
     unverified = 0
     for s in samples:
-        v = verdict.get((s.meta.get("question", ""), tuple(s.answers))) if s.metric == "qa" else None
+        v = verdict.get(s.id) if s.metric == "qa" else None
         if v == "known":
             excluded[s.task][s.meta["length"]] += 1
             continue
