@@ -15,6 +15,9 @@ from .providers import ModelSpec, ProviderBase, parse_model_spec
 from .tokenizers import Tokenizer, TokenizerFile, get_tokenizer, tiktoken_encoding_for
 
 
+SIM_ENDPOINT = "asyncbench-sim"  # `--model sim`: the built-in simulator, not a model of its own
+
+
 def resolve_model(model: str, base_urls: list[str], cfg: RunConfig, sim_url: str | None) -> ModelSpec:
     """`auto` picks a real API when a key is set, else `sim`: the built-in simulator that
     the command running this started (sim/testing.py), at `sim_url`."""
@@ -25,7 +28,7 @@ def resolve_model(model: str, base_urls: list[str], cfg: RunConfig, sim_url: str
                             "start: run through them, or start one (asyncbench.sim.testing.sim_subprocess) "
                             "and pass its URL as execute(cfg, sim_url=URL)")
         # A fixed identity: every simulator run answers the same way, whatever its port.
-        return parse_model_spec("openai-compat:sim", [sim_url + "/v1"], endpoint_id="asyncbench-sim", api=cfg.api)
+        return parse_model_spec("openai-compat:sim", [sim_url + "/v1"], endpoint_id=SIM_ENDPOINT, api=cfg.api)
     return parse_model_spec(model, base_urls, endpoint_id=cfg.endpoint_id, api=cfg.api)
 
 
@@ -58,7 +61,8 @@ async def official_model(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase
         names = ", ".join(sorted(tables[1]))
         notice = (f"{spec.label}: the server {serves}, none of LongBench pred.py's models, so its chat template and "
                   f"context decide the prompts; if it is one of them, pass --official-model NAME ({names})")
-        return None, {"applied": False, "model": spec.model, "why": why, "notice": notice}
+        quiet = spec.endpoint_id == SIM_ENDPOINT  # `--model sim` is a baseline answerer, no model to name
+        return None, {"applied": False, "model": spec.model, "why": why, **({} if quiet else {"notice": notice})}
     return found, {"applied": True, **found.describe(), "tables": str(maxlen.parent),
                    "model2path": str(model2path_file(maxlen.parent))}
 
