@@ -274,8 +274,6 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
     open_model, official_info = None, None
     if official == "longbench":  # prompted as LongBench's pred.py prompts open models (official_models.py)
         open_model, official_info = await official_model(cfg, spec, client.provider, maxlen_path)
-        if (notice := official_info.pop("notice", None)) is not None:  # an open-model server pred.py does not name
-            _say(str(notice))
     elif cfg.official_model:
         raise UserError(f"--official-model is LongBench pred.py's model name; {cfg.benchmark} does not use it")
     release = caps.release_request
@@ -286,6 +284,10 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
                         f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
                         "the model-context table, and the server does not report it); pass --max-input-tokens N "
                         "(its context minus 500)")
+    # said once the server answered (a down one is said first, alone): before anything is sent
+    if official_info is not None and (notice := official_info.pop("notice", None)) is not None \
+            and not client.unreachable:
+        _say(str(notice))  # an open-model server pred.py does not name, and how to name it
     if open_model is not None and budget.total is not None and budget.total < open_model.maxlen + OFFICIAL_MARGIN:
         _say(f"{spec.label}: the server's context ({budget.total} tokens) is smaller than {open_model.name}'s "
              f"({open_model.maxlen + OFFICIAL_MARGIN}: pred.py's {open_model.maxlen}-token prompts and their answers); "
