@@ -23,7 +23,7 @@ from typing import Any
 from .benchmarks import parse_benchmark
 from .benchmarks.base import Benchmark, Generating, Loaded, LoadOptions
 from .benchmarks.longbench.budget import OFFICIAL_MARGIN, PromptBudget, model2maxlen_path
-from .benchmarks.longbench.official_models import samsum_stop
+from .benchmarks.longbench.official_models import OfficialModel, samsum_stop
 from .client import ModelClient, SharedEndpoints, make_client
 from .config import RunConfig
 from .errors import UserError
@@ -284,14 +284,7 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
                         f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
                         "the model-context table, and the server does not report it); pass --max-input-tokens N "
                         "(its context minus 500)")
-    # said once the server answered (a down one is said first, alone): before anything is sent
-    if official_info is not None and (notice := official_info.pop("notice", None)) is not None \
-            and not client.unreachable:
-        _say(str(notice))  # an open-model server pred.py does not name, and how to name it
-    if open_model is not None and budget.total is not None and budget.total < open_model.maxlen + OFFICIAL_MARGIN:
-        _say(f"{spec.label}: the server's context ({budget.total} tokens) is smaller than {open_model.name}'s "
-             f"({open_model.maxlen + OFFICIAL_MARGIN}: pred.py's {open_model.maxlen}-token prompts and their answers); "
-             "prompts that would not fit are cut further (run.json truncation.fitted)")
+    _say_open_model(client, official_info, open_model, budget)
     tokenizer: Tokenizer | None = None
     tokenizer_name, stand_in = "none", False
     if budget.input is not None or budget.total is not None:
@@ -305,6 +298,21 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
     newline_stop = await samsum_stop(client.provider, spec.base_urls, tokenizer) if open_model else None
     return Prompting(client, cfg.temperature, cfg.repeat, budget, tokenizer, open_model, newline_stop, release,
                      limits)
+
+
+def _say_open_model(client: ModelClient, official_info: dict[str, object] | None, open_model: OfficialModel | None,
+                    budget: PromptBudget) -> None:
+    """What a run on an open-model server says before it sends, once the server has
+    answered (a down one is said first, alone): that pred.py does not name its model (and
+    how to name it), or that its context is smaller than pred.py's model's, so prompts
+    are cut further to fit it."""
+    if official_info is not None and (notice := official_info.pop("notice", None)) is not None \
+            and not client.unreachable:
+        _say(str(notice))
+    if open_model is not None and budget.total is not None and budget.total < open_model.maxlen + OFFICIAL_MARGIN:
+        _say(f"{client.spec.label}: the server's context ({budget.total} tokens) is smaller than {open_model.name}'s "
+             f"({open_model.maxlen + OFFICIAL_MARGIN}: pred.py's {open_model.maxlen}-token prompts and their answers); "
+             "prompts that would not fit are cut further (run.json truncation.fitted)")
 
 
 def _say(line: str) -> None:

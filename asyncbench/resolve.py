@@ -14,7 +14,6 @@ from .errors import UserError
 from .providers import ModelSpec, ProviderBase, parse_model_spec
 from .tokenizers import Tokenizer, TokenizerFile, get_tokenizer, tiktoken_encoding_for
 
-
 SIM_ENDPOINT = "asyncbench-sim"  # `--model sim`: the built-in simulator, not a model of its own
 
 
