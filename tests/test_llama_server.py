@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 from capture import CaptureProxy
-from pred_py import pred_py_prompt, sent_prompt
+from pred_py import SUBSET_2048, pred_py_prompt, sent_prompt
 from servers.fixtures import llama2_tokenizer_json, llama_server, llama_server_binary, tiny_llama2_gguf
-from servers.llama_server import LlamaServer
+from servers.llama_server import LlamaServer, running
 
 from asyncbench.benchmarks.longbench.table import NAMES
 from asyncbench.errors import ProviderError
@@ -265,3 +265,31 @@ def test_prompts_reaching_llama_server_are_pred_py_s(llama_server: LlamaServer, 
     samsum = [body for _, body in generations if "Summarize the dialogue" in body["prompt"]]
     assert samsum and all("stop" not in b and "min_tokens" not in b for b in samsum)
     assert trunc["samsum"]["client_cut"]
+
+
+@pytest.mark.slow
+def test_a_2048_token_llama_server_refuses_none(llama_server_binary: Path, tiny_llama2_gguf: Path,
+                                                llama2_tokenizer_json: Path, tmp_path: Path) -> None:
+    """Issue 42 against the real server: llama-server with a 2,048-token slot, the subset a
+    2,048-token TGI/vLLM refused 42 of 89 of. pred.py's prompts are cut further to fit it
+    (its context from /v1/models meta.n_ctx, the count from its own /tokenize), and every
+    sample is answered, each prompt and its answer within the slot."""
+    tok = hf_tokenizer(llama2_tokenizer_json)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    with running(llama_server_binary, tiny_llama2_gguf, tmp_path / "server.log", ctx=2048,
+                 alias="meta-llama/Llama-2-7b-chat-hf") as server, CaptureProxy(server.url) as proxy:
+        done = subprocess.run(
+            [sys.executable, "-m", "asyncbench.cli", "run", SUBSET_2048, "--model", "openai-compat:llama",
+             "--base-url", f"{proxy.url}/v1", "--data-dir", str(DATA), "--cache", str(tmp_path / "c.duckdb"),
+             "--out", str(tmp_path / "o"), "--no-progress"],
+            env=dict(env, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=900, cwd=tmp_path)
+        bodies = [body for path, body in proxy.bodies() if path.endswith("/completions")]
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert run["complete"] and run["samples"]["answered"] == 89 and run["samples"]["failed"] == 0
+    trunc = run["truncation"]
+    assert trunc["budget"]["max_total_tokens"] == 2048 and trunc["official"]["name"] == "llama2-7b-chat-4k"
+    assert trunc["fitted"]["n"] > 40 and trunc["fitted"]["unfit"] == []
+    assert "context (2048 tokens)" in done.stderr
+    assert len({b["prompt"] for b in bodies}) == 89
+    assert all(len(tok.encode(b["prompt"]).ids) + b["max_tokens"] <= 2048 for b in bodies)
