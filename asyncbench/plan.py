@@ -35,6 +35,7 @@ from .providers import ModelSpec
 from .resolve import official_model, prompt_budget, resolve_model, truncation_tokenizer
 from .run_summary import DryRunSummary
 from .runners import LocalRunner, Runner
+from .sampling_rules import one_sampler_only
 from .secrets import redact_json
 from .store import Store, default_cache_path
 from .store.stored_plan import stored_plan
@@ -294,10 +295,18 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
     if official_info is not None:
         limits["official"] = official_info
     if release is not None and caps.describe_requests is not None:
-        limits["release_requests"] = caps.describe_requests(spec.provider, client.serves_open_models)
+        limits["release_requests"] = _as_sent(spec, caps.describe_requests(spec.provider, client.serves_open_models))
     newline_stop = await samsum_stop(client.provider, spec.base_urls, tokenizer) if open_model else None
     return Prompting(client, cfg.temperature, cfg.repeat, budget, tokenizer, open_model, newline_stop, release,
                      limits)
+
+
+def _as_sent(spec: ModelSpec, described: dict[str, object]) -> dict[str, object]:
+    """The release's requests as this provider sends them: an Anthropic model that refuses
+    `temperature` and `top_p` together is sent temperature alone (sampling_rules.py)."""
+    if spec.provider == "anthropic" and "top_p" in described and one_sampler_only(spec.model):
+        return {**described, "top_p": None, "top_p_not_sent": f"{spec.model} refuses temperature and top_p together"}
+    return described
 
 
 def _say_open_model(client: ModelClient, official_info: dict[str, object] | None, open_model: OfficialModel | None,

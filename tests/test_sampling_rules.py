@@ -67,3 +67,27 @@ def test_the_provider_sends_temperature_alone_where_both_are_refused(start_sim, 
     answer = anyio.run(send)  # a 400 would raise ProviderError
     assert isinstance(answer, Response) and answer.finish_reason == "end_turn"
     assert sim.stats()["bad_requests"] == 0
+
+
+def test_run_json_records_the_sampling_sent(tmp_path, start_sim, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """100-LongBench's dry run on claude-haiku-4-5 says top_p is not sent (and why); on
+    Claude 3.5 Haiku it records the release's 0.9."""
+    from pathlib import Path
+
+    from asyncbench.config import RunConfig
+    from asyncbench.flow import run
+
+    data = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    if not (data / "longbench100").is_dir():
+        pytest.skip("../shared/data is not beside the checkout")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    sim = start_sim()  # a dry run sends nothing; the URL keeps it off the real API all the same
+    seen = {}
+    for model in ("claude-haiku-4-5", "claude-3-5-haiku-20241022"):
+        cfg = RunConfig(benchmark="100-longbench:kv_retrieval", model=f"anthropic:{model}", data_dir=str(data),
+                        base_urls=[sim.base_url],
+                        dry_run=True, progress=False, cache=str(tmp_path / "c.duckdb"),
+                        extra={"lengths": ["2k"], "rows": 1})
+        seen[model] = anyio.run(run, cfg)["truncation"]["release_requests"]
+    assert seen["claude-haiku-4-5"]["top_p"] is None and "refuses" in seen["claude-haiku-4-5"]["top_p_not_sent"]
+    assert seen["claude-3-5-haiku-20241022"]["top_p"] == 0.9 and seen["claude-haiku-4-5"]["temperature"] == 0.9
