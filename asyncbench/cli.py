@@ -27,6 +27,7 @@ COMMANDS: dict[str, str | dict[str, str]] = {
     "report": "asyncbench.commands.report",
     "samples": "asyncbench.commands.samples",
     "compare": "asyncbench.commands.compare",
+    "view": "asyncbench.commands.view",
     "score": {
         "longbench": "asyncbench.commands.score_longbench",
         "bamboo": "asyncbench.commands.score_bamboo",
@@ -50,6 +51,7 @@ HELP = {
     "report": "show stored runs side by side (table, Markdown, JSON, HTML with plots)",
     "samples": "show or export every sample of a run: prompt, references, output, score, cost",
     "compare": "compare two runs of one benchmark: paired differences, intervals and p-values",
+    "view": "browse every run of the cache in the browser, live while runs go",
     "score": "score predictions made elsewhere with the official metrics",
     "estimate": "estimate full-benchmark scores (MiniLongBench IRT, LongScore)",
     "minilongbench": "rebuild MiniLongBench anchors and IRT parameters",

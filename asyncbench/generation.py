@@ -179,6 +179,9 @@ class Engine:
             self.store.cache.put_failures(failures)
             self.store.runs.put_ledger_requests(self.run_id, ledger)
             self.store.runs.put_prompts(prompts)
+            stats = self.stats()  # the invocation's counts so far, for a viewer in another process
+            self.store.runs.put_live_counts(self.run_id, self.invocation, stats.requests_sent, stats.retries,
+                                            stats.rate_limited, stats.transient_errors)
 
     async def _committed(self, event: BatchRecord | BatchState | JournalsResolved | BatchLookup) -> None:
         """A batch event's part after the commit: the journal's "recorded" step, the journal

@@ -28,6 +28,7 @@ from ..ledger import SETTLED
 from ..store import Store
 from ..store.parquet import write_parquet
 from ..store.rows import SampleRow
+from ..store.runs import SamplePage
 from ..terminal import shown
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
@@ -84,6 +85,15 @@ def load_samples(store: Store, run_id: str, task: str | None = None, failed: boo
             if task not in known:
                 raise UserError(f"run {run} has no task {task!r}; its tasks: {', '.join(known)}")
     return sorted((_record(row) for row in rows), key=lambda r: (r.task, natural_key(r.sample_id)))
+
+
+def load_page(store: Store, run_id: str, task: str | None, page: SamplePage) -> tuple[list[SampleRecord], int]:
+    """One page of the run's samples (by task and id as text: the store pages them, so a
+    run of 100k samples is never read whole), and how many the page's filters select."""
+    with store.session():
+        rows = store.runs.samples(run_id, task=task, page=page)
+        total = store.runs.count_samples(run_id, task=task, page=page)
+    return [_record(row) for row in rows], total
 
 
 def natural_key(sample_id: str) -> tuple[Any, ...]:

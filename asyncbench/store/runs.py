@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from ..errors import UserError
 from ..ledger import (
@@ -72,6 +73,36 @@ LEFT JOIN (SELECT key, min(sample_id) AS twin FROM results
 WHERE r.run_id = $run AND r.purpose = 'eval'{where}
 ORDER BY r.task, r.sample_id
 """
+
+
+@dataclass(frozen=True)
+class SamplePage:
+    """One page of a run's samples (a viewer's): `limit` from `offset`, of those with
+    `status` (a ledger status) whose id, prediction or references contain `search`."""
+
+    offset: int = 0
+    limit: int = 50
+    status: str | None = None
+    search: str | None = None
+
+
+def _sample_filter(run_id: str, task: str | None, failed: bool,
+                   page: SamplePage | None) -> tuple[str, dict[str, object]]:
+    """The WHERE clause (after the run's) and parameters that select samples."""
+    where, params = "", dict[str, object](run=run_id)
+    if task is not None:
+        where += " AND r.task = $task"
+        params["task"] = task
+    if failed:
+        where += f" AND r.status NOT IN ({', '.join(repr(s) for s in sorted(SETTLED))})"
+    if page is not None and page.status:
+        where += " AND r.status = $status"
+        params["status"] = page.status
+    if page is not None and page.search:
+        where += (" AND (contains(r.sample_id, $q) OR contains(coalesce(r.prediction, ''), $q) "
+                  "OR contains(coalesce(r.references_json, ''), $q))")
+        params["q"] = page.search
+    return where, params
 
 
 class RunRecord(Part):
@@ -163,6 +194,32 @@ class RunRecord(Part):
         """Record an invocation when it starts, and again (the same row) when it ends."""
         self.con.execute(f"INSERT OR REPLACE INTO invocations VALUES ({', '.join('?' * (len(INVOCATION_COLUMNS) + 1))})",
                          [run_id, *(getattr(inv, c) for c in INVOCATION_COLUMNS)])
+
+    @in_session
+    def put_live_counts(self, run_id: str, invocation: int, requests: int, retries: int, rate_limited: int,
+                        transient_errors: int) -> None:
+        """A running invocation's request counts so far (its row's figures until it ends),
+        so that another process (`asyncbench view`) sees them while it runs."""
+        self.con.execute("UPDATE invocations SET requests = ?, retries = ?, rate_limited = ?, transient_errors = ? "
+                         "WHERE run_id = ? AND invocation = ? AND NOT coalesce(finished, false)",
+                         [requests, retries, rate_limited, transient_errors, run_id, invocation])
+
+    @in_session
+    def progress(self, run_id: str) -> dict[str, float | int | None]:
+        """What a run's ledger holds so far, live: eval requests by what became of them,
+        USD paid, request latency p50/p95 (ms), and its invocations' request counts."""
+        answered, cached, failed, usd, p50, p95 = self.db.one(
+            "SELECT count(*) FILTER (WHERE source = 'sent'), count(*) FILTER (WHERE source IN ('from_cache', 'shared')), "
+            "count(*) FILTER (WHERE source = 'failed'), coalesce(sum(cost_usd), 0), "
+            "quantile_cont(latency_ms, 0.5) FILTER (WHERE source = 'sent'), "
+            "quantile_cont(latency_ms, 0.95) FILTER (WHERE source = 'sent') "
+            "FROM ledger_requests WHERE run_id = ?", [run_id])
+        requests, retries, limited = self.db.one(
+            "SELECT coalesce(sum(requests), 0), coalesce(sum(retries), 0), coalesce(sum(rate_limited), 0) "
+            "FROM invocations WHERE run_id = ?", [run_id])
+        return {"answered": int(answered), "from_cache": int(cached), "failed": int(failed), "usd": float(usd),
+                "latency_p50_ms": _float(p50), "latency_p95_ms": _float(p95), "requests": int(requests),
+                "retries": int(retries), "rate_limited": int(limited)}
 
     @in_session
     def served_by_endpoint(self, run_id: str) -> dict[str, int]:
@@ -389,26 +446,31 @@ class RunRecord(Part):
 
     @in_session
     def samples(self, run_id: str, task: str | None = None, failed: bool = False,
-                prompts: bool = True) -> list[SampleRow]:
+                prompts: bool = True, page: SamplePage | None = None) -> list[SampleRow]:
         """A run's eval samples with prompt, cost and twin, by task and sample id (as
         text); `task`: that task only; `failed`: only those not settled; `prompts=False`:
-        the prompt column NULL (not read)."""
-        where, params = "", {"run": run_id}
-        if task is not None:
-            where += " AND r.task = $task"
-            params["task"] = task
-        if failed:
-            where += f" AND r.status NOT IN ({', '.join(repr(s) for s in sorted(SETTLED))})"
+        the prompt column NULL (not read); `page`: that page of the samples it selects."""
+        where, params = _sample_filter(run_id, task, failed, page)
         query = _SAMPLES.format(where=where, prompt="p.prompt" if prompts else "NULL",
                                 ref="f.file, f.start, f.length" if prompts else "NULL, NULL, NULL",
                                 join="\nLEFT JOIN prompts p ON p.key = r.key\nLEFT JOIN prompt_refs f ON f.key = r.key"
                                 if prompts else "")
+        if page is not None:
+            query += f"LIMIT {int(page.limit)} OFFSET {int(page.offset)}\n"
         rows = self.con.execute(query, params).fetchall()
         # the prompts kept in the cache's prompt files (their text NULL here), each file read once
         refs = {i: (str(r[-3]), int(r[-2]), int(r[-1])) for i, r in enumerate(rows) if r[8] is None and r[-3] is not None}
         texts = read_prompts(self.db.path, refs.values())
         return [SampleRow._make((*r[:8], texts.get(refs[i]) if i in refs else r[8], *r[9:-3]))
                 for i, r in enumerate(rows)]
+
+    @in_session
+    def count_samples(self, run_id: str, task: str | None = None, page: SamplePage | None = None) -> int:
+        """How many eval samples `samples(run_id, task, page=page)` pages through."""
+        where, params = _sample_filter(run_id, task, False, page)
+        row = self.con.execute(f"SELECT count(*) FROM results r WHERE r.run_id = $run AND r.purpose = 'eval'{where}",
+                               params).fetchone()
+        return int(row[0]) if row else 0
 
     @in_session
     def scored(self, run_id: str) -> list[tuple[str, str, float, str | None, str | None]]:
