@@ -128,6 +128,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args._main(args) or 0)
+    except BrokenPipeError:  # `asyncbench samples ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
+    except RecursionError:
+        # a JSON input nested thousands deep that a reader let through: bad input, not a crash
+        print("asyncbench: error: an input file is nested too deeply (JSON arrays/objects inside each other "
+              "over ~900 levels); flatten it", file=sys.stderr)
+        return 2
     except UserError as exc:
         from .secrets import redact
         from .terminal import shown
@@ -142,17 +150,9 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"asyncbench: error: {redact(str(found))}", file=sys.stderr)
         return 2
-    except RecursionError:
-        # a JSON input nested thousands deep that a reader let through: bad input, not a crash
-        print("asyncbench: error: an input file is nested too deeply (JSON arrays/objects inside each other "
-              "over ~900 levels); flatten it", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("asyncbench: interrupted; completed responses are saved in the cache", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # `asyncbench samples ... | head`: the reader has what it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        return 0
 
 
 def _user_error_in(exc: BaseException) -> UserError | None:

@@ -100,8 +100,14 @@ async function runPage(id, q) {
     " · requests ", L.requests, " · retries ", L.retries, " · 429s ", el("b", {id: "limited"}, L.rate_limited),
     " · spent ", el("b", {id: "spent"}, usd(L.usd)), " · latency ms p50 ", num(L.latency_p50_ms, 0),
     " p95 ", num(L.latency_p95_ms, 0));
-  const scores = S && S.scores ? table(["score", "value"], flat(S.scores, "", []).map(
-    ([k, v]) => el("tr", {}, el("td", {}, k), el("td", {class: "num"}, num(v))))) : el("p", {class: "note"}, "no scores yet");
+  const values = S && S.scores ? flat(S.scores, "", []) : [];
+  const overall = values.find(([k]) => k === "overall" || k.startsWith("overall ") || k === "estimate overall");
+  const ci = S && S.scores && S.scores.ci95 ? S.scores.ci95.overall : null;
+  const scores = values.length ? el("details", {id: "scores"},
+    el("summary", {}, "scores" + (overall ? ": " + overall[0] + " " + score(overall[1], Array.isArray(ci) ? ci : null) : "")
+       + (S.partial ? " (" + S.partial + ")" : "") + " · " + values.length + " figures (the report has them with plots)"),
+    table(["score", "value"], values.map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {class: "num"}, num(v))))))
+    : el("p", {class: "note"}, "no scores yet");
   const task = el("select", {id: "task"}, el("option", {value: ""}, "all tasks"),
                   ...run.tasks.map(t => el("option", {value: t}, t)));
   task.value = q.get("task") || "";
