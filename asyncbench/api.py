@@ -74,7 +74,7 @@ class Options(TypedDict, total=False):
     sandbox_python: str
     sandbox_own_python: bool
     # MiniLongBench
-    estimate_method: Literal["irt", "direct", "blend"]
+    estimate_method: Literal["irt", "direct", "blend", "category_irt", "ridge", "stack"]
     estimate_params: str  # "shipped", "release" or a directory
     # LongBench adaptive testing (benchmarks/longbench/adaptive.py)
     adaptive: bool

@@ -21,6 +21,7 @@ import numpy as np
 from asyncbench.estimators import build as B
 from asyncbench.estimators import crossval as C
 from asyncbench.estimators import irt
+from asyncbench.estimators.methods import BASE_METHODS
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench"
 BUDGETS = (0.01, 0.015, 0.02, 0.025, 0.03, 0.0434)
@@ -40,7 +41,7 @@ def main() -> None:
         for name, anchors in sets.items():
             params = irt.IrtParams(disc, diff, np.sort(anchors))
             per_model = [C.estimates(params, scores[i, params.anchors]) for i in test]
-            for method in irt.METHODS:
+            for method in BASE_METHODS:
                 s = C._score([e[method] for e in per_model], truth)
                 rows.setdefault((name, method), []).append(
                     (s.spearman["overall"], s.mae["overall"], irt.token_cost(params.anchors)["fraction"], len(anchors)))

@@ -1,4 +1,6 @@
-"""Time one MiniLongBench estimate (θ fit + 4,750 predictions + aggregation) per model.
+"""Time one MiniLongBench estimate per model: with the release's parameters (the IRT θ fit +
+4,750 predictions + aggregation, and the direct and blend estimates) and with the shipped
+ones (every method: also the six per-category θ fits, the ridge and the stack).
 
     python bench/irt_estimate.py [--repeat 20]
 """
@@ -12,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from asyncbench.estimators.irt import estimate, load_params
+from asyncbench.estimators.irt import SHIPPED
+from asyncbench.estimators.minilongbench import estimate, load_estimator
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench"
 
@@ -21,17 +24,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=20)
     args = ap.parse_args()
-    params = load_params(DATA)
     scores = np.load(DATA / "longbench_scores.npz")["scores"]
-    times = []
-    for _ in range(args.repeat):
-        for row in scores:
-            t0 = time.perf_counter()
-            estimate(params, row[params.anchors])
-            times.append(1000 * (time.perf_counter() - t0))
-    times.sort()
-    print(f"{len(times)} estimates (30 models x {args.repeat}): median {statistics.median(times):.1f} ms, "
-          f"p95 {times[int(0.95 * len(times))]:.1f} ms, max {times[-1]:.1f} ms")
+    for name, where in (("release", DATA), ("shipped", SHIPPED)):
+        est = load_estimator(where)
+        times = []
+        for _ in range(args.repeat):
+            for row in scores:
+                t0 = time.perf_counter()
+                estimate(est, row[est.params.anchors])
+                times.append(1000 * (time.perf_counter() - t0))
+        times.sort()
+        print(f"{name} ({', '.join(est.methods())}): {len(times)} estimates (30 models x {args.repeat}): "
+              f"median {statistics.median(times):.1f} ms, p95 {times[int(0.95 * len(times))]:.1f} ms, "
+              f"max {times[-1]:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ from scipy.stats import spearmanr
 
 from asyncbench.estimators.build import Recipe, build
 from asyncbench.estimators.crossval import estimates
-from asyncbench.estimators.irt import METHODS, IrtParams, aggregate, load_params
+from asyncbench.estimators.irt import IrtParams, aggregate, load_params
+from asyncbench.estimators.methods import BASE_METHODS as METHODS
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench"
 ROWS = ("in-fold anchors (improved)", "in-fold anchors (release recipe)",

@@ -12,6 +12,7 @@ from asyncbench.benchmarks.longbench.table import CATEGORY_OF
 from asyncbench.estimators import build as B
 from asyncbench.estimators import crossval as C
 from asyncbench.estimators import irt
+from asyncbench.estimators import minilongbench as mlb
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench"
 pytestmark = pytest.mark.skipif(not (DATA / "longbench_scores.npz").exists(), reason="../shared/data missing")
@@ -65,7 +66,7 @@ def test_build_save_and_estimate(table, tmp_path):
     result.params.save(tmp_path)
     loaded = irt.load_params(tmp_path)
     assert len(loaded.anchors) == 237 and set(loaded.calibration) == set(irt.DATASET_NAMES)
-    est = irt.estimate(loaded, scores[0, loaded.anchors])
+    est = mlb.estimate(mlb.Estimator(loaded), scores[0, loaded.anchors])
     assert 0 < est["irt"]["overall"] < 1 and est["calibrated"]
 
 

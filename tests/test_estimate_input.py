@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from asyncbench.cli import main as cli_main
-from asyncbench.estimators.irt import DATASET_NAMES, anchor_datasets, estimate_from_anchor_scores
+from asyncbench.estimators.irt import DATASET_NAMES, anchor_datasets
+from asyncbench.estimators.minilongbench import estimate_from_anchor_scores
 
 
 def _estimate(capsys: pytest.CaptureFixture[str], path: Path) -> float:

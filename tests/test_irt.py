@@ -11,6 +11,7 @@ import pytest
 from asyncbench.benchmarks.longbench.table import CATEGORIES
 from asyncbench.errors import UserError
 from asyncbench.estimators import irt
+from asyncbench.estimators import minilongbench as mlb
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench"
 pytestmark = pytest.mark.skipif(not (DATA / "irt_parameters.json").exists(), reason="../shared/data missing")
@@ -52,7 +53,7 @@ def release_estimate(params: irt.IrtParams, y: np.ndarray) -> dict:
 def test_irt_estimate_equals_release_method(params, table, model):
     scores, models = table
     y = scores[models.index(model), params.anchors]
-    ours = irt.estimate(params, y)["irt"]
+    ours = mlb.estimate(mlb.Estimator(params), y)["irt"]
     ref = release_estimate(params, y)
     assert abs(ours["overall"] - ref["overall"]) < 1e-6
     for name, value in ref["by_dataset"].items():
@@ -62,7 +63,7 @@ def test_irt_estimate_equals_release_method(params, table, model):
 def test_example_model_matches_release_notebook_output(params):
     """eval_new_llm_by_pred.ipynb prints these (2 decimals) for the example llama-30b scores."""
     y = json.loads((DATA / "example_reference_scores.json").read_text())["scores_in_sorted_anchor_order"]
-    est = irt.estimate(params, y)["irt"]
+    est = mlb.estimate(mlb.Estimator(params), y)["irt"]
     printed = {"narrativeqa": 0.03, "qasper": 0.07, "multifieldqa_en": 0.17, "multifieldqa_zh": 0.08,
                "hotpotqa": 0.06, "2wikimqa": 0.05, "musique": 0.02, "dureader": 0.02, "gov_report": 0.03,
                "qmsum": 0.01, "multi_news": 0.04, "vcsum": 0.0, "trec": 0.47, "triviaqa": 0.71,
@@ -78,7 +79,7 @@ def test_anchors_kept_and_direct_is_anchor_mean(params, table):
     y = scores[3, params.anchors]
     full = irt.predict_items(params, y)
     assert np.array_equal(full[params.anchors], y)
-    direct = irt.estimate(params, y)["direct"]
+    direct = mlb.estimate(mlb.Estimator(params), y)["direct"]
     lcc = irt.anchor_datasets(params.anchors) == irt.DATASET_NAMES.index("lcc")
     assert direct["by_dataset"]["lcc"] == pytest.approx(y[lcc].mean())
     assert direct["overall"] == pytest.approx(np.mean(list(direct["by_category"].values())))
@@ -89,7 +90,7 @@ def test_mapping_input_equals_list(params, table):
     y = scores[7, params.anchors]
     which = irt.anchor_datasets(params.anchors)
     mapping = {name: y[which == k].tolist() for k, name in enumerate(irt.DATASET_NAMES)}
-    assert irt.estimate(params, mapping)["irt"] == irt.estimate(params, y.tolist())["irt"]
+    assert mlb.estimate(mlb.Estimator(params), mapping)["irt"] == mlb.estimate(mlb.Estimator(params), y.tolist())["irt"]
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -100,7 +101,7 @@ def test_mapping_input_equals_list(params, table):
 ])
 def test_bad_inputs_are_user_errors(params, bad, message):
     with pytest.raises(UserError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        irt.estimate(params, bad)
+        mlb.estimate(mlb.Estimator(params), bad)
 
 
 def test_calibration_and_prior_change_the_estimate(params, table):
@@ -159,7 +160,7 @@ def test_cli_json_and_errors(tmp_path, capsys):
 
 
 def test_blend_is_the_per_dataset_mean_of_irt_and_direct():
-    from asyncbench.estimators.irt import estimate_from_anchor_scores
+    from asyncbench.estimators.minilongbench import estimate_from_anchor_scores
 
     data = Path(__file__).resolve().parents[1].parent / "shared" / "data"
     if not (data / "minilongbench").is_dir():

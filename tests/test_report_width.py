@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from asyncbench.estimators.methods import DEFAULT_METHOD
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 pytestmark = pytest.mark.skipif(not (SHARED / "minilongbench").is_dir(), reason="../shared/data not available")
@@ -39,4 +41,5 @@ def test_the_terminal_report_fits_its_width_with_every_number_whole(tmp_path: Pa
         assert f"{value:.2f}" in text  # on one line, not wrapped inside its cell
     assert not [line for line in lines if re.search(r"│\s+\d+\.\s+│", line)]  # no "14." cut from its "86"
     flat = " ".join(text.split())  # headers wrap at spaces: compare their words
-    assert "(blend)*" in flat and "(blend) " not in flat.replace("(blend)*", "")
+    head = f"({DEFAULT_METHOD})"
+    assert head + "*" in flat and head + " " not in flat.replace(head + "*", "")

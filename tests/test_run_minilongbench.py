@@ -11,6 +11,7 @@ from rich.console import Console
 
 from asyncbench.api import load_run
 from asyncbench.cli import main as cli_main
+from asyncbench.estimators.methods import DEFAULT_METHOD
 from asyncbench.report.summary import print_summary
 from asyncbench.run_summary import RunSummary
 
@@ -39,7 +40,7 @@ def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shar
     assert scores["truncated"]["n"] == trunc["n_truncated"]
     # the run ends with the estimate of the full LongBench score and what the anchors saved
     est = scores["estimate"]
-    assert est["available"] and est["method"] == "blend" and 0 < est["overall"] < 1
+    assert est["available"] and est["method"] == DEFAULT_METHOD and 0 < est["overall"] < 1
     low, high = est["overall_ci90"]  # the shipped parameters' calibrated interval, 0-1 like overall
     assert low < est["overall"] < high
     assert abs(est["direct"]["overall"] - est["irt"]["overall"]) < 0.1
@@ -50,7 +51,7 @@ def test_minilongbench_end_to_end_and_rerun_from_cache(tmp_path, start_sim, shar
     summary = io.StringIO()  # the terminal says the same, within 80 columns
     print_summary(RunSummary.from_json(first), Console(file=summary, width=80, no_color=True))
     text = " ".join(summary.getvalue().split())
-    assert f"overall (estimated full LongBench, blend): {scores['overall']:.2f}" in text
+    assert f"overall (estimated full LongBench, {DEFAULT_METHOD}): {scores['overall']:.2f}" in text
     assert f"anchor average │ {scores['anchor_average']:.2f} ±" in text
     assert max(len(line) for line in summary.getvalue().splitlines()) <= 80
     capsys.readouterr()

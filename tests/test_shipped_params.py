@@ -18,10 +18,12 @@ from asyncbench.cli import main
 from asyncbench.estimators import build as B
 from asyncbench.estimators import irt
 from asyncbench.estimators.conformal import interval
+from asyncbench.estimators.methods import DEFAULT_METHOD, METHODS
+from asyncbench.estimators.minilongbench import load_estimator
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "minilongbench"
 needs_data = pytest.mark.skipif(not (DATA / "longbench_scores.npz").exists(), reason="../shared/data missing")
-FILES = ("irt_parameters.json", "anchors.json", "estimator.json")
+FILES = ("irt_parameters.json", "anchors.json", "estimator.json", "category_irt.json")
 
 
 @pytest.mark.slow
@@ -51,10 +53,12 @@ def test_shipped_parameters_rebuild_bit_for_bit(tmp_path):
 
 @needs_data
 def test_shipped_parameters_keep_the_release_anchors():
-    shipped, release = irt.load_params(irt.SHIPPED), irt.load_params(DATA)
-    assert np.array_equal(shipped.anchors, release.anchors)  # the prompts in samples/ are these
-    assert shipped.method == "blend" and {len(v) for v in shipped.conformal.values()} == {30}
-    assert release.method == "irt" and not release.conformal
+    shipped, release = load_estimator(irt.SHIPPED), load_estimator(DATA)
+    assert np.array_equal(shipped.params.anchors, release.params.anchors)  # the prompts in samples/ are these
+    assert shipped.params.method == DEFAULT_METHOD and shipped.methods() == METHODS
+    assert set(shipped.params.conformal) == set(METHODS) and {len(v) for v in shipped.params.conformal.values()} == {30}
+    assert {len(r) for cats in shipped.conformal_by_category.values() for r in cats.values()} == {30}
+    assert release.params.method == "irt" and not release.params.conformal and release.methods() == METHODS[:3]
 
 
 @needs_data
@@ -66,8 +70,10 @@ def test_estimate_has_a_90_percent_interval_by_default(tmp_path, capsys):
     assert main(["estimate", "minilongbench", "--anchor-scores", str(path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     low, high = out["overall_ci90"]
-    assert out["method"] == "blend" and 0 <= low < out["overall"] < high <= 1 and high - low < 0.15
-    assert all(m["ci90"][0] <= m["overall"] <= m["ci90"][1] for m in (out["irt"], out["direct"], out["blend"]))
+    assert out["method"] == DEFAULT_METHOD and 0 <= low < out["overall"] < high <= 1 and high - low < 0.15
+    assert all(out[m]["ci90"][0] <= out[m]["overall"] <= out[m]["ci90"][1] for m in METHODS)
+    for cat, (lo, hi) in out["by_category_ci90"].items():
+        assert lo <= out[DEFAULT_METHOD]["by_category"][cat] <= hi
     assert main(["estimate", "minilongbench", "--anchor-scores", str(path), "--params", "release",
                  "--data-dir", str(DATA.parent)]) == 0
     text = capsys.readouterr().out

@@ -3,10 +3,11 @@
 Input: `{"scores": [237 floats in sorted-anchor order]}` or `{"scores": {dataset:
 [floats]}}` (or the mapping at top level), the release's example file
 (`{"scores_in_sorted_anchor_order": [...]}`), or the `asyncbench samples RUN --out
-FILE.jsonl|.csv|.parquet` export of a MiniLongBench run in any row order; scores on the 0-1 scale. Prints the IRT,
-direct and blended estimates per dataset, per category and Overall, the headline Overall
-with its 90% interval (`overall_ci90`), and the anchors' share of the full benchmark's
-length. The parameters are the shipped ones unless `--params release` or `--params DIR`.
+FILE.jsonl|.csv|.parquet` export of a MiniLongBench run in any row order; scores on the 0-1 scale. Prints every
+method's estimate (estimators/minilongbench.py) per dataset, per category and Overall, the
+headline Overall with its 90% interval (`overall_ci90`) and the headline's category
+intervals, and the anchors' share of the full benchmark's length. The parameters are the
+shipped ones unless `--params release` or `--params DIR`.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..estimators.methods import DEFAULT_METHOD, METHODS
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--anchor-scores", required=True, metavar="FILE.json", help="the model's anchor scores: JSON, or a `samples` export (.jsonl/.csv/.parquet)")
-    parser.add_argument("--method", choices=("irt", "direct", "blend"),
-                        help="headline method (default: the parameters', blend for the shipped ones)")
+    parser.add_argument("--method", choices=METHODS,
+                        help=f"headline method (default: the parameters', {DEFAULT_METHOD} for the shipped ones; "
+                             "the release's have irt, direct and blend)")
     parser.add_argument("--params", default="shipped", metavar="shipped|release|DIR",
                         help="shipped (default: the improved fit on 30 models), release (<data-dir>/minilongbench, "
                              "else downloaded) or a directory from `asyncbench minilongbench build`")
@@ -115,25 +119,34 @@ def scores_from_samples(rows: list[Any], path: Path) -> dict[str, list[float]]:
     return out
 
 
+LABELS = {"category_irt": "cat-irt"}  # the table's column titles, to fit 80 columns
+
+
 def render(result: dict[str, Any]) -> str:
-    """A plain-text table: dataset/category/Overall rows, one column per method (x100)."""
-    methods = ("irt", "direct", "blend")
+    """A plain-text table within 80 columns: dataset/category/Overall rows, one column per
+    method (x100), then the headline with its 90% intervals (Overall and categories)."""
+    methods = [m for m in METHODS if m in result]
 
     def fmt(v: float | None) -> str:
         return "-" if v is None else f"{100 * v:.2f}"
 
-    lines = [f"{'':28s} " + " ".join(f"{m:>7s}" for m in methods)]
+    lines = [f"{'':21s}" + "".join(f"{LABELS.get(m, m):>9s}" for m in methods)]
     for name in result["irt"]["by_dataset"]:
-        lines.append(f"{name:28s} " + " ".join(f"{fmt(result[m]['by_dataset'].get(name)):>7s}" for m in methods))
+        lines.append(f"{name:21s}" + "".join(f"{fmt(result[m]['by_dataset'].get(name)):>9s}" for m in methods))
     lines.append("")
     for cat in result["irt"]["by_category"]:
-        lines.append(f"{cat:28s} " + " ".join(f"{fmt(result[m]['by_category'][cat]):>7s}" for m in methods))
-    lines.append(f"{'Overall':28s} " + " ".join(f"{fmt(result[m]['overall']):>7s}" for m in methods))
+        lines.append(f"{cat:21s}" + "".join(f"{fmt(result[m]['by_category'][cat]):>9s}" for m in methods))
+    lines.append(f"{'Overall':21s}" + "".join(f"{fmt(result[m]['overall']):>9s}" for m in methods))
     cost = result["token_cost"]
     lines.append("")
     ci = result.get("overall_ci90")
     lines.append(f"estimated LongBench Overall ({result['method']}): {100 * result['overall']:.2f}"
                  + (f" (90% interval {100 * ci[0]:.2f} to {100 * ci[1]:.2f})" if ci else ""))
+    cat_ci = result.get("by_category_ci90") or {}
+    if cat_ci:
+        head = result[result["method"]]["by_category"]
+        lines += [f"  {cat:19s} {100 * head[cat]:6.2f} (90% interval {100 * lo:.2f} to {100 * hi:.2f})"
+                  for cat, (lo, hi) in cat_ci.items()]
     lines.append(f"cost: {cost['anchor_samples']} of {cost['full_samples']} samples, "
                  f"{100 * cost['fraction']:.1f}% of the full benchmark's length ({100 * cost['saved_fraction']:.1f}% saved)")
     return "\n".join(lines)
@@ -141,7 +154,7 @@ def render(result: dict[str, Any]) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from ..datadir import resolve_data_dir
-    from ..estimators.irt import estimate_from_anchor_scores
+    from ..estimators.minilongbench import estimate_from_anchor_scores
 
     scores = read_anchor_scores(Path(args.anchor_scores))
     result = estimate_from_anchor_scores(scores, args.params, args.method, data_dir=resolve_data_dir(args.data_dir))

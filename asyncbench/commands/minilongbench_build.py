@@ -8,10 +8,14 @@ to --dims here) or from `--texts` (JSONL, one {"text": ...} per sample, embedded
 
 `--anchors FILE` keeps those anchors (the release's 237, whose prompts a run has) and fits
 only the item parameters; `--cost-aware` instead selects anchors for a length budget
-(`--budget`, a share of the full benchmark). Unless `--interval-folds 0`, a leave-models-out
-cross-validation of the same build over the given models calibrates the 90% interval
-(estimators/conformal.py). Same inputs, same bytes: the parameters shipped in
-asyncbench/data/minilongbench are rebuilt by the command in its README.md.
+(`--budget`, a share of the full benchmark), once, from a fit on all the given models.
+Beyond the release's IRT the build fits every method of estimators/minilongbench.py (the
+per-category IRT, the anchor regression) and runs a `--interval-folds`-fold
+leave-models-out cross-validation of itself over the given models, whose held-out
+estimates choose the stacking weights and calibrate each method's 90% intervals
+(estimators/unseen.py `learn`, estimators/conformal.py). Writes category_irt.json too.
+Same inputs, same bytes: the parameters shipped in asyncbench/data/minilongbench are
+rebuilt by the command in its README.md.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import argparse
 import json
 from pathlib import Path
 from typing import Any
+
+from ..estimators.methods import DEFAULT_METHOD, FOLDS, METHODS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,8 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--anchors", metavar="anchors.json", help="keep these anchors; fit only the item parameters")
     parser.add_argument("--cost-aware", action="store_true", help="choose anchors for the --budget of length")
     parser.add_argument("--budget", type=float, default=0.03, help="--cost-aware: share of the full benchmark's length")
-    parser.add_argument("--method", choices=("irt", "direct", "blend"), default="blend", help="headline estimate")
-    parser.add_argument("--interval-folds", type=int, default=3, help="CV folds calibrating the interval (0: none)")
+    parser.add_argument("--method", choices=METHODS, default=DEFAULT_METHOD,
+                        help=f"headline estimate (default {DEFAULT_METHOD}: the lowest error on models the build "
+                             "never saw, bench/minilongbench_unseen.md)")
+    parser.add_argument("--interval-folds", type=int, default=FOLDS,
+                        help="CV folds over the models that choose the stacking weights and calibrate the intervals")
 
 
 def _load_npy(path: str, what: str) -> Any:
@@ -68,9 +77,9 @@ def _read_texts(path: Path) -> list[str]:
 
 def main(args: argparse.Namespace) -> int:
     from ..errors import UserError
-    from ..estimators.build import Recipe, build, get_embedder
-    from ..estimators.crossval import conformal_scores
+    from ..estimators.build import Recipe, build, get_embedder, single_thread
     from ..estimators.irt import N_ITEMS, token_cost
+    from ..estimators.unseen import learn
 
     data = _load_npy(args.scores, "scores")
     scores = data["scores"] if hasattr(data, "files") else data
@@ -88,24 +97,22 @@ def main(args: argparse.Namespace) -> int:
         raise UserError("--anchors keeps given anchors and --cost-aware selects new ones: pass one of them")
     if not 0 < args.budget < 1:
         raise UserError(f"--budget is a share of the full benchmark's length in (0, 1), got {args.budget}")
-    if args.interval_folds == 1 or args.interval_folds > len(scores):
-        raise UserError(f"--interval-folds must be 0 or 2..{len(scores)} (the number of models), got {args.interval_folds}")
+    if not 2 <= args.interval_folds <= len(scores):
+        raise UserError(f"--interval-folds must be 2..{len(scores)} (the number of models), got {args.interval_folds}")
     base = Recipe() if args.recipe == "release" else Recipe.improved()
     base.dims, base.ratio, base.seed = args.dims, args.ratio, args.seed
     if args.cost_aware:
         base.selection, base.budget = "cost", args.budget
-    anchors = _read_anchors(Path(args.anchors)) if args.anchors else None
-    result = build(scores, emb, base, anchors)
-    result.params.method = args.method
-    if args.interval_folds:
-        result.params.conformal = conformal_scores(scores, emb, base, anchors, args.interval_folds, args.seed)
+    anchors = _read_anchors(Path(args.anchors)) if args.anchors else build(scores, emb, base).params.anchors
+    with single_thread():  # small products: one BLAS thread, the same bytes whatever the core count
+        learnt = learn(scores, emb, anchors, base, args.interval_folds, args.seed)
     out = Path(args.out)
-    result.params.save(out, {"recipe": args.recipe, "selection": base.selection, "budget": base.budget,
-                             "models": int(len(scores)), "interval_folds": args.interval_folds,
-                             "thresholds": result.thresholds, "train_loss": result.train_loss})
-    cost = token_cost(result.params.anchors)
-    print(f"wrote {len(result.params.anchors)} anchors ({100 * cost['fraction']:.2f}% of the full benchmark's length) "
-          f"and IRT parameters (d={args.dims}, headline {args.method}) to {out}")
+    learnt.estimator(args.method).save(out, {"recipe": args.recipe, "selection": "given" if args.anchors else base.selection,
+                                "budget": base.budget, "models": int(len(scores)),
+                                "interval_folds": args.interval_folds})
+    cost = token_cost(anchors)
+    print(f"wrote {len(anchors)} anchors ({100 * cost['fraction']:.2f}% of the full benchmark's length) "
+          f"and estimator parameters (IRT d={args.dims}, headline {args.method}) to {out}")
     return 0
 
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from .build import Recipe, build
 from .conformal import interval
-from .irt import CATEGORIES, METHODS, IrtParams, aggregate, estimate_blend, estimate_direct, estimate_irt
+from .irt import CATEGORIES, IrtParams, aggregate, estimate_blend, estimate_direct, estimate_irt
+from .methods import BASE_METHODS
 
 
 @dataclass
@@ -73,7 +74,7 @@ def conformal_scores(scores: np.ndarray, embeddings: np.ndarray, recipe: Recipe,
     the other folds exactly as `build` would (fixed `anchors` stay fixed).
     """
     order = np.random.default_rng(seed).permutation(len(scores))
-    t = {m: np.zeros(len(scores)) for m in METHODS}
+    t = {m: np.zeros(len(scores)) for m in BASE_METHODS}
     for test in np.array_split(order, folds):
         params = build(scores[np.setdiff1d(order, test)], embeddings, recipe, anchors).params
         for i in test:
@@ -93,7 +94,7 @@ def evaluate(scores: np.ndarray, embeddings: np.ndarray, recipe: Recipe, train: 
     truth = [aggregate(scores[i]) for i in test]
     per_model = [estimates(params, scores[i, params.anchors]) for i in test]
     out = {}
-    for method in METHODS:
+    for method in BASE_METHODS:
         est = [e[method] for e in per_model]
         out[method] = _score(est, truth)
         if t is not None:

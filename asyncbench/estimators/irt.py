@@ -14,9 +14,10 @@ LongBench does: per-dataset means, per-category means of those, Overall = mean o
 categories, all on the 0-1 scale.
 
 Parameters built by `asyncbench minilongbench build` may add an `estimator.json` with a
-prior on θ, a per-dataset linear calibration (see build.py), the headline method and the
-cross-validated scores that calibrate the 90% interval (see conformal.py); without it
-(the release's parameters) the estimate is exactly the release's, with no interval.
+prior on θ, a per-dataset linear calibration (see build.py), the headline method, the
+held-out residuals that calibrate the 90% interval (see conformal.py) and what the other
+methods learnt (minilongbench.py, which computes every estimate); without it (the
+release's parameters) the IRT estimate is exactly the release's, with no interval.
 
 Which parameters: "shipped" (the default: the improved recipe fitted on all 30 models of
 the release's score table, on the release's 237 anchors, in asyncbench/data/minilongbench),
@@ -36,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UserError
+from .methods import METHODS
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "minilongbench"
 # The release's score table, read as data (layout.json, with the parameters it describes):
@@ -52,7 +54,6 @@ CATEGORY_OF: dict[str, str] = {d: c for c, ds in CATEGORIES.items() for d in ds}
 AVG_LENGTH: dict[str, tuple[int, int]] = {d: (int(a), int(b)) for d, (a, b) in _LAYOUT["avg_length"].items()}
 
 RELEASE_REPO = "https://raw.githubusercontent.com/MilkThink-Lab/MiniLongBench/main/"
-METHODS = ("irt", "direct", "blend")
 
 
 def dataset_slices() -> dict[str, slice]:
@@ -390,36 +391,3 @@ def token_cost(anchors: np.ndarray, anchor_tokens: Sequence[int] | None = None) 
         out.update({"anchor_prompt_tokens": int(anchor_tok), "full_prompt_tokens_estimate": int(round(full_tok)),
                     "saved_prompt_tokens_estimate": int(round(full_tok - anchor_tok))})
     return out
-
-
-def estimate(params: IrtParams, scores: Sequence[float] | Mapping[str, Sequence[float]],
-             method: str | None = None, anchor_tokens: Sequence[int] | None = None) -> dict[str, Any]:
-    """The three estimates, the headline's Overall (`method`, else the parameters'), its
-    90% interval `overall_ci90` when the parameters carry a calibration (each method's
-    as `ci90`), and the cost of the anchors."""
-    from .conformal import interval
-
-    method = method or params.method
-    if method not in METHODS:
-        raise UserError(f"unknown estimation method {method!r}; choose one of {', '.join(METHODS)}")
-    y = anchor_vector(scores, params.anchors)
-    result: dict[str, Any] = {"irt": estimate_irt(params, y), "direct": estimate_direct(params.anchors, y)}
-    result["blend"] = estimate_blend(result["irt"], result["direct"])
-    result.update({"method": method, "overall": result[method]["overall"]})
-    if params.conformal:
-        for m in METHODS:
-            result[m]["ci90"] = interval(result[m]["overall"], params.conformal[m])
-        result["overall_ci90"] = result[method]["ci90"]
-    result.update({"calibrated": bool(params.calibration), "theta_prior": params.theta_prior,
-                   "params": params.source, "token_cost": token_cost(params.anchors, anchor_tokens)})
-    return result
-
-
-def estimate_from_anchor_scores(scores: Sequence[float] | Mapping[str, Sequence[float]],
-                                params: str | Path | None = None, method: str | None = None,
-                                anchor_tokens: Sequence[int] | None = None,
-                                data_dir: Path | None = None) -> dict[str, Any]:
-    """Entry point for the run engine: `params` ("shipped", the default; "release": the
-    release's files from `<data_dir>/minilongbench` or downloaded; or a directory) ->
-    `estimate(...)`. Scores are on the 0-1 scale."""
-    return estimate(load_params(resolve_params_dir(params, data_dir)), scores, method, anchor_tokens)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import UserError, did_you_mean
+from ...estimators.methods import DEFAULT_METHOD, METHODS
 from ...jsonl_io import iter_json_objects, read_json_object
 from ...types import Sample, SampleResult
 from ..base import Benchmark, CliOption, LoadOptions, RunContext
@@ -428,19 +429,20 @@ class MiniLongBench(_LongBenchFamily):
     name: str = "minilongbench"
     SCORES: ClassVar[type[LongBenchScores]] = MiniLongBenchScores
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
-        CliOption("--estimate-method", "MiniLongBench: headline estimate method", choices=("irt", "direct", "blend"),
-                  default="blend"),
+        CliOption("--estimate-method", "MiniLongBench: headline estimate method (default: the parameters' own, "
+                  f"{DEFAULT_METHOD} for the shipped ones)", choices=METHODS),
         CliOption("--estimate-params", "MiniLongBench: IRT parameters, shipped (default), release or a directory",
                   default="shipped"),
     )
     # configuration (from the run's options), never changed by the stages
     data_dir: Path | None = None
-    method: str = "blend"
+    method: str | None = None  # None: the parameters' headline
     params: str = "shipped"  # the shipped parameters use the release's 237 anchors, whose prompts runs have
 
     @classmethod
     def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
-        return cls(data_dir=data_dir, method=str(extra.get("estimate_method", "blend")),
+        method = extra.get("estimate_method")
+        return cls(data_dir=data_dir, method=str(method) if method else None,
                    params=str(extra.get("estimate_params", "shipped")))
 
     def load(self, opts: LoadOptions) -> list[Sample]:
@@ -471,7 +473,7 @@ class MiniLongBench(_LongBenchFamily):
         The release's convention (no first-line cut for trec, triviaqa, samsum, lsht) is
         used for these: its IRT parameters were fitted to scores computed that way (see
         ../shared/data/README.md); they are recomputed here from the predictions."""
-        from ...estimators.irt import estimate_from_anchor_scores
+        from ...estimators.minilongbench import estimate_from_anchor_scores
         from .score import score_one
 
         release = {r.sample_id: score_one(r.task, r.prediction or "", r.references, r.meta.get("all_classes"),

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Self, TypedDict
 
+from ...estimators.methods import METHODS as ESTIMATE_METHODS
 from ..scores import ScoreSet, Show
 from .table import CATEGORIES
-
-ESTIMATE_METHODS = ("irt", "direct", "blend")
 
 
 def _estimate_lines(est: Any) -> list[str]:
