@@ -26,7 +26,7 @@ PY
 echo "--- shipped parameters (the default method, chosen by its error on unseen models; 90% intervals)"
 asyncbench estimate minilongbench --anchor-scores "$OUT/anchor_scores.json" | tail -10
 echo "--- the release's own example file (its llama-30b re-run's anchor scores), as it is"
-asyncbench estimate minilongbench --anchor-scores "$DATA/minilongbench/example_reference_scores.json" | tail -2
+asyncbench estimate minilongbench --anchor-scores "$DATA/minilongbench/example_reference_scores.json" | grep -A1 "^estimated"
 echo "--- the release's parameters (irt, no interval)"
 asyncbench estimate minilongbench --anchor-scores "$OUT/anchor_scores.json" --params release --data-dir "$DATA" | tail -3
 
