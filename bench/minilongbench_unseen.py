@@ -100,6 +100,21 @@ def category_table(name: str, result: dict[str, dict[str, object]]) -> list[str]
     return lines
 
 
+def family_table(name: str, estimates: dict[str, np.ndarray], truth: np.ndarray, models: list[str]) -> list[str]:
+    """MAE of the held-out Overall per family (FAMILIES), every method."""
+    lines = [f"### {name}, MAE of the Overall per family", "",
+             "| method | " + " | ".join(f"{f} ({len(m)})" for f, m in FAMILIES.items()) + " |",
+             "|---|" + "---|" * len(FAMILIES)]
+    for m, est in estimates.items():
+        overall = np.array([aggregate_vector(v)[0] for v in est])
+        cells = []
+        for members in FAMILIES.values():
+            rows = [models.index(x) for x in members]
+            cells.append(f"{np.mean(np.abs(overall[rows] - truth[rows, 0])):.4f}")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--schemes", default="lomo,lofo")
@@ -145,6 +160,7 @@ def main() -> None:
                 "lofo": f"Leave one family out ({len(FAMILIES)} folds)"}[scheme]
         print("\n".join(table(name, result)) + "\n")
         print("\n".join(category_table(name, result)) + "\n")
+        print("\n".join(family_table(name, {m: h.estimates[m] for m in METHODS}, truth, models)) + "\n")
         print(f"({seconds:.0f} s)\n")
         out[scheme] = {"seconds": seconds, "methods": result,
                        "estimates": {m: h.estimates[m].tolist() for m in METHODS}}
