@@ -21,7 +21,7 @@ from .errors import UserError
 from .report.samples import SampleRecord, load_samples
 from .run_summary import RunSummary
 from .store import Store, default_cache_path
-from .types import ApiKind, Backend, BatchFallback, PromptCacheMode
+from .types import ApiKind, Backend, BatchFallback, PromptCacheMode, StreamMode
 
 if TYPE_CHECKING:
     import pandas
@@ -65,6 +65,7 @@ class Options(TypedDict, total=False):
     batch_fallback: BatchFallback
     no_wait: bool
     prompt_cache: PromptCacheMode
+    stream: StreamMode
     # Each benchmark's OPTIONS, by key and typed by kind (mypy needs them written out);
     # tests/test_benchmark_options.py checks they are exactly the declarations.
     # BAMBOO

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, get_args
 
 from .errors import UserError
-from .types import ApiKind, Backend, BatchFallback, PromptCacheMode
+from .types import ApiKind, Backend, BatchFallback, PromptCacheMode, StreamMode
 
 # The most requests in flight per endpoint: far above any provider's useful concurrency,
 # low enough that a typo (1000000) cannot exhaust memory on queues and sockets.
@@ -44,7 +44,7 @@ def _texts_and_flags(cfg: RunConfig) -> None:
         if kind == "list[str]":
             ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
             want = "a list of text values"
-        elif kind in ("str", "str | None") or kind in ("ApiKind", "Backend", "BatchFallback", "PromptCacheMode"):
+        elif kind in ("str", "str | None") or kind in ("ApiKind", "Backend", "BatchFallback", "PromptCacheMode", "StreamMode"):
             ok, want = isinstance(value, str) or (value is None and "None" in kind), "text"
         elif kind in ("bool", "bool | None"):
             ok, want = isinstance(value, bool) or (value is None and "None" in kind), "true or false"
@@ -116,6 +116,7 @@ class RunConfig:
     batch_fallback: BatchFallback = "batch"  # requests a batch did not answer: in the next one, or live
     no_wait: bool = False  # --batch: submit, collect what has ended, and exit
     prompt_cache: PromptCacheMode = "auto"  # "auto": mark shared prompt prefixes for the provider's cache
+    stream: StreamMode = "on"  # "on": live answers streamed where the provider streams, and timed
     ray_address: str | None = None
     ray_workers: int = 2
     ray_shared_limiter: str | None = None  # drivers sharing one limiter by this name (runners/ray_shared.py)
@@ -141,6 +142,7 @@ class RunConfig:
         _choice("--backend", self.backend, Backend)
         _choice("--batch-fallback", self.batch_fallback, BatchFallback)
         _choice("--prompt-cache", self.prompt_cache, PromptCacheMode)
+        _choice("--stream", self.stream, StreamMode)
         if self.no_wait and not self.batch:
             raise UserError("--no-wait goes with --batch (submit the batches and exit)")
         if self.limit is not None:

@@ -27,8 +27,9 @@ def resolve_model(model: str, base_urls: list[str], cfg: RunConfig, sim_url: str
                             "start: run through them, or start one (asyncbench.sim.testing.sim_subprocess) "
                             "and pass its URL as execute(cfg, sim_url=URL)")
         # A fixed identity: every simulator run answers the same way, whatever its port.
-        return parse_model_spec("openai-compat:sim", [sim_url + "/v1"], endpoint_id=SIM_ENDPOINT, api=cfg.api)
-    return parse_model_spec(model, base_urls, endpoint_id=cfg.endpoint_id, api=cfg.api)
+        return parse_model_spec("openai-compat:sim", [sim_url + "/v1"], endpoint_id=SIM_ENDPOINT, api=cfg.api,
+                                stream=cfg.stream == "on")
+    return parse_model_spec(model, base_urls, endpoint_id=cfg.endpoint_id, api=cfg.api, stream=cfg.stream == "on")
 
 
 async def official_model(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,

@@ -54,7 +54,7 @@ def code_digest() -> str:
 # what it scores: a re-run with `--no-progress` or `--json` (which turns progress off) once
 # took the full path, 8 s where the booked re-run takes 1.
 HOW_NOT_WHAT = frozenset({"progress", "out", "cache", "max_cost", "concurrency", "rpm", "tpm", "timeout_s",
-                          "max_attempts", "max_response_bytes", "no_wait"})
+                          "max_attempts", "max_response_bytes", "no_wait", "stream"})
 
 
 def fingerprint(p: RunPlan) -> str | None:

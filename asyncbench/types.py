@@ -15,6 +15,7 @@ ApiKind = Literal["chat", "completion"]  # the endpoint: chat, or completion for
 Backend = Literal["local", "ray"]  # where requests and scoring run (runners/)
 BatchFallback = Literal["batch", "live"]  # a request a batch did not answer goes to the next batch, or live
 PromptCacheMode = Literal["auto", "off"]  # mark shared prompt prefixes for the provider's cache, or not
+StreamMode = Literal["on", "off"]  # live answers streamed (timed: TTFT, TPOT), or whole
 Purpose = Literal["eval", "judge", "prior"]  # what a request is for (ledger.py)
 ResultStatus = Literal["ok", "failed", "skipped"]  # a scored sample (SampleResult)
 
@@ -123,6 +124,22 @@ class Usage:
     cache_write_tokens: int = 0  # written to it (Anthropic; part of prompt_tokens, billed 1.25x)
 
 
+@dataclass(slots=True)
+class Timing:
+    """When one streamed answer came (providers/stream_reply.py), as the serving benchmarks
+    define it (AIPerf's metrics reference): `ttft_ms`, the time from sending the request to
+    its first non-empty piece of content; `itl_ms`, the gaps between each later piece and
+    the one before it (vLLM benchmark_serving's ITL list). End-to-end is the answer's
+    `latency_ms`; TPOT = (e2e - TTFT) / (output tokens - 1) is derived (serving.py).
+    `sent_at`: the wall clock (epoch s) when it was sent, for the run's active time.
+    An answer that was not streamed has `ttft_ms` None; a cache hit or a batch result
+    has no Timing at all: never a 0 standing for "not measured"."""
+
+    sent_at: float
+    ttft_ms: float | None = None
+    itl_ms: list[float] = field(default_factory=list)
+
+
 @dataclass
 class Response:
     """What came back from one successful call."""
@@ -140,6 +157,8 @@ class Response:
     # what of the server's usage was out of bounds and booked at our bound (claims.py);
     # None: its usage was booked as reported
     usage_flag: str | None = None
+    # when it came (a live call); None: a cache hit, a batch result
+    timing: Timing | None = None
 
 
 @dataclass(slots=True)

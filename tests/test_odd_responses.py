@@ -46,7 +46,7 @@ class OddServer(LocalServer):
         headers = {"x-prompt-tokens": self.header_tokens} if first and self.header_tokens else {}
         if first and self.header_tokens is None:
             return web.json_response(self.odd)
-        if request.path.endswith("/generate"):
+        if request.path.endswith(("/generate", "/generate_stream")):  # streamed or not: answered whole
             return web.json_response({"generated_text": "ok", "details": {"finish_reason": "length",
                                                                           "generated_tokens": 1}}, headers=headers)
         return web.json_response({"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}],

@@ -145,13 +145,15 @@ def test_tgi_generate_info_health(sim):
     assert bad.status_code == 422 and bad.json()["error_type"] == "validation"
 
 
-def test_stop_sequences_and_stream_rejected(sim):
+def test_stop_sequences_and_stream_options_alone_rejected(sim):
     body = {"model": "m", "messages": [{"role": "user", "content": "Intro.\n\nalpha beta gamma"}], "max_tokens": 50,
             "stop": [" gamma"]}
     resp = HTTP.post(sim.base_url + "/v1/chat/completions", json=body).json()
     assert resp["choices"][0]["message"]["content"] == "alpha beta"
-    stream = HTTP.post(sim.base_url + "/v1/chat/completions", json={**body, "stream": True})
-    assert stream.status_code == 400 and stream.json()["error"]["type"] == "invalid_request_error"
+    # as OpenAI: stream_options only with stream (the stream itself: tests/test_streaming.py)
+    alone = HTTP.post(sim.base_url + "/v1/chat/completions", json={**body, "stream_options": {"include_usage": True}})
+    assert alone.status_code == 400 and alone.json()["error"]["type"] == "invalid_request_error"
+    assert "only allowed when 'stream' is enabled" in alone.json()["error"]["message"]
     garbage = HTTP.post(sim.base_url + "/v1/chat/completions", content=b"{not json")
     assert garbage.status_code == 400
     assert HTTP.get(sim.base_url + "/nope").status_code == 404

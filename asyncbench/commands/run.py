@@ -84,6 +84,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="auto (default): prompts sharing a long prefix (a context several questions ask about) "
                         "mark it for the provider's prompt cache (Anthropic cache_control, OpenAI "
                         "prompt_cache_key): cached input costs 10-50%%; off: send prompts unmarked")
+    p.add_argument("--stream", choices=("on", "off"), default="on",
+                   help="on (default): live answers are streamed where the provider streams, which times "
+                        "each one (time to first token, time per output token: the summary and report show "
+                        "their percentiles by context length); the answer, usage and cache key are those of "
+                        "the unstreamed request. off: answers come whole (no TTFT)")
     p.add_argument("--no-progress", action="store_false", dest="progress", default=None,
                    help="no progress bar (default: shown on a terminal only)")
     p.add_argument("--progress", action="store_true", dest="progress",
@@ -189,7 +194,7 @@ def main(args: argparse.Namespace) -> int:
         stored.update(cache=args.cache, progress=args.progress, dry_run=False, backend=args.backend,
                       ray_address=args.ray_address, ray_workers=args.ray_workers, batch=args.batch,
                       ray_shared_limiter=args.ray_shared_limiter, no_wait=args.no_wait, batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache,
-                      max_response_bytes=args.max_response_bytes)
+                      max_response_bytes=args.max_response_bytes, stream=args.stream)
         cfg = RunConfig(**stored)
     else:
         if not args.benchmark:
@@ -208,7 +213,7 @@ def main(args: argparse.Namespace) -> int:
             ray_workers=args.ray_workers, ray_shared_limiter=args.ray_shared_limiter, batch=args.batch,
             no_wait=args.no_wait,
             batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache, extra=_extra(args),
-            max_response_bytes=args.max_response_bytes,
+            max_response_bytes=args.max_response_bytes, stream=args.stream,
         )
     from ..sim.testing import sim_if
 

@@ -30,7 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=0, help="port to listen on (0 = pick a free one)")
     parser.add_argument("--port-file", type=Path, help="write the chosen port to this file once listening")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="base latency per response")
-    parser.add_argument("--per-token-ms", type=float, default=0.0, help="extra latency per output token")
+    parser.add_argument("--per-token-ms", type=float, default=0.0,
+                        help="decode time per output token (a streamed answer's gap between tokens)")
+    parser.add_argument("--prefill-ms-per-ktok", type=float, default=0.0,
+                        help="prefill time per 1,000 uncached prompt tokens, before the first token")
     parser.add_argument("--jitter-ms", type=float, default=0.0, help="uniform +/- jitter on the latency")
     parser.add_argument("--rpm", type=int, help="requests per minute limit (default: none)")
     parser.add_argument("--tpm", type=int, help="tokens per minute limit, prompt + max_tokens (default: none)")
@@ -112,6 +115,7 @@ def main(args: argparse.Namespace) -> int:
         port=args.port,
         latency_ms=args.latency_ms,
         per_token_ms=args.per_token_ms,
+        prefill_ms_per_ktok=args.prefill_ms_per_ktok,
         jitter_ms=args.jitter_ms,
         rpm=args.rpm,
         tpm=args.tpm,

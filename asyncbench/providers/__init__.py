@@ -36,11 +36,13 @@ def provider_class(name: str) -> type[ProviderBase]:
 
 
 def make_provider(spec: ModelSpec, api_key: str | None) -> ProviderBase:
-    return provider_class(spec.provider)(spec.model, api_key, api=spec.api)
+    provider = provider_class(spec.provider)(spec.model, api_key, api=spec.api)
+    provider.stream = spec.stream
+    return provider
 
 
 def parse_model_spec(spec: str, base_urls: list[str] | None = None, *, endpoint_id: str | None = None,
-                     api: ApiKind = "chat") -> ModelSpec:
+                     api: ApiKind = "chat", stream: bool = True) -> ModelSpec:
     """Parse `provider:model`; raise UserError with the accepted forms otherwise."""
     if ":" not in spec or not spec.split(":", 1)[1]:
         raise UserError(
@@ -63,7 +65,7 @@ def parse_model_spec(spec: str, base_urls: list[str] | None = None, *, endpoint_
     # The cache identity of the endpoint: a fleet of replicas serving one model is one
     # identity (the sorted URL set, credentials cut out) unless the user names it.
     ident = endpoint_id or ",".join(sorted(strip_userinfo(u) for u in urls))
-    return ModelSpec(provider=provider, model=model, base_urls=urls, endpoint_id=ident, api=api)
+    return ModelSpec(provider=provider, model=model, base_urls=urls, endpoint_id=ident, api=api, stream=stream)
 
 
 def key_variable(cls: type[ProviderBase], base_urls: list[str]) -> str:

@@ -18,11 +18,12 @@ from ..claims import claim, claim_sum
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from ..sampling_rules import one_sampler_only
-from ..types import ApiKind, Request, Response, Usage
+from ..types import ApiKind, Request, Response, Timing, Usage
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status, error_text
 from .bounded import Refused, refusal_cause
 from .http import JSONTooDeep, json_value
-from .sdk_transport import connection_reason, sdk_http_client
+from .sdk_transport import connection_reason, sdk_http_client, stream_into
+from .stream_reply import StreamReply
 
 # How far the provider's clock may be behind ours when walking its list of batches.
 CLOCK_SKEW_S = 600.0
@@ -95,11 +96,16 @@ class AnthropicProvider(ProviderBase):
         named = ("model", "max_tokens", "messages", "system")
         body: dict[str, Any] = {k: params.pop(k) for k in named if k in params}
         body["extra_body"] = params
-        t0 = time.perf_counter()
+        t0, sent_at = time.perf_counter(), time.time()
+        reply = AnthropicStream(f"{base_url}/v1/messages", request.max_tokens, self.max_response_bytes) \
+            if self.stream else None
         try:
-            raw = await self._client(base_url).messages.with_raw_response.create(**body, timeout=timeout)
-            info = parse_ratelimit_headers(raw.headers)
-            data = json_value(await raw.read())
+            if reply is not None:
+                data, info = await self._streamed(base_url, body, timeout, reply)
+            else:
+                raw = await self._client(base_url).messages.with_raw_response.create(**body, timeout=timeout)
+                info = parse_ratelimit_headers(raw.headers)
+                data = json_value(await raw.read())
         except anthropic.APIStatusError as exc:
             info = parse_ratelimit_headers(exc.response.headers)
             raise _classified(exc, info) from None
@@ -116,7 +122,22 @@ class AnthropicProvider(ProviderBase):
         resp = parse_message(data, cut_at)
         resp.latency_ms = (time.perf_counter() - t0) * 1000
         resp.endpoint, resp.ratelimit = base_url, info
+        resp.timing = reply.timing(t0, sent_at) if reply is not None and reply.events else Timing(sent_at)
         return resp
+
+    async def _streamed(self, base_url: str, body: dict[str, Any], timeout: float,
+                        reply: AnthropicStream) -> tuple[dict[str, Any], dict[str, float]]:
+        """The message asked as a stream (`stream: true`), read through the SDK's raw
+        byte stream (its transport's caps and the scheduler's deadline hold) into
+        `reply`; the message body it assembles. A server that answers JSON instead is
+        read whole."""
+        client = self._client(base_url)
+        async with client.messages.with_streaming_response.create(**body, stream=True, timeout=timeout) as raw:
+            info = parse_ratelimit_headers(raw.headers)
+            if not raw.headers.get("content-type", "").lower().startswith("text/event-stream"):
+                return json_value(await raw.read()), info
+            await stream_into(raw, reply.feed)
+        return reply.message(), info
 
     # -- Message Batches: the requests in one POST, results as JSONL at results_url ----
     def batch_entry(self, request: Request, custom_id: str) -> dict[str, Any]:
@@ -180,9 +201,7 @@ class AnthropicProvider(ProviderBase):
             elif kind == "errored":
                 err = ((result.get("error") or {}).get("error") or {})
                 etype, message = str(err.get("type") or ""), str(err.get("message") or "")
-                status = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
-                          "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,
-                          "overloaded_error": 529}.get(etype, 500)
+                status = ERROR_STATUS.get(etype, 500)
                 out[cid] = classify_status(status, f"{etype}: {message}", code=etype)
             else:  # canceled, expired: not run, send it again
                 out[cid] = ProviderError("transient", f"{kind}: the request was not processed in its batch")
@@ -226,6 +245,69 @@ def parse_message(data: dict[str, Any], cut_at: list[str]) -> Response:
         if (at := text.find(stop, start + 1)) != -1:
             text = text[:at]
     return Response(text=text, usage=usage, latency_ms=0.0, finish_reason=data.get("stop_reason"))
+
+
+# An error type of the messages API, as the HTTP status it comes with (a batch result's
+# error and a stream's `error` event carry the type only).
+ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
+                "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,
+                "api_error": 500, "overloaded_error": 529}
+
+
+class AnthropicStream(StreamReply):
+    """A message streamed as the messages API streams it (docs "Streaming Messages"):
+    `message_start` (the message, its usage so far: input and cache tokens),
+    `content_block_start` / `content_block_delta` (`text_delta`: a piece of a text
+    block) / `content_block_stop`, `message_delta` (the stop reason, cumulative usage:
+    the output tokens), `message_stop`; `ping` between them, and `error` (an
+    `overloaded_error` mid-stream) classified as its HTTP status would be.
+
+    `message` builds the message body the unstreamed request answers (its blocks with
+    their text, stop reason and usage) for `parse_message`."""
+
+    def __init__(self, url: str, max_tokens: int, max_bytes: int) -> None:
+        super().__init__(url, max_tokens, max_bytes)
+        self.started: dict[str, Any] | None = None
+        self.usage: dict[str, Any] = {}
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.stop_reason: Any = None
+        self.stopped = False
+
+    def on_event(self, name: str, payload: bytes, now: float) -> None:
+        data = self.payload(payload)
+        kind = data.get("type", name)
+        if kind == "error" or name == "error":
+            err = data.get("error") if isinstance(data.get("error"), dict) else {}
+            etype = str(err.get("type") or "")
+            raise classify_status(ERROR_STATUS.get(etype, 500), f"{etype}: {err.get('message') or ''} (in the stream)",
+                                  code=etype)
+        try:
+            if kind == "message_start":
+                self.started = data["message"]
+                self.usage.update(self.started.get("usage") or {})
+            elif kind == "content_block_start":
+                self.blocks[int(data["index"])] = dict(data["content_block"])
+            elif kind == "content_block_delta":
+                delta = data["delta"]
+                if delta.get("type") == "text_delta":
+                    block = self.blocks[int(data["index"])]
+                    block["text"] = str(block.get("text") or "") + delta["text"]
+                    self.content(delta["text"], now)
+            elif kind == "message_delta":
+                self.stop_reason = (data.get("delta") or {}).get("stop_reason", self.stop_reason)
+                self.usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
+            elif kind == "message_stop":
+                self.stopped = True
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ProviderError("transient", f"unexpected stream event from {self.url}: {type(exc).__name__}: {exc}") from None
+
+    def message(self) -> dict[str, Any]:
+        if self.started is None or not self.stopped:
+            raise self.incomplete("message_start and message_stop")
+        if "output_tokens" not in self.usage or "input_tokens" not in self.usage:
+            raise self.incomplete("usage", fatal=True)
+        content = [self.blocks[i] for i in sorted(self.blocks)]
+        return {**self.started, "content": content, "stop_reason": self.stop_reason, "usage": self.usage}
 
 
 def _classified(exc: Any, info: dict[str, float] | None = None) -> ProviderError:

@@ -24,6 +24,7 @@ class ModelSpec:
     base_urls: list[str] = field(default_factory=list)
     endpoint_id: str = ""
     api: ApiKind = "chat"  # "completion": base models
+    stream: bool = True  # live answers streamed where the provider streams (--stream)
 
     @property
     def label(self) -> str:
@@ -91,6 +92,11 @@ class ProviderBase:
         self.model = model
         self.api_key = api_key
         self.api = api
+        # Ask for streamed answers (--stream on, the run's default: make_provider sets it
+        # from the spec), which time the first token and each one after it
+        # (stream_reply.py); the answer, its usage and its cache key are those of the
+        # unstreamed request.
+        self.stream = False
         self._max_response_bytes = DEFAULT_MAX_RESPONSE_BYTES
 
     @property

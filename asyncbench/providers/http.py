@@ -21,7 +21,7 @@ from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from .base import classify_status, redirect_refused
 from .bounded import ACCEPT_ENCODING, DEFAULT_MAX_RESPONSE_BYTES, Refused
-from .http1 import Answer, CallTimeout, HTTP1Client, HTTPFailure, basic_auth, request_path
+from .http1 import MAX_PIECES, Answer, CallTimeout, HTTP1Client, HTTPFailure, SinkFailed, Sink, basic_auth, request_path
 
 
 def json_bytes(value: Any) -> bytes:
@@ -68,13 +68,18 @@ class HTTPClient:
     def headers(self) -> dict[str, str]:
         return dict(self._headers)
 
-    async def _call(self, method: str, url: str, body: bytes | None, timeout: float, failed: str) -> Answer:
+    async def _call(self, method: str, url: str, body: bytes | None, timeout: float, failed: str,
+                    sink: Sink | None = None, limit: int | None = None, pieces: int = MAX_PIECES) -> Answer:
         """One call, its failures as ProviderErrors: an answer refused (a body over the cap,
         one framed to cost more than any answer) is fatal, anything
         else the transport met (no connection, a hang-up, the deadline) transient and
-        said as `failed` + the URL."""
+        said as `failed` + the URL; what a streamed answer's `sink` refused, its own error."""
         try:
-            return await self._client.request(method, url, body, timeout, self.max_bytes)
+            return await self._client.request(method, url, body, timeout, limit or self.max_bytes, sink, pieces)
+        except SinkFailed as exc:
+            if isinstance(exc.error, ProviderError):
+                raise exc.error from None
+            raise ProviderError("transient", f"malformed stream from {url}: {exc.error}") from None
         except Refused as exc:
             raise ProviderError("fatal", str(exc)) from None
         except CallTimeout:
@@ -85,8 +90,18 @@ class HTTPClient:
     async def post_json(self, url: str, body: dict[str, Any], timeout: float) -> tuple[Any, dict[str, float], dict[str, str]]:
         """POST JSON; return (parsed body, parsed rate-limit headers, headers with lower-case
         names) or raise ProviderError."""
-        answer = await self._call("POST", url, json_bytes(body), timeout, "connection error to")
+        return await self.post_stream(url, body, timeout, None)
+
+    async def post_stream(self, url: str, body: dict[str, Any], timeout: float, sink: Sink | None,
+                          limit: int | None = None, pieces: int = MAX_PIECES) -> tuple[Any, dict[str, float], dict[str, str]]:
+        """POST JSON asking for a streamed answer: a 2xx `text/event-stream` body goes to
+        `sink` piece by piece, under the call's one deadline, `limit` bytes and `pieces`
+        chunks, and the parsed body returned is None; any other answer is read whole as
+        `post_json` reads it (a server that ignores `stream` answers JSON: taken as is)."""
+        answer = await self._call("POST", url, json_bytes(body), timeout, "connection error to", sink, limit, pieces)
         info = parse_ratelimit_headers(answer.headers)
+        if answer.streamed:
+            return None, info, answer.headers
         if 300 <= answer.status < 400:
             raise redirect_refused(url, answer.status, answer.headers.get("location"))
         if answer.status >= 400:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import SplitResult, unquote, urlsplit
 
@@ -65,6 +66,20 @@ class CallTimeout(Exception):
     """The call's deadline passed before its answer was complete."""
 
 
+class SinkFailed(Exception):
+    """A streamed answer's reader (the `sink` of a call) refused what it was fed: its own
+    error (a classified ProviderError: a malformed event, an error event) is `error`."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+# A sink takes each decoded piece of a streamed (text/event-stream) 2xx answer's body as
+# it arrives, instead of the body keeping it.
+Sink = Callable[[bytes], None]
+
+
 @dataclass(slots=True)
 class Answer:
     """One response: status, headers (names lower-cased; a repeated one joined by ", ")
@@ -73,6 +88,7 @@ class Answer:
     status: int
     headers: dict[str, str]
     body: bytearray
+    streamed: bool = False  # the body went to the call's sink as it came (and is empty here)
 
 
 class _Connection(asyncio.Protocol):
@@ -96,6 +112,10 @@ class _Connection(asyncio.Protocol):
         self._url = ""
         self._wire = self._reads = self._chunks = self._interim = self._head = 0
         self._status_line = False
+        self._sink: Sink | None = None  # the call's streamed-answer reader
+        self._stream: Sink | None = None  # ... once the answer is a 2xx event stream
+        self._pieces = MAX_PIECES
+        self._max_reads = MAX_READS
 
     # -- asyncio.Protocol ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -110,20 +130,20 @@ class _Connection(asyncio.Protocol):
         self._reads += 1
         self._wire += len(data)
         try:
-            if self._reads > MAX_READS or self._wire > self._wire_cap:
-                raise AnswerTooCostly(f"{self._url} sent its answer in over {MAX_READS:,} reads or "
+            if self._reads > self._max_reads or self._wire > self._wire_cap:
+                raise AnswerTooCostly(f"{self._url} sent its answer in over {self._max_reads:,} reads or "
                                   f"{self._wire_cap:,} bytes (a broken or hostile server?)")
             parser.feed_data(data)
             if self._answer is None and self._wire > MAX_HEAD_BYTES:
                 raise HTTPFailure(f"{self._url} sent a response head over {MAX_HEAD_BYTES:,} bytes")
         except httptools.HttpParserCallbackError as exc:  # one of ours, raised in a callback
             cause = exc.__context__
-            self._fail(cause if isinstance(cause, (HTTPFailure, Refused)) else HTTPFailure(str(exc)))
+            self._fail(cause if isinstance(cause, (HTTPFailure, Refused, SinkFailed)) else HTTPFailure(str(exc)))
         except httptools.HttpParserUpgrade:
             self._fail(HTTPFailure(f"{self._url} switched protocols (101) instead of answering"))
         except httptools.HttpParserError as exc:
             self._fail(HTTPFailure(self._malformed(exc)))
-        except (HTTPFailure, Refused) as exc:
+        except (HTTPFailure, Refused, SinkFailed) as exc:
             self._fail(exc)
 
     def eof_received(self) -> bool | None:
@@ -134,7 +154,7 @@ class _Connection(asyncio.Protocol):
         if self._parser is not None and self._until_close and self._answer is not None:  # framed by the close
             try:
                 self._finish(False)
-            except BodyTooLarge as err:
+            except (Refused, SinkFailed) as err:
                 self._fail(err)
             return
         if self.waiter is not None and not self.waiter.done():
@@ -142,10 +162,16 @@ class _Connection(asyncio.Protocol):
             self.waiter.set_exception(HTTPFailure(f"the server closed the connection before its answer was complete{why}"))
 
     # -- a call ---------------------------------------------------------------------------
-    def start(self, loop: asyncio.AbstractEventLoop, data: bytes, limit: int, url: str) -> asyncio.Future[Answer]:
+    def start(self, loop: asyncio.AbstractEventLoop, data: bytes, limit: int, url: str, sink: Sink | None = None,
+              pieces: int = MAX_PIECES) -> asyncio.Future[Answer]:
+        """Send one request; its answer comes to the future returned. `sink`: the reader of
+        a streamed answer, and `pieces` the chunks it may come in (a stream comes in a
+        chunk per token or so: the caller sizes the cap on what it asked for)."""
         self.waiter = waiter = loop.create_future()
         self._parser = httptools.HttpResponseParser(self)
         self._limit, self._wire_cap, self._url = limit, 2 * limit + 1024 * 1024, url
+        self._sink, self._stream, self._pieces = sink, None, pieces
+        self._max_reads = MAX_READS + max(0, pieces - MAX_PIECES)
         self._answer, self._decoder, self._until_close, self.reusable = None, None, False, False
         self._wire = self._reads = self._chunks = self._interim = self._head = 0
         self._status_line = False
@@ -214,17 +240,35 @@ class _Connection(asyncio.Protocol):
         declared_too_large(headers, self._limit, self._url)
         self._decoder = BoundedDecoder(headers.get("content-encoding"), self._limit, self._url)
         self._answer = Answer(status, headers, bytearray())
+        if self._sink is not None and 200 <= status < 300 \
+                and headers.get("content-type", "").lower().startswith("text/event-stream"):
+            self._stream, self._answer.streamed = self._sink, True
         self._until_close = coding is None and "content-length" not in headers and status not in (204, 304)
 
     def on_chunk_header(self) -> None:
         self._chunks += 1
-        if self._chunks > MAX_PIECES:
-            raise AnswerTooCostly(f"{self._url} sent its answer in over {MAX_PIECES:,} chunks (a broken or hostile server?)")
+        if self._chunks > self._pieces:
+            raise AnswerTooCostly(f"{self._url} sent its answer in over {self._pieces:,} chunks (a broken or hostile server?)")
 
     def on_body(self, body: bytes) -> None:
         assert self._decoder is not None and self._answer is not None
+        if self._stream is not None:
+            self._feed(self._decoder.feed(body))
+            return
         for out in self._decoder.feed(body):
             self._answer.body += out
+
+    def _feed(self, pieces: list[bytes]) -> None:
+        """Decoded pieces of a streamed answer to its sink; what the sink refuses fails the
+        call with the sink's own error (a cap it met is Refused as any other)."""
+        assert self._stream is not None
+        try:
+            for out in pieces:
+                self._stream(out)
+        except Refused:
+            raise
+        except Exception as exc:
+            raise SinkFailed(exc) from None
 
     def on_message_complete(self) -> None:
         if self._answer is None:  # an interim answer's end
@@ -234,8 +278,11 @@ class _Connection(asyncio.Protocol):
 
     def _finish(self, keep: bool) -> None:
         assert self._decoder is not None and self._answer is not None
-        for out in self._decoder.flush():
-            self._answer.body += out
+        if self._stream is not None:
+            self._feed(self._decoder.flush())
+        else:
+            for out in self._decoder.flush():
+                self._answer.body += out
         self._parser, self.reusable = None, keep
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(self._answer)
@@ -296,7 +343,8 @@ class HTTP1Client:
             self._targets[url] = found
         return found
 
-    async def request(self, method: str, url: str, body: bytes | None, timeout: float, limit: int) -> Answer:
+    async def request(self, method: str, url: str, body: bytes | None, timeout: float, limit: int,
+                      sink: Sink | None = None, pieces: int = MAX_PIECES) -> Answer:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # connections belong to the loop that made them
             self._idle, self._loop = {}, loop
@@ -318,7 +366,7 @@ class HTTP1Client:
             data = head + body
         else:
             data = head + b"\r\n"
-        waiter = conn.start(loop, data, limit, url)
+        waiter = conn.start(loop, data, limit, url, sink, pieces)
         timer = loop.call_at(deadline, conn.expire)
         try:
             answer = await waiter

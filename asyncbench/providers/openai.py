@@ -16,12 +16,12 @@ from typing import Any
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from ..prompt_cache import prefix_key, prompt_text
-from ..types import ApiKind, Request, Response
+from ..types import ApiKind, Request, Response, Timing
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status
 from .bounded import Refused, refusal_cause
 from .http import JSONTooDeep, json_value
-from .openai_wire import parse_body, request_body
-from .sdk_transport import connection_reason, sdk_http_client
+from .openai_wire import OpenAIStream, parse_body, request_body
+from .sdk_transport import connection_reason, sdk_http_client, stream_into
 
 # The batch metadata key holding the client-made id of a submission (runners/batch.py),
 # and how far the provider's clock may be behind ours when walking its list of batches.
@@ -60,10 +60,10 @@ class OpenAIProvider(ProviderBase):
         # a shared prefix gets a `prompt_cache_key` so that its requests route alike
         return None if self.api == "completion" else 1024
 
-    def _body(self, request: Request) -> tuple[dict[str, Any], bool]:
+    def _body(self, request: Request, stream: bool = False) -> tuple[dict[str, Any], bool]:
         """The request body, and whether it goes to the completions endpoint."""
         completion = self.api == "completion" or request.messages is None
-        body = request_body(request, "completion" if completion else "chat")
+        body = request_body(request, "completion" if completion else "chat", stream=stream)
         if not completion and self.model.startswith(("o1", "o3", "o4", "gpt-5")):
             # reasoning models take max_completion_tokens and only the default temperature
             body["max_completion_tokens"] = body.pop("max_tokens")
@@ -76,13 +76,25 @@ class OpenAIProvider(ProviderBase):
         import openai
 
         client = self._client(base_url)
-        body, completion = self._body(request)
+        body, completion = self._body(request, stream=self.stream)
         endpoint = client.completions if completion else client.chat.completions
-        t0 = time.perf_counter()
+        t0, sent_at = time.perf_counter(), time.time()
+        reply = OpenAIStream(f"{base_url}/{'completions' if completion else 'chat/completions'}", request.max_tokens,
+                             self.max_response_bytes, chat=not completion) if self.stream else None
         try:
-            raw = await endpoint.with_raw_response.create(**body, timeout=timeout)
-            info = parse_ratelimit_headers(raw.headers)
-            data = json_value(raw.content)
+            if reply is not None:
+                # the raw byte stream (the transport's caps and the scheduler's deadline hold)
+                async with endpoint.with_streaming_response.create(**body, timeout=timeout) as raw:
+                    info = parse_ratelimit_headers(raw.headers)
+                    if raw.headers.get("content-type", "").lower().startswith("text/event-stream"):
+                        await stream_into(raw, reply.feed)
+                        data = None
+                    else:  # a server that answers whole: read as such
+                        data = json_value(await raw.read())
+            else:
+                raw = await endpoint.with_raw_response.create(**body, timeout=timeout)
+                info = parse_ratelimit_headers(raw.headers)
+                data = json_value(raw.content)
         except openai.APIStatusError as exc:
             info = parse_ratelimit_headers(exc.response.headers)
             code = exc.code if isinstance(getattr(exc, "code", None), str) else None
@@ -98,9 +110,12 @@ class OpenAIProvider(ProviderBase):
             raise ProviderError("fatal", f"{base_url}: {exc}") from None
         except ValueError as exc:
             raise ProviderError("transient", f"malformed response body: {exc}") from None
-        text, usage, finish = parse_body(data)
+        if reply is not None and data is None:
+            (text, usage, finish), timing = reply.answer(), reply.timing(t0, sent_at)
+        else:
+            (text, usage, finish), timing = parse_body(data), Timing(sent_at)
         return Response(text=text, usage=usage, latency_ms=(time.perf_counter() - t0) * 1000,
-                        finish_reason=finish, endpoint=base_url, ratelimit=info)
+                        finish_reason=finish, endpoint=base_url, ratelimit=info, timing=timing)
 
     # -- OpenAI Batch: a JSONL file of requests, then a batch over it ------------------
     def batch_entry(self, request: Request, custom_id: str) -> dict[str, Any]:

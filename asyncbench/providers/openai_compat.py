@@ -10,11 +10,12 @@ from urllib.parse import urlsplit
 import anyio
 
 from ..errors import ProviderError
-from ..types import ApiKind, Request, Response
+from ..types import ApiKind, Request, Response, Timing
 from .base import ProviderBase
 from .http import HTTPClient, SyncClient, post_object
 from .llamacpp_wire import LlamaCppTokenizer, is_llamacpp, slot_context
-from .openai_wire import parse_body, request_body
+from .openai_wire import OpenAIStream, parse_body, request_body
+from .stream_reply import stream_caps
 
 
 class VLLMTokenizer:
@@ -189,11 +190,19 @@ class OpenAICompatProvider(ProviderBase):
     async def send(self, request: Request, base_url: str, timeout: float) -> Response:
         completion = self.api == "completion" or request.messages is None
         url = f"{base_url}/completions" if completion else f"{base_url}/chat/completions"
-        t0 = time.perf_counter()
-        data, info, _ = await self.http.post_json(url, request_body(request, "completion" if completion else "chat"), timeout)
-        text, usage, finish = parse_body(data)
+        kind: ApiKind = "completion" if completion else "chat"
+        t0, sent_at = time.perf_counter(), time.time()
+        reply = OpenAIStream(url, request.max_tokens, self.max_response_bytes, chat=not completion) if self.stream else None
+        limit, pieces = stream_caps(request.max_tokens, self.max_response_bytes)
+        data, info, _ = await self.http.post_stream(url, request_body(request, kind, stream=self.stream), timeout,
+                                                    None if reply is None else reply.feed, limit, pieces)
+        if reply is not None and data is None:
+            text, usage, finish = reply.answer()
+            timing = reply.timing(t0, sent_at)
+        else:  # not asked to stream, or the server answered whole
+            (text, usage, finish), timing = parse_body(data), Timing(sent_at)
         return Response(text=text, usage=usage, latency_ms=(time.perf_counter() - t0) * 1000,
-                        finish_reason=finish, endpoint=base_url, ratelimit=info)
+                        finish_reason=finish, endpoint=base_url, ratelimit=info, timing=timing)
 
     async def aclose(self) -> None:
         await self.http.aclose()

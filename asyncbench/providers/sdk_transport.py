@@ -16,7 +16,7 @@ server answers, to the same key, as behind a proxy that adds a trailing slash.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2
@@ -30,6 +30,7 @@ from .bounded import (
     BoundedDecoder,
     Refused,
     declared_too_large,
+    refusal_cause,
 )
 
 
@@ -115,6 +116,22 @@ def connection_reason(exc: BaseException) -> str:
     while inner.__cause__ is not None:
         inner = inner.__cause__
     return str(inner) or type(inner).__name__
+
+
+async def stream_into(raw: Any, feed: Callable[[bytes], None]) -> None:
+    """A streamed answer's bytes from an SDK's raw response (`with_streaming_response`)
+    to `feed` as they come. The SDKs wrap errors of the request in their own, not those
+    of reading its body: a cap met (`Refused`) is fatal, a dropped or timed-out read
+    transient, said as the SDKs say a connection error."""
+    from ..errors import ProviderError
+
+    try:
+        async for piece in raw.iter_bytes():
+            feed(piece)
+    except httpx2.HTTPError as exc:
+        if (refused := refusal_cause(exc)) is not None:
+            raise ProviderError("fatal", str(refused)) from None
+        raise ProviderError("transient", f"connection error: {connection_reason(exc)}") from None
 
 
 def sdk_http_client(default_client: Any, limit: int) -> Any:

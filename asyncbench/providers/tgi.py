@@ -5,7 +5,9 @@ prompt of a model LongBench's pred.py lists, already wrapped in its build_chat t
 official_models.py) go to the native `/generate`; other chat samples go to TGI's
 Messages API (`/v1/chat/completions`), where the server applies the model's template.
 `/info` tells the server's max input and total tokens, used for middle truncation.
-Greedy decoding is `do_sample: false` (TGI rejects temperature 0).
+Greedy decoding is `do_sample: false` (TGI rejects temperature 0). Streamed (--stream
+on), raw samples go to `/generate_stream` and chat ones to the Messages API with
+`stream: true` (`TGIStream`, openai_wire.OpenAIStream).
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ import anyio
 
 from ..errors import ProviderError, UserError
 from ..tokenizers import approx_count
-from ..types import ApiKind, Request, Response, Usage
+from ..types import ApiKind, Request, Response, Timing, Usage
 from .base import ProviderBase, error_text
 from .http import HTTPClient, SyncCallError, SyncClient
-from .openai_wire import parse_body, request_body
+from .openai_wire import OpenAIStream, parse_body, request_body
+from .stream_reply import StreamReply, stream_caps
 
 
 class ServerTokenizer:
@@ -198,11 +201,15 @@ class TGIProvider(ProviderBase):
         return data
 
     async def send(self, request: Request, base_url: str, timeout: float) -> Response:
-        t0 = time.perf_counter()
+        t0, sent_at = time.perf_counter(), time.time()
+        limit, pieces = stream_caps(request.max_tokens, self.max_response_bytes)
+        reply: StreamReply | None
         if request.messages is not None:
-            data, info, _ = await self.http.post_json(f"{base_url}/v1/chat/completions",
-                                                   request_body(request, "chat"), timeout)
-            text, usage, finish = parse_body(data)
+            url = f"{base_url}/v1/chat/completions"
+            chat = reply = OpenAIStream(url, request.max_tokens, self.max_response_bytes, chat=True) if self.stream else None
+            data, info, _ = await self.http.post_stream(url, request_body(request, "chat", stream=self.stream), timeout,
+                                                        None if reply is None else reply.feed, limit, pieces)
+            text, usage, finish = chat.answer() if chat is not None and data is None else parse_body(data)
         else:
             params: dict[str, Any] = {"max_new_tokens": request.max_tokens, "details": True,
                                       **request.params}
@@ -210,11 +217,16 @@ class TGIProvider(ProviderBase):
                 params.update(do_sample=True, temperature=request.temperature)
             else:
                 params["do_sample"] = False
-            data, info, headers = await self.http.post_json(f"{base_url}/generate",
-                                                   {"inputs": request.prompt, "parameters": params}, timeout)
+            url = f"{base_url}/generate_stream" if self.stream else f"{base_url}/generate"
+            raw = reply = TGIStream(url, request.max_tokens, self.max_response_bytes) if self.stream else None
+            data, info, headers = await self.http.post_stream(url, {"inputs": request.prompt, "parameters": params},
+                                                              timeout, None if reply is None else reply.feed, limit, pieces)
+            if raw is not None and data is None:
+                data, headers = raw.answer(headers)
             text, usage, finish = parse_generate(data, headers, request.prompt or "")
+        timing = reply.timing(t0, sent_at) if reply is not None and reply.events else Timing(sent_at)
         return Response(text=text, usage=usage, latency_ms=(time.perf_counter() - t0) * 1000,
-                        finish_reason=finish, endpoint=base_url, ratelimit=info)
+                        finish_reason=finish, endpoint=base_url, ratelimit=info, timing=timing)
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -243,6 +255,45 @@ def parse_generate(data: Any, headers: Any, prompt: str) -> tuple[str, Usage, st
     usage = Usage(prompt_tokens=approx_count(prompt) if prompt_tokens is None else prompt_tokens,
                   completion_tokens=approx_count(text) if generated is None else generated)
     return text, usage, details.get("finish_reason")
+
+
+class TGIStream(StreamReply):
+    """`/generate_stream`'s events (router/src/server.rs `generate_stream`; router/src/
+    lib.rs `StreamResponse`): one per token, `{"index", "token": {"id", "text", "logprob",
+    "special"}, "generated_text": null, "details": null}`; the last carries the whole
+    `generated_text` and, with `details: true`, `details` {finish_reason, generated_tokens,
+    seed, and since v3 `input_length`: the prompt's tokens}. A failure mid-stream is an
+    event `{"error": ..., "error_type": ...}` (server.rs `generate_stream_internal`). A
+    special token (the EOS) is not content.
+
+    `answer` gives the /generate body the same request answers unstreamed (its text and
+    details) and the prompt's tokens as /generate's `x-prompt-tokens` header, for
+    `parse_generate`."""
+
+    def __init__(self, url: str, max_tokens: int, max_bytes: int) -> None:
+        super().__init__(url, max_tokens, max_bytes)
+        self.final: dict[str, Any] | None = None
+
+    def on_event(self, name: str, payload: bytes, now: float) -> None:
+        data = self.payload(payload)
+        if data.get("error"):
+            raise ProviderError("transient", f"the server streamed an error: {error_text(data['error'])}")
+        token = data.get("token")
+        if isinstance(token, dict) and not token.get("special") and isinstance(token.get("text"), str):
+            self.content(token["text"], now)
+        if data.get("generated_text") is not None or data.get("details") is not None:
+            self.final = data
+
+    def answer(self, headers: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+        if self.final is None:
+            raise self.incomplete("its last event (generated_text)")
+        found = self.final.get("details")
+        details: dict[str, Any] = found if isinstance(found, dict) else {}
+        if "generated_tokens" not in details:
+            raise self.incomplete("usage (details.generated_tokens)", fatal=True)
+        prompt = details.get("input_length")
+        counted = {**headers, "x-prompt-tokens": str(prompt)} if prompt is not None else headers
+        return {"generated_text": self.final.get("generated_text"), "details": details}, counted
 
 
 def _header_count(value: str | None) -> Any:

@@ -41,6 +41,7 @@ class Call:
     # Anthropic: the prompt text up to the end of each block marked with `cache_control`
     # (prefixes of `text()`), shortest first
     cache_marks: list[str] = field(default_factory=list)
+    stream: bool = False  # answered as server-sent events (streams.py)
 
     def text(self) -> str:
         return "\n".join(self.prompts)
@@ -93,16 +94,22 @@ def _stops(value: Any) -> list[str]:
     raise BadRequest("'stop' must be a string or a list of strings")
 
 
-def _no_stream(body: dict[str, Any]) -> None:
-    if body.get("stream"):
-        raise BadRequest("streaming is not supported by the simulator; send stream=false")
+def _stream(body: dict[str, Any], options: bool = False) -> bool:
+    """Whether the call asks for a stream. OpenAI refuses `stream_options` without
+    `stream` ("The 'stream_options' parameter is only allowed when 'stream' is enabled.")."""
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise BadRequest(f"'stream' must be a boolean, got {stream!r}")
+    if options and body.get("stream_options") is not None and not stream:
+        raise BadRequest("The 'stream_options' parameter is only allowed when 'stream' is enabled.")
+    return bool(stream)
 
 
 # ---------------------------------------------------------------- OpenAI
 
 
 def parse_chat(body: dict[str, Any]) -> Call:
-    _no_stream(body)
+    stream = _stream(body, options=True)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty list")
@@ -112,20 +119,22 @@ def parse_chat(body: dict[str, Any]) -> Call:
             raise BadRequest("each message must be an object with a 'role'")
         parts.append(_content_text(message.get("content")))
     max_tokens = _int_param(body, "max_completion_tokens", None) or _int_param(body, "max_tokens", None)
-    return Call("chat", str(body.get("model", "")), ["\n".join(parts)], max_tokens or 0, _stops(body.get("stop")), body)
+    return Call("chat", str(body.get("model", "")), ["\n".join(parts)], max_tokens or 0, _stops(body.get("stop")), body,
+                stream=stream)
 
 
 def parse_completions(body: dict[str, Any]) -> Call:
-    _no_stream(body)
+    stream = _stream(body, options=True)
     prompt = body.get("prompt")
     prompts = [prompt] if isinstance(prompt, str) else prompt
     if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) for p in prompts):
         raise BadRequest("'prompt' must be a string or a non-empty list of strings")
     max_tokens = _int_param(body, "max_tokens", 16)  # the legacy API's documented default
-    return Call("completions", str(body.get("model", "")), prompts, max_tokens or 16, _stops(body.get("stop")), body)
+    return Call("completions", str(body.get("model", "")), prompts, max_tokens or 16, _stops(body.get("stop")), body,
+                stream=stream)
 
 
-def _openai_usage(answers: list[Answer]) -> dict[str, Any]:
+def openai_usage(answers: list[Answer]) -> dict[str, Any]:
     prompt = sum(a.prompt_tokens for a in answers)
     completion = sum(a.completion_tokens for a in answers)
     return {
@@ -156,7 +165,7 @@ def render_chat(call: Call, answers: list[Answer], request_id: str) -> dict[str,
             }
             for i, a in enumerate(answers)
         ],
-        "usage": _openai_usage(answers),
+        "usage": openai_usage(answers),
         "system_fingerprint": "fp_asyncbench_sim",
     }
 
@@ -171,7 +180,7 @@ def render_completions(call: Call, answers: list[Answer], request_id: str) -> di
             {"index": i, "text": a.text, "logprobs": None, "finish_reason": _openai_finish(a)}
             for i, a in enumerate(answers)
         ],
-        "usage": _openai_usage(answers),
+        "usage": openai_usage(answers),
     }
 
 
@@ -183,7 +192,7 @@ def openai_error(status: int, kind: str, message: str, code: str | None = None) 
 
 
 def parse_messages(body: dict[str, Any]) -> Call:
-    _no_stream(body)
+    stream = _stream(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages: field required (a non-empty list)")
@@ -207,12 +216,16 @@ def parse_messages(body: dict[str, Any]) -> Call:
                         marks.append("\n".join([*parts, done]))
         parts.append(_content_text(content))
     return Call("messages", str(body.get("model", "")), ["\n".join(parts)], max_tokens,
-                _stops(body.get("stop_sequences")), body, marks)
+                _stops(body.get("stop_sequences")), body, marks, stream)
+
+
+def anthropic_stop_reason(a: Answer) -> str:
+    return {"length": "max_tokens", "stop_sequence": "stop_sequence"}.get(a.finish, "end_turn")
 
 
 def render_messages(call: Call, answers: list[Answer], request_id: str) -> dict[str, Any]:
     a = answers[0]
-    stop_reason = {"length": "max_tokens", "stop_sequence": "stop_sequence"}.get(a.finish, "end_turn")
+    stop_reason = anthropic_stop_reason(a)
     return {
         "id": f"msg_{request_id}",
         "type": "message",
@@ -243,7 +256,9 @@ TGI_DEFAULT_MAX_NEW_TOKENS = 100
 
 
 def parse_generate(body: dict[str, Any]) -> Call:
-    _no_stream(body)
+    if body.get("stream"):  # /generate answers whole; /generate_stream streams
+        raise BadRequest("Input validation error: `stream` is not supported on /generate: use /generate_stream",
+                         422, "validation")
     inputs = body.get("inputs")
     if not isinstance(inputs, str):
         raise BadRequest("Input validation error: `inputs` must be a string", 422, "validation")
@@ -258,13 +273,24 @@ def parse_generate(body: dict[str, Any]) -> Call:
     return Call("generate", "", [inputs], max_new or TGI_DEFAULT_MAX_NEW_TOKENS, stops, body)
 
 
+def parse_generate_stream(body: dict[str, Any]) -> Call:
+    """TGI's `/generate_stream`: the body of /generate, answered as events (streams.py)."""
+    call = parse_generate({k: v for k, v in body.items() if k != "stream"})
+    call.stream = True
+    return call
+
+
+def tgi_finish(a: Answer) -> str:
+    return {"length": "length", "stop_sequence": "stop_sequence"}.get(a.finish, "eos_token")
+
+
 def render_generate(call: Call, answers: list[Answer], request_id: str) -> dict[str, Any]:
     a = answers[0]
     params = call.body.get("parameters") or {}
     text = call.prompts[0] + a.text if params.get("return_full_text") else a.text
     out: dict[str, Any] = {"generated_text": text}
     if params.get("details"):
-        finish = {"length": "length", "stop_sequence": "stop_sequence"}.get(a.finish, "eos_token")
+        finish = tgi_finish(a)
         pieces = [a.text[i : i + 4] for i in range(0, len(a.text), 4)]
         out["details"] = {
             "finish_reason": finish,
@@ -303,4 +329,5 @@ ROUTES: dict[str, WireFormat] = {
     "/v1/completions": WireFormat("openai", parse_completions, render_completions, openai_error, openai_headers),
     "/v1/messages": WireFormat("anthropic", parse_messages, render_messages, anthropic_error, anthropic_headers),
     "/generate": WireFormat("tgi", parse_generate, render_generate, tgi_error, _no_headers),
+    "/generate_stream": WireFormat("tgi", parse_generate_stream, render_generate, tgi_error, _no_headers),
 }

@@ -237,7 +237,7 @@ _ANSWERS = ("usage-huge", "usage-other-model", "usage-1e300", "error-and-choices
 def _answer(behaviour: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, object, dict[str, str]]:
     """(status, JSON body, headers) of one answer of `behaviour`, in the wire format of
     `path`: Anthropic's /v1/messages, TGI's /generate, else OpenAI chat or completions."""
-    api = "anthropic" if path.endswith("/messages") else "tgi" if path.endswith("/generate") else "openai"
+    api = "anthropic" if path.endswith("/messages") else "tgi" if path.endswith(("/generate", "/generate_stream")) else "openai"
     key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
     text, prompt_tokens, completion_tokens = "a", 3, 1
     if behaviour in _CLAIMS:

@@ -55,7 +55,8 @@ from aiohttp import web
 
 from ..errors import UserError
 from .answerer import answer
-from .formats import ROUTES, Answer, BadRequest, Call, WireFormat
+from . import streams
+from .formats import ROUTES, Answer, BadRequest, Call, WireFormat, anthropic_stop_reason, openai_usage, tgi_finish
 from .limits import RateLimiter, retry_headers
 from .stats import SimStats
 
@@ -79,7 +80,10 @@ class SimConfig:
     host: str = "127.0.0.1"
     port: int = 0  # 0 picks a free port
     latency_ms: float = 0.0
-    per_token_ms: float = 0.0
+    per_token_ms: float = 0.0  # decode: each output token's time (a streamed answer's gap between tokens)
+    # prefill: time per 1,000 prompt tokens not read from the prompt cache, before the
+    # first token (a streamed answer's time to first token grows with its prompt)
+    prefill_ms_per_ktok: float = 0.0
     jitter_ms: float = 0.0
     rpm: int | None = None
     tpm: int | None = None
@@ -124,7 +128,7 @@ class SimConfig:
                 raise UserError(f"simulator: {name} must be between 0 and 1, got {value}")
         if sum(rates.values()) > 1.0:
             raise UserError("simulator: error, drop, stall and malformed rates must add up to at most 1")
-        for name in ("latency_ms", "per_token_ms", "jitter_ms", "stall_s", "batch_turnaround_s", "batch_expire",
+        for name in ("latency_ms", "per_token_ms", "prefill_ms_per_ktok", "jitter_ms", "stall_s", "batch_turnaround_s", "batch_expire",
                      "prompt_cache_ttl_s"):
             if getattr(self, name) < 0:
                 raise UserError(f"simulator: {name} must not be negative")
@@ -509,7 +513,11 @@ class SimServer:
             rng = random.Random(f"{cfg.seed}:{fingerprint}:{attempt}")
             fault = _draw_fault(cfg, rng.random())
             jitter = rng.uniform(-cfg.jitter_ms, cfg.jitter_ms) if cfg.jitter_ms else 0.0
-        delay_ms = cfg.latency_ms + cfg.per_token_ms * completion + jitter
+        uncached = sum(a.prompt_tokens - a.cached_tokens for a in answers)
+        first_ms = cfg.latency_ms + cfg.prefill_ms_per_ktok * uncached / 1000.0 + jitter
+        if call.stream and fault != "error":
+            return await self._stream(request, fmt, call, answers, fingerprint, headers, arrived, first_ms, fault)
+        delay_ms = first_ms + cfg.per_token_ms * completion
         if fault == "stall":
             self.stats.stalled += 1
             delay_ms += cfg.stall_s * 1000.0
@@ -540,6 +548,59 @@ class SimServer:
             return web.Response(body=payload[: max(1, len(payload) // 2)], headers=headers, content_type=_JSON)
         self.served(fingerprint, answers)
         return web.Response(body=payload, headers=headers, content_type=_JSON)
+
+
+    async def _stream(self, request: web.BaseRequest, fmt: WireFormat, call: Call, answers: list[Answer],
+                      fingerprint: str, headers: dict[str, str], arrived: float, first_ms: float,
+                      fault: str) -> web.StreamResponse:
+        """The answers as the server streams them (streams.py): nothing until the prefill
+        time has passed since the request arrived, then the head and first token, then a
+        token every `per_token_ms`, then the tail. A fault strikes after the first token,
+        as a real server fails mid-stream: a stall holds the stream open, a drop cuts the
+        connection, a malformed event ends it."""
+        loop = asyncio.get_running_loop()
+        self._next_id += 1
+        rid = f"sim{self._next_id:012x}"
+        if fmt.api == "anthropic":
+            head, tokens, tail = streams.anthropic_stream(call, answers[0], rid, anthropic_stop_reason(answers[0]))
+        elif fmt.api == "tgi":
+            head, tokens, tail = streams.tgi_stream(call, answers[0], tgi_finish(answers[0]))
+        else:
+            head, tokens, tail = streams.openai_stream(call, answers, rid, openai_usage(answers))
+        remaining = first_ms / 1000.0 - (loop.time() - arrived)
+        if remaining > 0:
+            await asyncio.sleep(remaining)
+        response = web.StreamResponse(status=200, headers={**headers, "Content-Type": streams.EVENT_STREAM,
+                                                           "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        await response.write(head + (tokens[0] if tokens else b""))
+        stats = self.stats
+        if fault == "stall":
+            stats.stalled += 1
+            await asyncio.sleep(self.config.stall_s)
+        elif fault == "drop":
+            stats.dropped += 1
+            if request.transport is not None:
+                request.transport.abort()
+            raise asyncio.CancelledError
+        elif fault == "malformed":
+            stats.malformed += 1
+            await response.write(b'data: {"choices": [{"delta": \n\n')
+            await response.write_eof()
+            return response
+        step, start = self.config.per_token_ms / 1000.0, loop.time()
+        if step <= 0:
+            await response.write(b"".join(tokens[1:]) + tail)
+        else:
+            for i, event in enumerate(tokens[1:], start=1):
+                wait = start + i * step - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                await response.write(event)
+            await response.write(tail)
+        self.served(fingerprint, answers)
+        await response.write_eof()
+        return response
 
 
 def _check_anthropic_headers(request: web.BaseRequest) -> None:
