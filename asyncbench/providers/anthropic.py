@@ -277,7 +277,8 @@ class AnthropicStream(StreamReply):
         data = self.payload(payload)
         kind = data.get("type", name)
         if kind == "error" or name == "error":
-            err = data.get("error") if isinstance(data.get("error"), dict) else {}
+            found = data.get("error")
+            err: dict[str, Any] = found if isinstance(found, dict) else {}
             etype = str(err.get("type") or "")
             raise classify_status(ERROR_STATUS.get(etype, 500), f"{etype}: {err.get('message') or ''} (in the stream)",
                                   code=etype)

@@ -20,8 +20,8 @@ import orjson
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from .base import classify_status, redirect_refused
-from .bounded import ACCEPT_ENCODING, DEFAULT_MAX_RESPONSE_BYTES, Refused
-from .http1 import MAX_PIECES, Answer, CallTimeout, HTTP1Client, HTTPFailure, SinkFailed, Sink, basic_auth, request_path
+from .bounded import ACCEPT_ENCODING, DEFAULT_MAX_RESPONSE_BYTES, MAX_PIECES, Refused
+from .http1 import Answer, CallTimeout, HTTP1Client, HTTPFailure, Sink, SinkFailed, basic_auth, request_path
 
 
 def json_bytes(value: Any) -> bytes:

@@ -43,7 +43,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 
 import httptools
 
-from .bounded import MAX_PIECES, AnswerTooCostly, BodyTooLarge, BoundedDecoder, Refused, declared_too_large
+from .bounded import MAX_PIECES, AnswerTooCostly, BoundedDecoder, Refused, declared_too_large
 
 MAX_HEAD_BYTES = 64 * 1024
 # What one answer may make the parser do (reached only by a broken or hostile server: a

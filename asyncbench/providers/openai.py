@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
@@ -81,6 +81,7 @@ class OpenAIProvider(ProviderBase):
         t0, sent_at = time.perf_counter(), time.time()
         reply = OpenAIStream(f"{base_url}/{'completions' if completion else 'chat/completions'}", request.max_tokens,
                              self.max_response_bytes, chat=not completion) if self.stream else None
+        streamed, data = False, cast(Any, None)
         try:
             if reply is not None:
                 # the raw byte stream (the transport's caps and the scheduler's deadline hold)
@@ -88,7 +89,7 @@ class OpenAIProvider(ProviderBase):
                     info = parse_ratelimit_headers(raw.headers)
                     if raw.headers.get("content-type", "").lower().startswith("text/event-stream"):
                         await stream_into(raw, reply.feed)
-                        data = None
+                        data, streamed = None, True
                     else:  # a server that answers whole: read as such
                         data = json_value(await raw.read())
             else:
@@ -110,9 +111,10 @@ class OpenAIProvider(ProviderBase):
             raise ProviderError("fatal", f"{base_url}: {exc}") from None
         except ValueError as exc:
             raise ProviderError("transient", f"malformed response body: {exc}") from None
-        if reply is not None and data is None:
+        if streamed:
+            assert reply is not None
             (text, usage, finish), timing = reply.answer(), reply.timing(t0, sent_at)
-        else:
+        else:  # a JSON `null` body too: parse_body says what it is
             (text, usage, finish), timing = parse_body(data), Timing(sent_at)
         return Response(text=text, usage=usage, latency_ms=(time.perf_counter() - t0) * 1000,
                         finish_reason=finish, endpoint=base_url, ratelimit=info, timing=timing)

@@ -128,6 +128,8 @@ async def stream_into(raw: Any, feed: Callable[[bytes], None]) -> None:
     try:
         async for piece in raw.iter_bytes():
             feed(piece)
+    except httpx2.TimeoutException:  # the SDK's timeout is per read: a stream that stalls
+        raise ProviderError("transient", "timed out: the stream stalled past --timeout") from None
     except httpx2.HTTPError as exc:
         if (refused := refusal_cause(exc)) is not None:
             raise ProviderError("fatal", str(refused)) from None

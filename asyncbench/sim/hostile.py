@@ -50,6 +50,10 @@ BEHAVIOURS = {
     "escape-sequences": "ANSI/OSC escapes, bidi overrides and rich markup in the answer; in the error "
                         "message of a 400 for prompts that say `fail`",
     "echo-key": "200 echoing the request's key hex-encoded (both cases), \\u-escaped, spaced and reversed",
+    # -- issue 38: streamed answers (text/event-stream), in each wire format's events
+    "stream-stall": "200, an event stream: one token, then the stream held open for ever",
+    "stream-no-usage": "200, an event stream: a whole answer that never says its usage",
+    "stream-malformed": "200, an event stream: one token, then an event that is not JSON",
 }
 # The text `escape-sequences` answers with: clear the screen, set the window title, a
 # fake progress line, an OSC 52 clipboard write, a right-to-left override, rich markup.
@@ -138,10 +142,30 @@ class HostileServer:
             await _send(writer, 429, {"Retry-After": formatdate(time.time() - 365 * 86400, usegmt=True)}, error)
         elif behaviour == "redirect-cross-origin":
             await _send(writer, 307, {"Location": f"http://127.0.0.1:{self.other_port}{path}"}, error)
+        elif behaviour.startswith("stream-"):
+            await self._stream(writer, behaviour, path)
+            return False
         else:
             await getattr(self, "_" + behaviour.replace("-", "_"))(writer, behaviour)
             return False
         return True
+
+    async def _stream(self, writer: asyncio.StreamWriter, name: str, path: str) -> None:
+        """An event stream in `path`'s wire format (`_events`) that stalls, never says its
+        usage, or breaks, as `name` says."""
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        head, token, tail = _events(path)
+        writer.write(_chunk(head + token))
+        await _drain(writer)
+        self.sent[name] += len(head + token)
+        if name == "stream-stall":
+            while not writer.is_closing():  # held open: a client that waits, waits for ever
+                await asyncio.sleep(0.5)
+            return
+        rest = b'data: {"choices": [{"delta": \n\n' if name == "stream-malformed" else token + tail
+        writer.write(_chunk(rest) + b"0\r\n\r\n")
+        self.sent[name] += len(rest)
+        await _drain(writer)
 
     async def _endless_body(self, writer: asyncio.StreamWriter, name: str) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
@@ -285,6 +309,30 @@ def _render(api: str, path: str, text: str, prompt_tokens: object, completion_to
         return {"id": "h", "object": "chat.completion", "model": "m", "choices": [choice], "usage": usage}
     return {"id": "h", "object": "text_completion", "model": "m", "usage": usage,
             "choices": [{"index": 0, "finish_reason": "stop", "text": text}]}
+
+
+def _events(path: str) -> tuple[bytes, bytes, bytes]:
+    """(head, one token, tail) of a streamed answer in `path`'s wire format, without usage
+    anywhere (what `stream-no-usage` sends whole)."""
+    if path.endswith("/messages"):
+        start = {"type": "message_start", "message": {"id": "msg_h", "type": "message", "role": "assistant",
+                                                      "model": "m", "content": [], "usage": {}}}
+        block = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+        delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "a"}}
+        end = [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+               ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
+               ("message_stop", {"type": "message_stop"})]
+        head = b"".join(f"event: {n}\ndata: {json.dumps(v)}\n\n".encode()
+                        for n, v in (("message_start", start), ("content_block_start", block)))
+        return (head, f"event: content_block_delta\ndata: {json.dumps(delta)}\n\n".encode(),
+                b"".join(f"event: {n}\ndata: {json.dumps(v)}\n\n".encode() for n, v in end))
+    if path.endswith("/generate_stream"):
+        token = {"index": 1, "token": {"id": 1, "text": "a", "special": False}, "generated_text": None, "details": None}
+        last = {**token, "generated_text": "aa", "details": None}
+        return b"", f"data:{json.dumps(token)}\n\n".encode(), f"data:{json.dumps(last)}\n\n".encode()
+    token = {"id": "h", "choices": [{"index": 0, "delta": {"content": "a"}, "text": "a", "finish_reason": None}]}
+    last = {"id": "h", "choices": [{"index": 0, "delta": {}, "text": "", "finish_reason": "stop"}]}
+    return b"", f"data: {json.dumps(token)}\n\n".encode(), f"data: {json.dumps(last)}\n\ndata: [DONE]\n\n".encode()
 
 
 def echoes_of(key: str) -> list[str]:

@@ -54,8 +54,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ..errors import UserError
-from .answerer import answer
 from . import streams
+from .answerer import answer
 from .formats import ROUTES, Answer, BadRequest, Call, WireFormat, anthropic_stop_reason, openai_usage, tgi_finish
 from .limits import RateLimiter, retry_headers
 from .stats import SimStats
