@@ -449,7 +449,8 @@ class _Generation:
         self.engine.wake_writer()  # not sent (the budget was reached): booked in `generated`
 
     def _answered(self, i: int, resp: Response, attempts: int) -> None:
-        engine, req, usage = self.engine, self.requests[i], resp.usage
+        engine, req, usage, timing = self.engine, self.requests[i], resp.usage, resp.timing
+        sent_at, ttft = (timing.sent_at, timing.ttft_ms) if timing is not None else (None, None)
         resp.text = engine.redact(resp.text)  # a server that echoes the key into its answer, in any form
         cost = self.client.price.cost(usage, resp.discount)
         self.sources[i] = "sent"
@@ -458,7 +459,7 @@ class _Generation:
             i, "sent", prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cached_prompt_tokens=usage.cached_prompt_tokens, cache_write_tokens=usage.cache_write_tokens, cost_usd=cost,
             saved_usd=self.client.price.cost(usage) - cost if resp.discount != 1.0 else 0.0,
-            latency_ms=resp.latency_ms, attempts=attempts, usage_flag=resp.usage_flag)
+            latency_ms=resp.latency_ms, attempts=attempts, usage_flag=resp.usage_flag, sent_at=sent_at, ttft_ms=ttft)
         engine.latencies.fresh.append(resp.latency_ms)
         row = ResponseRow(
             key=self.keys[i], provider=req.provider, model=req.model, endpoint=req.endpoint_id,
@@ -466,7 +467,8 @@ class _Generation:
             prompt_tokens=resp.usage.prompt_tokens, completion_tokens=resp.usage.completion_tokens,
             cached_prompt_tokens=resp.usage.cached_prompt_tokens, latency_ms=resp.latency_ms, cost_usd=cost,
             served_by=strip_userinfo(resp.endpoint), created_at=time.time(),
-            cache_write_tokens=resp.usage.cache_write_tokens, usage_flag=resp.usage_flag)
+            cache_write_tokens=resp.usage.cache_write_tokens, usage_flag=resp.usage_flag, sent_at=sent_at, ttft_ms=ttft,
+            itl_ms=timing.itl_ms if timing is not None and ttft is not None else None)
         # on disk now (a crash keeps it), and how it reaches the store: the writer's batch
         # ingests this journal file (store/journal.py)
         engine.journal.append(row, entry, self._prompt_text(i))

@@ -114,6 +114,10 @@ class RequestEntry:
     attempts: int = 0
     cache_write_tokens: int = 0  # written to the provider's prompt cache (part of prompt_tokens)
     usage_flag: str | None = None  # the server's usage out of bounds, booked at our bound (claims.py)
+    # a live answer's timing (types.Timing): when it was sent (epoch s) and its time to first
+    # token; None where this row measured nothing (a cache hit, a batch result, unstreamed TTFT)
+    sent_at: float | None = None
+    ttft_ms: float | None = None
 
 
 @dataclass

@@ -16,6 +16,7 @@ from .ledger import LEGACY_STATUSES, SETTLED, InvocationEntry, SampleEntry, merg
 from .plan import RunPlan
 from .prompting import Tally
 from .run_summary import Closing, RunSummary, Truncation, interrupted_summary, run_summary, write_out
+from .serving import serving_figures
 from .store import Store
 from .store.rows import ResultRow
 from .types import Sample, SampleResult
@@ -144,7 +145,9 @@ def store_summary(p: RunPlan, store: Store, invocation: InvocationEntry, closing
     store.runs.put_invocation(run_id, invocation)
     ledger.invocations[-1] = invocation
     entries = store.runs.sample_entries(run_id, unsettled=True)
-    closing = dataclasses.replace(closing, endpoints=failed_in_run(store, run_id, closing.endpoints))
+    closing = dataclasses.replace(closing, endpoints=failed_in_run(store, run_id, closing.endpoints),
+                                  serving=serving_figures(store.runs.measured(run_id), p.benchmark.length_bin,
+                                                          store.runs.not_measured(run_id)))
     summary = run_summary(p.benchmark_name, run_id, p.client.spec, ledger,
                           [e for e in entries if e.status not in SETTLED],
                           [e for e in entries if e.status == "excluded"], closing)

@@ -35,6 +35,7 @@ from .ledger import (
 from .percentiles import percentiles
 from .providers.base import ModelSpec
 from .secrets import redact_json
+from .serving import Serving
 
 
 @dataclass
@@ -145,6 +146,9 @@ class RunSummary:
     out_dir: str | None = None  # where run.json was written (not part of it)
     # answers whose usage the server claimed out of bounds, booked at our bound (claims.py)
     usage_flags: UsageFlags = field(default_factory=lambda: UsageFlags(answers=0, listed=[]))
+    # serving latency (TTFT, TPOT, ITL, e2e, throughputs) per run and context-length bin
+    # (serving.py); {} in a run.json from before it was kept
+    serving: Serving = field(default_factory=lambda: Serving())
 
     def to_json(self) -> dict[str, object]:
         """run.json's content (JSON-shaped; `write_out` writes it)."""
@@ -161,7 +165,7 @@ class RunSummary:
             **head, "started_at": self.started_at, "wall_s": self.wall_s, **figures,
             "partial": self.partial, "this_invocation": self.this_invocation, "unpriced": self.unpriced,
             "prices_version": self.prices_version, "latency_ms": self.latency_ms,
-            "throughput_rps": self.throughput_rps, "truncation": self.truncation, "endpoints": self.endpoints,
+            "throughput_rps": self.throughput_rps, "serving": self.serving, "truncation": self.truncation, "endpoints": self.endpoints,
             "backend": self.backend, "aborted": self.aborted, "failures": self.failures,
             "failure_groups": self.failure_groups, "hints": self.hints, "next_step": self.next_step,
             "excluded": self.excluded, "prepare": self.prepare, "scores": self._scores_json(),
@@ -188,7 +192,8 @@ class RunSummary:
             failures=raw.get("failures") or [], failure_groups=raw.get("failure_groups"),
             hints=raw.get("hints") or [], excluded=_block(raw, "excluded"), prepare=raw.get("prepare") or {},
             interrupted=bool(raw.get("interrupted")), samples_so_far=raw.get("samples_so_far"),
-            out_dir=raw.get("out_dir"), usage_flags=_block(raw, "usage_flags", {"answers": 0, "listed": []}))
+            out_dir=raw.get("out_dir"), usage_flags=_block(raw, "usage_flags", {"answers": 0, "listed": []}),
+            serving=_block(raw, "serving"))
 
     def redacted(self) -> RunSummary:
         """The same summary with every string redacted (URL user-info, keys echoed back)."""
@@ -221,6 +226,7 @@ class Closing:
     limits: Mapping[str, object]
     prices_version: str
     unpriced: list[str]
+    serving: Serving | None = None  # the run's serving latency (serving.py), read from the store
 
 
 def run_summary(benchmark: str, run_id: str, spec: ModelSpec, ledger: Ledger, unsettled: list[SampleEntry],
@@ -242,7 +248,7 @@ def run_summary(benchmark: str, run_id: str, spec: ModelSpec, ledger: Ledger, un
         usage_flags=figures["usage_flags"],
         partial=partial_label(figures["samples"]) or None, this_invocation=this, unpriced=closing.unpriced,
         prices_version=closing.prices_version,
-        latency_ms=latency,
+        latency_ms=latency, serving=closing.serving or Serving(),
         throughput_rps=round(this["requests"] / this["wall_s"], 2) if this["wall_s"] > 0 else None,
         truncation=_truncation(closing.limits, closing.truncated), endpoints=closing.endpoints,
         backend=closing.backend, aborted=closing.aborted, failures=failures[:50],

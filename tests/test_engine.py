@@ -413,7 +413,8 @@ def test_journal_lines_reach_the_os_as_each_answer_arrives(tmp_path):
     def row(key: str) -> ResponseRow:
         return ResponseRow(key=key, provider="p", model="m", endpoint="e", request_json="{}", text="answer",
                            finish_reason="stop", prompt_tokens=1, completion_tokens=1, cached_prompt_tokens=0,
-                           latency_ms=1.0, cost_usd=0.0, served_by="", created_at=0.0, cache_write_tokens=0)
+                           latency_ms=1.0, cost_usd=0.0, served_by="", created_at=0.0, cache_write_tokens=0,
+                           usage_flag=None, sent_at=None, ttft_ms=None, itl_ms=None)
 
     journal = Journal(tmp_path / "c.duckdb", "run")
 

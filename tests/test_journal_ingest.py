@@ -25,7 +25,9 @@ def _row(i: int, text: str) -> ResponseRow:
                        text=text, finish_reason=None if i % 2 else "stop", prompt_tokens=10 + i, completion_tokens=i,
                        cached_prompt_tokens=0, latency_ms=1.5 * i, cost_usd=0.001 * i, served_by="http://h:1/v1",
                        created_at=1_700_000_000.25 + i, cache_write_tokens=i % 3,
-                       usage_flag="usage out of bounds" if i == 2 else None)
+                       usage_flag="usage out of bounds" if i == 2 else None,
+                       sent_at=None if i % 3 == 0 else 1_700_000_000.5 + i, ttft_ms=None if i % 2 else 0.25 * i,
+                       itl_ms=None if i % 2 else [0.5, 1.25 * i])
 
 
 def _entry(i: int) -> RequestEntry:
@@ -72,7 +74,7 @@ def test_a_fresh_batch_meeting_a_key_stored_meanwhile_is_void_and_goes_again_kee
     assert path is not None
     with store.transaction():  # another process stored k2's answer since it was looked up
         store.con.execute("INSERT INTO responses SELECT * FROM (SELECT 'k2', 'other', 'm', 'e', '{}', 'theirs', NULL, "
-                          "1, 1, 0, 1.0, 0.0, 'x', 1.0, 0, NULL)")
+                          "1, 1, 0, 1.0, 0.0, 'x', 1.0, 0, NULL, NULL, NULL, NULL)")
     with pytest.raises(StoredMeanwhile), store.transaction():
         ingest(store, path, fresh=True)
     with store.session():  # rolled back whole: nothing of the batch is in

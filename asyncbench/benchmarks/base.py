@@ -212,6 +212,13 @@ class Benchmark(ABC):
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
         """One score in [0, 1] per prediction; None where scoring itself failed."""
 
+    def length_bin(self, meta: Mapping[str, Any]) -> str | None:
+        """The context-length bin the benchmark reports a sample's score in, from its meta
+        (LongBench-E 0-4k/4-8k/8k+, BAMBOO 4k/16k, 100-LongBench's lengths): how the run's
+        serving latency is broken down (serving.py). None: no bins of its own (the
+        latency is then broken down by deciles of prompt tokens)."""
+        return None
+
     @abstractmethod
     def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> ScoreSet:
         """The numbers as the paper reports them (`overall`, `by_task`, ..., in the paper's

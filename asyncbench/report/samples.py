@@ -25,6 +25,7 @@ from typing import Any
 from ..atomic import open_replacing, replacing
 from ..errors import UserError
 from ..ledger import SETTLED
+from ..serving import tpot
 from ..store import Store
 from ..store.parquet import write_parquet
 from ..store.rows import SampleRow
@@ -62,6 +63,17 @@ class SampleRecord:
     shared_with: str | None = None  # a shared sample: the sample whose answer it shares
     # the server's usage out of bounds: the tokens and USD above are booked at our bound (claims.py)
     usage_flag: str | None = None
+    # the answer's timing as this run measured it when it sent it (types.Timing; AIPerf's
+    # definitions): time to first token, end to end, time per output token after the
+    # first (TPOT = (e2e - TTFT) / (output tokens - 1)), the inter-token gaps; None where
+    # nothing was measured, and `timing` says why: "streamed", "unstreamed" (no TTFT),
+    # "batch" and "cache hit" (none), "not measured" (stored before timings were kept)
+    cached_prompt_tokens: int = 0
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    itl_ms: list[float] | None = None
+    timing: str | None = None
 
     @property
     def settled(self) -> bool:
@@ -105,18 +117,19 @@ def natural_key(sample_id: str) -> tuple[Any, ...]:
 
 def _record(row: SampleRow) -> SampleRecord:
     (run_id, sample_id, task, status, score, prediction, meta_json, refs_json, prompt, p_tok, c_tok, usd, saved,
-     latency, attempts, truncated, error, key, twin, flag) = row
+     latency, attempts, truncated, error, key, twin, flag, cached, ttft, e2e, itl, timing) = row
     meta = json.loads(meta_json) if meta_json else {}
     return SampleRecord(run_id, sample_id, task, status, score, prediction, meta.get("parsed"),
                         json.loads(refs_json) if refs_json else [], prompt, meta.get("judge"), int(p_tok),
                         int(c_tok), float(usd), float(saved), latency, int(attempts), int(truncated), error, key, twin,
-                        flag)
+                        flag, int(cached), ttft, tpot(e2e, ttft, int(c_tok)), e2e,
+                        None if itl is None else [float(x) for x in itl], timing)
 
 
 def _flat(record: SampleRecord) -> dict[str, Any]:
     """A record with its lists and objects as JSON text: one cell each in CSV and parquet."""
     out = asdict(record)
-    for name in ("parsed", "references", "judge"):
+    for name in ("parsed", "references", "judge", "itl_ms"):
         if out[name] is not None:
             out[name] = json.dumps(out[name], ensure_ascii=False)
     return out
@@ -147,4 +160,5 @@ def write_samples(records: Sequence[SampleRecord], fmt: str, out: Path | None) -
 
 
 _TYPES = {"score": "DOUBLE", "usd": "DOUBLE", "cached_usd": "DOUBLE", "latency_ms": "DOUBLE", "prompt_tokens": "BIGINT",
-          "completion_tokens": "BIGINT", "attempts": "BIGINT", "truncated_tokens": "BIGINT"}
+          "completion_tokens": "BIGINT", "attempts": "BIGINT", "truncated_tokens": "BIGINT",
+          "cached_prompt_tokens": "BIGINT", "ttft_ms": "DOUBLE", "tpot_ms": "DOUBLE", "e2e_ms": "DOUBLE"}

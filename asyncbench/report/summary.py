@@ -12,6 +12,7 @@ from rich.table import Table
 from ..ledger import SAMPLE_STATUSES, TaskFigures, usage_flag_line
 from ..pricing import NOTIONAL, is_simulator
 from ..run_summary import FailureGroup, RunSummary
+from ..serving import serving_lines
 from ..terminal import shown_markup
 from .score_lines import _fmt, plus_minus, readable, score_lines, score_notes, score_rows, score_title, scores_of
 
@@ -113,6 +114,9 @@ def _ledger_lines(console: Console, summary: RunSummary) -> None:
         f", out {_purposes({p: t['completion_tokens'] for p, t in tokens.items()}, lambda v: f'{v:,}')}")
     if (flagged := usage_flag_line(summary.usage_flags)) is not None:
         console.print(f"[bold yellow]{shown_markup(flagged)}[/]")
+    if summary.serving:
+        for line in serving_lines(summary.serving):
+            console.print(shown_markup(line), highlight=False, soft_wrap=True)
     if is_simulator(summary.model):
         console.print(f"[dim]{NOTIONAL}[/]")
 

@@ -98,5 +98,13 @@ def sim_if(needed: bool) -> Iterator[str | None]:
     if not needed:
         yield None
         return
-    with sim_subprocess([]) as base_url:
+    with sim_subprocess(SERVING_TIMES) as base_url:
         yield base_url
+
+
+# `--model sim` serves with a server's shape of latency, small enough to keep a demo
+# fast: 2 ms of overhead and 8 ms of prefill per 1,000 prompt tokens before the first
+# token (a 16k-token prompt waits ~130 ms, a 4k one ~34 ms), then 0.5 ms per output token,
+# so that the serving latency by context length (serving.py) has the curve it has on a
+# real server.
+SERVING_TIMES = ["--latency-ms", "2", "--prefill-ms-per-ktok", "8", "--per-token-ms", "0.5"]

@@ -177,7 +177,8 @@ _TYPES = {"key": "VARCHAR", "provider": "VARCHAR", "model": "VARCHAR", "endpoint
           "completion_tokens": "BIGINT", "cached_prompt_tokens": "BIGINT", "latency_ms": "DOUBLE",
           "cost_usd": "DOUBLE", "served_by": "VARCHAR", "created_at": "DOUBLE", "cache_write_tokens": "BIGINT",
           "invocation": "INTEGER", "purpose": "VARCHAR", "task": "VARCHAR", "source": "VARCHAR",
-          "sample_id": "VARCHAR", "saved_usd": "DOUBLE", "attempts": "INTEGER", "usage_flag": "VARCHAR"}
+          "sample_id": "VARCHAR", "saved_usd": "DOUBLE", "attempts": "INTEGER", "usage_flag": "VARCHAR",
+          "sent_at": "DOUBLE", "ttft_ms": "DOUBLE", "itl_ms": "DOUBLE[]"}
 
 
 def _struct(columns: tuple[str, ...]) -> str:

@@ -12,13 +12,14 @@ from ..types import SampleResult
 
 RESPONSE_COLUMNS = ("key", "provider", "model", "endpoint", "request_json", "text", "finish_reason",
                     "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "latency_ms",
-                    "cost_usd", "served_by", "created_at", "cache_write_tokens", "usage_flag")
+                    "cost_usd", "served_by", "created_at", "cache_write_tokens", "usage_flag", "sent_at", "ttft_ms",
+                    "itl_ms")
 RESULT_COLUMNS = ("run_id", "sample_id", "task", "purpose", "key", "status", "score", "prediction",
                   "cached", "error", "prompt_tokens", "completion_tokens", "cached_prompt_tokens",
                   "cost_usd", "latency_ms", "truncated_tokens", "meta_json", "invocation", "references_json")
 LEDGER_COLUMNS = ("invocation", "purpose", "task", "source", "key", "sample_id", "prompt_tokens", "completion_tokens",
                   "cached_prompt_tokens", "cost_usd", "saved_usd", "latency_ms", "attempts", "cache_write_tokens",
-                  "usage_flag")
+                  "usage_flag", "sent_at", "ttft_ms")
 INVOCATION_COLUMNS = ("invocation", "started_at", "wall_s", "requests", "retries", "rate_limited", "transient_errors",
                       "complete", "finished", "pid", "host")
 RUN_COLUMNS = ("run_id", "benchmark", "model", "started_at", "finished_at", "status", "summary_json")
@@ -45,6 +46,11 @@ class ResponseRow(TypedDict):
     created_at: float
     cache_write_tokens: int  # written to the provider's prompt cache (Anthropic; part of prompt_tokens)
     usage_flag: str | None  # the server's usage out of bounds, booked at our bound (claims.py)
+    # when it was sent (epoch s), its time to first token, its inter-token gaps (types.Timing);
+    # None: not measured (a batch result; TTFT and gaps of an unstreamed answer)
+    sent_at: float | None
+    ttft_ms: float | None
+    itl_ms: list[float] | None
 
 
 class FailureRow(TypedDict):
@@ -188,3 +194,8 @@ class SampleRow(NamedTuple):
     key: str | None
     shared_with: str | None
     usage_flag: str | None  # the server's usage out of bounds, booked at our bound (claims.py)
+    cached_prompt_tokens: int
+    ttft_ms: float | None  # the run's own measurement of the sample's answer (types.Timing)
+    e2e_ms: float | None
+    itl_ms: list[float] | None
+    timing: str | None  # streamed, unstreamed, batch, cache hit, not measured (None: no answer)

@@ -25,6 +25,7 @@ from ..ledger import (
     SampleEntry,
     StatusCount,
 )
+from ..serving import Measured
 from .cache import usage_flag_of
 from .connection import Part, in_session, unnest
 from .prompt_files import read_prompts
@@ -58,15 +59,29 @@ WRITE_CHUNK = 4096
 _SAMPLES = """
 SELECT r.run_id, r.sample_id, r.task, r.status, r.score, r.prediction, r.meta_json, r.references_json, {prompt},
        coalesce(a.prompt_tokens, 0), coalesce(a.completion_tokens, 0), coalesce(a.usd, 0), coalesce(a.saved, 0),
-       r.latency_ms, coalesce(a.attempts, 0), coalesce(r.truncated_tokens, 0), r.error, r.key, t.twin, a.flag, {ref}
+       r.latency_ms, coalesce(a.attempts, 0), coalesce(r.truncated_tokens, 0), r.error, r.key, t.twin, a.flag,
+       coalesce(a.cached, 0), a.ttft, a.e2e, CASE WHEN a.ttft IS NOT NULL THEN rs.itl_ms END,
+       CASE WHEN a.sent_key IS NOT NULL AND a.sent_at IS NOT NULL
+                 THEN CASE WHEN a.ttft IS NOT NULL THEN 'streamed' ELSE 'unstreamed' END
+            WHEN a.sent_key IS NOT NULL
+                 THEN CASE WHEN EXISTS (SELECT 1 FROM batch_requests b WHERE b.key = a.sent_key) THEN 'batch'
+                           ELSE 'not measured' END
+            WHEN a.hit THEN 'cache hit' END, {ref}
 FROM results r{join}
 LEFT JOIN (SELECT sample_id, sum(cost_usd) AS usd, sum(saved_usd) AS saved,
                   sum(prompt_tokens) FILTER (WHERE source = 'sent') AS prompt_tokens,
                   sum(completion_tokens) FILTER (WHERE source = 'sent') AS completion_tokens,
+                  sum(cached_prompt_tokens) FILTER (WHERE source = 'sent') AS cached,
                   sum(attempts) FILTER (WHERE source IN ('sent', 'failed')) AS attempts,
-                  min(usage_flag) FILTER (WHERE source IN ('sent', 'from_cache')) AS flag
+                  min(usage_flag) FILTER (WHERE source IN ('sent', 'from_cache')) AS flag,
+                  max(key) FILTER (WHERE source = 'sent') AS sent_key,
+                  max(sent_at) FILTER (WHERE source = 'sent') AS sent_at,
+                  max(ttft_ms) FILTER (WHERE source = 'sent') AS ttft,
+                  max(latency_ms) FILTER (WHERE source = 'sent' AND sent_at IS NOT NULL) AS e2e,
+                  bool_or(source = 'from_cache') AS hit
            FROM ledger_requests WHERE run_id = $run AND purpose = 'eval' GROUP BY sample_id) a
        ON a.sample_id = r.sample_id
+LEFT JOIN responses rs ON rs.key = a.sent_key
 LEFT JOIN (SELECT key, min(sample_id) AS twin FROM results
            WHERE run_id = $run AND purpose = 'eval' AND status IN ('answered', 'from_cache') GROUP BY key) t
        ON r.status = 'shared' AND t.key = r.key
@@ -387,7 +402,7 @@ class RunRecord(Part):
             "CASE WHEN l.source = 'shared' THEN 0 ELSE coalesce(r.cached_prompt_tokens, 0) END, 0.0, "
             "CASE WHEN l.source = 'shared' THEN 0.0 ELSE coalesce(r.cost_usd, 0.0) END, "
             "CASE WHEN l.source = 'shared' THEN NULL ELSE r.latency_ms END, 0, 0, "
-            f"CASE WHEN l.source = 'shared' THEN NULL ELSE {usage_flag_of('r')} END "
+            f"CASE WHEN l.source = 'shared' THEN NULL ELSE {usage_flag_of('r')} END, NULL, NULL "
             "FROM ledger_requests l LEFT JOIN responses r ON r.key = l.key AND l.source <> 'shared' "
             "WHERE l.run_id = $run AND l.invocation = $last", {"run": run_id, "last": last, "new": invocation})
         if excluded:
@@ -396,6 +411,37 @@ class RunRecord(Part):
         return [float(x) for (x,) in self.con.execute(
             "SELECT latency_ms FROM ledger_requests WHERE run_id = ? AND invocation = ? AND source = 'from_cache' "
             "AND latency_ms IS NOT NULL", [run_id, invocation]).fetchall()]
+
+    # -- serving latency (serving.py) ------------------------------------------------------
+    @in_session
+    def measured(self, run_id: str) -> list[Measured]:
+        """The run's eval requests sent live and timed, every invocation's, with their
+        sample's meta (for its length bin) and their answer's inter-token gaps."""
+        rows = self.con.execute(
+            "SELECT l.sample_id, r.meta_json, coalesce(l.prompt_tokens, 0), coalesce(l.cached_prompt_tokens, 0), "
+            "coalesce(l.completion_tokens, 0), l.latency_ms, l.sent_at, l.ttft_ms, "
+            "CASE WHEN l.ttft_ms IS NOT NULL THEN s.itl_ms END "
+            "FROM ledger_requests l "
+            "LEFT JOIN results r ON r.run_id = l.run_id AND r.sample_id = l.sample_id AND r.purpose = 'eval' "
+            "LEFT JOIN responses s ON s.key = l.key "
+            "WHERE l.run_id = $run AND l.purpose = 'eval' AND l.source = 'sent' AND l.sent_at IS NOT NULL "
+            "AND l.latency_ms IS NOT NULL ORDER BY l.sent_at", {"run": run_id}).fetchall()
+        return [Measured(*r) for r in rows]
+
+    @in_session
+    def not_measured(self, run_id: str) -> dict[str, int]:
+        """The run's eval answers without a timing of its own, by why: read from the
+        cache (paid by another run), batch results, sent before timings were kept."""
+        hits, batch, old = self.con.execute(
+            "WITH sent AS (SELECT key, sent_at FROM ledger_requests WHERE run_id = $run AND purpose = 'eval' "
+            "AND source = 'sent') "
+            "SELECT (SELECT count(DISTINCT key) FROM ledger_requests WHERE run_id = $run AND purpose = 'eval' "
+            "        AND source = 'from_cache' AND key NOT IN (SELECT key FROM sent)), "
+            "(SELECT count(*) FROM sent WHERE sent_at IS NULL "
+            "        AND key IN (SELECT key FROM batch_requests)), "
+            "(SELECT count(*) FROM sent WHERE sent_at IS NULL "
+            "        AND key NOT IN (SELECT key FROM batch_requests))", {"run": run_id}).fetchone() or (0, 0, 0)
+        return {"from cache": int(hits), "batch": int(batch), "sent before timings were kept": int(old)}
 
     @in_session
     def sent_in(self, run_id: str, invocation: int, keys: Sequence[str]) -> set[str]:

@@ -17,6 +17,10 @@
 - `batches` / `batch_requests`: provider batches and the request keys in each.
 - `usage_flag` (responses, ledger_requests, v5): a server's usage that was out of
   bounds, booked at our bound (claims.py); NULL where it was booked as reported.
+- `sent_at`, `ttft_ms` (responses, ledger_requests, v6) and `itl_ms` (responses): when a
+  live answer was sent (epoch s), its time to first token and its inter-token gaps
+  (types.Timing) as measured when it was paid; NULL where nothing was measured (a batch
+  result, an unstreamed answer's TTFT, a cache hit's ledger row, a row stored before v6).
 - `meta`: the schema version, checked on open; an older file is migrated in place.
 """
 
@@ -27,7 +31,7 @@ import json
 from ..errors import UserError
 from .connection import Connection
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -36,7 +40,7 @@ _SCHEMA = [
         request_json VARCHAR, text VARCHAR, finish_reason VARCHAR,
         prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
         latency_ms DOUBLE, cost_usd DOUBLE, served_by VARCHAR, created_at DOUBLE, cache_write_tokens BIGINT DEFAULT 0,
-        usage_flag VARCHAR)""",
+        usage_flag VARCHAR, sent_at DOUBLE, ttft_ms DOUBLE, itl_ms DOUBLE[])""",
     """CREATE TABLE IF NOT EXISTS failures (
         key VARCHAR, run_id VARCHAR, sample_id VARCHAR, kind VARCHAR, status INTEGER,
         message VARCHAR, attempts INTEGER, created_at DOUBLE)""",
@@ -53,7 +57,7 @@ _SCHEMA = [
         run_id VARCHAR, invocation INTEGER, purpose VARCHAR, task VARCHAR, source VARCHAR, key VARCHAR,
         sample_id VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
         cost_usd DOUBLE, saved_usd DOUBLE, latency_ms DOUBLE, attempts INTEGER, cache_write_tokens BIGINT DEFAULT 0,
-        usage_flag VARCHAR)""",
+        usage_flag VARCHAR, sent_at DOUBLE, ttft_ms DOUBLE)""",
     """CREATE TABLE IF NOT EXISTS invocations (
         run_id VARCHAR, invocation INTEGER, started_at DOUBLE, wall_s DOUBLE, requests BIGINT, retries BIGINT,
         rate_limited BIGINT, transient_errors BIGINT, complete BOOLEAN, finished BOOLEAN, pid INTEGER,
@@ -98,7 +102,9 @@ def migrate(db: Connection) -> None:
             _from_v2(db)
         if int(row[0]) <= 3:
             _from_v3(db)
-        _from_v4(db)
+        if int(row[0]) <= 4:
+            _from_v4(db)
+        _from_v5(db)
 
 
 def _refuse_foreign(db: Connection) -> None:
@@ -147,6 +153,17 @@ def _from_v4(db: Connection) -> None:
     whose token counts are NULL, stored before usage was checked, is flagged when read)."""
     for table in ("responses", "ledger_requests"):
         db.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS usage_flag VARCHAR")
+    db.con.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+
+
+def _from_v5(db: Connection) -> None:
+    """v6 adds each live answer's timing (types.Timing): `sent_at` and `ttft_ms` to
+    `responses` and `ledger_requests`, the inter-token gaps `itl_ms` to `responses`;
+    NULL for older rows (never measured, never 0)."""
+    for table in ("responses", "ledger_requests"):
+        db.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS sent_at DOUBLE")
+        db.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS ttft_ms DOUBLE")
+    db.con.execute("ALTER TABLE responses ADD COLUMN IF NOT EXISTS itl_ms DOUBLE[]")
     db.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
 
 

@@ -385,6 +385,11 @@ class BambooBenchmark(Benchmark):
         """The PrivateEval paraphrase table, read (once per process) from the data."""
         return load_private_eval(bamboo_dir(self.data_dir)).keywords
 
+    def length_bin(self, meta: Mapping[str, Any]) -> str | None:
+        """BAMBOO's level of the sample (its 4k or 16k file)."""
+        level = meta.get("length")
+        return str(level) if level else None
+
     def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> BambooScores:
         """Per dataset and level in percent (F1 for hallucination detection, with P/R in
         `detail`), per level, 16k - 4k, and format errors. Format errors are re-derived

@@ -378,6 +378,13 @@ class _LongBenchFamily(Benchmark):
     def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> LongBenchScores:
         return self.SCORES.of(aggregate_results(results, by_length=self.by_length))
 
+    def length_bin(self, meta: Mapping[str, Any]) -> str | None:
+        """LongBench-E's bin of the sample's `length` (eval.py's 0-4k/4-8k/8k+)."""
+        from .aggregate import length_bin
+
+        length = meta.get("length")
+        return length_bin(float(length)) if self.by_length and isinstance(length, (int, float)) else None
+
     def resampling_plan(self, results: list[SampleResult]) -> Plan:
         return resampling_plan(results)
 

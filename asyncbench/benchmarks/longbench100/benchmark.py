@@ -396,6 +396,11 @@ class LongBench100(Benchmark):
         return scores
 
     # -- aggregate ------------------------------------------------------------------------
+    def length_bin(self, meta: Mapping[str, Any]) -> str | None:
+        """The sample's 100-LongBench length (the context it was built to: 2k ... 128k)."""
+        length = meta.get("length")
+        return str(length) if length else None
+
     def aggregate(self, results: list[SampleResult], prepared: dict[str, Any] | None = None) -> LongBench100Scores:
         from ...estimators.intervals import intervals
 
