@@ -44,6 +44,8 @@ MEASURES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_tokens", "prompt_t
 PER_BIN = 5
 
 LengthBin = Callable[[Mapping[str, Any]], "str | None"]
+# one live answer on the prefill curve: (prompt tokens, TTFT ms, TPOT ms), None where undefined
+Point = tuple[int, "float | None", "float | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,11 @@ class Measured:
     @property
     def tpot_ms(self) -> float | None:
         return tpot(self.e2e_ms, self.ttft_ms, self.output_tokens)
+
+
+def points(requests: Iterable[Measured]) -> list[Point]:
+    """The requests on the prefill curve (report/plots.py)."""
+    return [(r.prompt_tokens, r.ttft_ms, r.tpot_ms) for r in requests]
 
 
 def tpot(e2e_ms: float | None, ttft_ms: float | None, output_tokens: int) -> float | None:
@@ -200,14 +207,19 @@ def serving_lines(serving: Mapping[str, Any]) -> list[str]:
     overall = serving.get("overall") or {}
     streamed = int(overall.get("streamed") or 0)
     head = (f"serving latency of {measured} answer{'s' if measured != 1 else ''} sent live "
-            f"({streamed} streamed){'; not timed: ' + why if why else ''}; bins: {serving.get('bins')}")
-    rows = [("bin", "n", "TTFT ms p50/p90/p95/p99", "TPOT ms p50/p90/p95/p99", "e2e ms p50/p95", "out tok/s", "req/s")]
+            f"({streamed} streamed){'; not timed: ' + why if why else ''}, by {_by(serving.get('bins'))}:")
+    # 80 columns: end to end and the request throughput are in run.json and the report
+    rows = [("bin", "n", "TTFT ms p50/90/95/99", "TPOT ms p50/90/95/99", "out tok/s")]
     for label, b in [*(serving.get("by_length") or {}).items(), ("all", overall)]:
         rows.append((label, str(b.get("n", 0)), _four(b.get("ttft_ms")), _four(b.get("tpot_ms")),
-                     _two(b.get("e2e_ms")), _num(b.get("output_token_throughput")), _num(b.get("request_throughput"))))
+                     _num(b.get("output_token_throughput"))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return [head] + ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
                      for r in rows]
+
+
+def _by(bins: Any) -> str:
+    return "the benchmark's length bins" if bins == "benchmark" else "prompt-token deciles"
 
 
 def _num(v: Any) -> str:
@@ -223,7 +235,3 @@ def _four(q: Any) -> str:
         return "- (not streamed)"
     return "/".join(_num(q.get(f"p{p}")) for p in QUANTILES)
 
-
-def _two(q: Any) -> str:
-    q = q or {}
-    return "/".join(_num(q.get(f"p{p}")) for p in (50, 95))

@@ -159,6 +159,10 @@ def test_formats_render(runs: tuple[Path, dict[str, dict]]) -> None:
     html = render_leaderboard(lb, "html")
     assert 'id="leaderboard-jsonl' in html and 'id="pairs-jsonl' in html and 'id="disagree-jsonl' in html
     assert 'src="http' not in html and "<link" not in html  # self-contained
+    # serving latency: the table, the prefill curve and the score/cost/TTFT frontier (issue 38)
+    assert 'id="serving-jsonl' in html and 'id="plot-prefill-jsonl' in html and 'id="plot-frontier-jsonl' in html
+    assert "serving latency (ms) by context length" in md and "TTFT ms p50/95" in md
+    assert all(e["serving"]["measured"] > 0 and "points" not in e for e in data["boards"][0]["entries"])
     disagree = lb.boards[0].disagreements
     assert disagree and all(len({s for s in d.scores if s is not None}) > 1 for d in disagree)
     assert f'id="samples-{entries["alpha"].run_id}"' in html  # the viewer of the disagreeing samples

@@ -224,9 +224,9 @@ def test_html_report_in_headless_chromium(two_runs: tuple[Path, list[str]], tmp_
                              capture_output=True, text=True, timeout=120).stdout
     est, anchors = "minilongbench-estimated-full-longbench", "minilongbench-237-anchor-averages-not-full-longbench-scores"
     expected_tables = [f"leaderboard-{est}", f"tasks-{est}", f"leaderboard-{anchors}", f"tasks-{anchors}", "cost",
-                       "invocations", "endpoints", *(f"tasks-run-{i}" for i in ids)]
-    expected_plots = [f"plot-score-{est}", f"plot-length-{est}", f"plot-score-{anchors}", f"plot-length-{anchors}",
-                      "plot-cost", "plot-latency"]
+                       "invocations", "serving", "endpoints", *(f"tasks-run-{i}" for i in ids)]
+    expected_plots = [f"plot-score-{est}", f"plot-length-{est}", f"plot-frontier-{est}", f"plot-score-{anchors}",
+                      f"plot-length-{anchors}", f"plot-frontier-{anchors}", "plot-cost", "plot-latency", "plot-prefill"]
     for table_id in expected_tables:
         assert re.search(rf'<table id="{re.escape(table_id)}"', dom), table_id
     for plot_id in expected_plots:

@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import UserError
 from ..ledger import SAMPLE_STATUSES, SETTLED, Account, Produced, TaskFigures, account, partial_label
 from ..percentiles import percentiles
+from ..serving import Point, points
 from ..store import Store
 from ..store.rows import ResultRow, RunRow
 
@@ -76,6 +77,15 @@ class RunReport:
     samples: list[ResultRow] = field(repr=False, default_factory=list)
     produced: Produced = field(default_factory=Produced)  # what its answers cost to produce (leaderboard)
     cache: Path | None = field(default=None, repr=False)  # the file the run is stored in
+    # (prompt tokens, TTFT ms, TPOT ms) of each answer the run sent live (serving.py), for
+    # the prefill curve
+    points: list[Point] = field(default_factory=list, repr=False)
+
+    @property
+    def serving(self) -> dict[str, Any]:
+        """run.json's serving block ({} for a run from before it was kept)."""
+        found: dict[str, Any] = self.summary.get("serving") or {}
+        return found
 
     @property
     def label(self) -> str:
@@ -156,6 +166,7 @@ def _load_one(store: Store, run: RunRow, samples: bool = True) -> RunReport:
         run_id=run.run_id, benchmark=run.benchmark, model=run.model, status=run.status,
         started_at=run.started_at, finished_at=run.finished_at, summary=summary, ledger=ledger, tasks=tasks,
         endpoints=_endpoint_stats(store, run.run_id, summary, rows), samples=rows, produced=store.runs.produced(run.run_id),
+        points=points(store.runs.measured(run.run_id)) if samples else [],
     )
 
 

@@ -12,6 +12,7 @@ import base64
 import re
 from collections.abc import Mapping, Sequence
 from html import escape
+from typing import Any
 
 from . import plots, viewer
 from .data import RunReport
@@ -27,6 +28,7 @@ from .tables import (
     headline_table,
     invocation_table,
     run_task_table,
+    serving_table,
     sources,
     task_table,
     where_it_went,
@@ -84,6 +86,8 @@ def render_html(report: Report, runs: list[RunReport],
         parts.append(_figure(f"plot-score-{s}", plots.score_chart(board), f"{board.benchmark}: score by category or task"))
         parts.append(_figure(f"plot-length-{s}", plots.length_chart(board, members),
                              f"{board.benchmark}: score versus context length"))
+        parts.append(_figure(f"plot-frontier-{s}", plots.frontier_chart(board.benchmark, _frontier(board, members)),
+                             f"{board.benchmark}: score versus cost and versus p95 time to first token"))
     for c in report.comparisons:
         notes = "".join(f'<p class="note">{escape(n)}</p>' for n in comparison_notes(c))
         parts.append(f"<h2>{escape(comparison_title(c))}</h2>{notes}"
@@ -94,6 +98,7 @@ def render_html(report: Report, runs: list[RunReport],
     parts.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in where_it_went(report)) + "</ul>")
     parts.append(_figure("plot-cost", plots.cost_chart(runs), "cost by task to produce each run (USD)"))
     parts.append(_figure("plot-latency", plots.latency_chart(runs), "latency distribution per run"))
+    parts += _serving(report, runs)
     for run in report.runs:
         parts.append(f"<h3>{escape(run['label'])} per task</h3>" + _table(f"tasks-run-{run['run_id']}", run_task_table(run)))
     parts.append("<h2>Endpoints</h2>" + _table("endpoints", endpoint_table(report)))
@@ -108,6 +113,32 @@ def render_html(report: Report, runs: list[RunReport],
     parts.insert(1, _contents(parts, [(r.run_id, r.label) for r in runs if samples and r.run_id in samples]))
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>asyncbench report</title>"
             f"<style>{_CSS}{viewer.CSS}</style></head><body>{''.join(parts)}{script}</body></html>\n")
+
+
+def _serving(report: Report, runs: list[RunReport]) -> list[str]:
+    """The serving latency table (`serving`) and the prefill curve (`plot-prefill`)."""
+    return ["<h3>Serving latency by context length</h3><p class=\"note\">Time to first token (TTFT), time per "
+            "output token (TPOT = (e2e - TTFT) / (output tokens - 1)), inter-token gaps (ITL) and end to end, "
+            "as AIPerf defines them, of the answers each run sent live; throughputs over the time requests were "
+            "in flight. Cache hits and batch results carry no timing (counted under \"not timed\").</p>"
+            + _table("serving", serving_table(report)),
+            _figure("plot-prefill", plots.prefill_chart([(r.label, r.points) for r in runs]),
+                    "time to first token and time per output token against prompt tokens, per run")]
+
+
+def _frontier(board: Any, members: list[RunReport]) -> list[tuple[str, float | None, float | None, float | None]]:
+    """Each run of a board as (label, headline score, USD to produce it, p95 TTFT ms)."""
+    head = board.columns[0].key if board.columns else "overall"
+    by_id = {r.run_id: r for r in members}
+    out = []
+    for row in board.rows:
+        run = by_id.get(row.run_id or "")
+        if row.kind != "run" or run is None:
+            continue
+        ttft = ((run.serving.get("overall") or {}).get("ttft_ms") or {}).get("p95")
+        priced = not run.summary.get("unpriced")
+        out.append((row.label, row.cells.get(head), run.produced.usd if priced else None, ttft))
+    return out
 
 
 def _budgets(samples: Mapping[str, Sequence[SampleRecord]]) -> dict[str, int]:

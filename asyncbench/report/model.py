@@ -186,6 +186,7 @@ def _run_block(run: RunReport) -> dict[str, Any]:
         # what one settled sample cost to produce, every purpose included
         "cost_per_sample_usd": ledger["cost_usd"]["total"] / settled if settled else None,
         "latency_ms": s.get("latency_ms") or {},
+        "serving": run.serving,
         "truncation": s.get("truncation") or {},
         "tasks": [{k: v for k, v in asdict(t).items() if k != "latencies_ms"} for t in run.tasks],
         "endpoints": [asdict(e) for e in run.endpoints],

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..benchmarks import score_type
 from ..ledger import SETTLED
+from ..serving import Point
 from .data import RunReport
 from .model import Column, Leaderboard, Row
 
@@ -222,4 +223,99 @@ def latency_chart(runs: list[RunReport]) -> bytes:
     ax.set_xlabel("latency per request, ms (box: p25-p75, whiskers: p5-p95)")
     ax.set_title("latency distribution")
     ax.grid(axis="x", alpha=0.3)
+    return _png(fig)
+
+
+def _binned_medians(pts: list[tuple[int, float]]) -> tuple[list[float], list[float]]:
+    """The median of y in about ten equal-count bins of x (the curve through a cloud)."""
+    from statistics import median
+
+    pts = sorted(pts)
+    k = max(1, min(10, len(pts) // 5))
+    xs, ys = [], []
+    for i in range(k):
+        part = pts[i * len(pts) // k:(i + 1) * len(pts) // k]
+        if part:
+            xs.append(median(p[0] for p in part))
+            ys.append(median(p[1] for p in part))
+    return xs, ys
+
+
+def _cloud(ax: Any, xy: list[tuple[int, float]], label: str, color: Any) -> None:
+    """One model's answers as dots and the median of their bins as a line."""
+    if not xy:
+        return
+    ax.scatter([x for x, _ in xy], [y for _, y in xy], s=6, alpha=0.25, color=color)
+    mx, my = _binned_medians(xy)
+    ax.plot(mx, my, marker="o", markersize=3, color=color, label=label)
+
+
+def prefill_chart(series: list[tuple[str, list[Point]]]) -> bytes:
+    """Time to first token and time per output token against prompt tokens, per model:
+    each answer the run sent live as a dot, the median of ten equal-count bins as a line
+    (the prefill curve: TTFT grows with the prompt; TPOT shows what a long context costs
+    each decoded token). Runs with nothing streamed are left out, said in the title."""
+    fig = _figure(11, 4)
+    left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    drawn = [(label, pts) for label, pts in series if any(t is not None for _, t, _ in pts)]
+    if not drawn:
+        _empty(left, "no streamed answers: nothing timed (cache hits and batch results carry no timing)")
+        right.set_axis_off()
+        return _png(fig)
+    spread = [p for _, pts in drawn for p, t, _ in pts if t is not None]
+    for (label, pts), color in zip(drawn, _colors(len(drawn))):
+        for ax, which in ((left, 1), (right, 2)):
+            _cloud(ax, [(p[0], float(v)) for p in pts if (v := p[which]) is not None], label, color)
+    for ax, name in ((left, "time to first token, ms"), (right, "time per output token, ms")):
+        ax.set_xscale("log" if max(spread) > 10 * max(1, min(spread)) else "linear")
+        ax.set_xlabel("prompt tokens")
+        ax.set_ylabel(name)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    left.set_title("TTFT vs prompt tokens (the prefill curve)", fontsize=10)
+    right.set_title("TPOT vs prompt tokens", fontsize=10)
+    left_out = [label for label, pts in series if (label, pts) not in drawn]
+    fig.suptitle("dots: each answer sent live; line: median of ten equal-count bins"
+                 + (f"; not streamed, not shown: {', '.join(left_out)}" if left_out else ""), fontsize=8)
+    return _png(fig)
+
+
+def _pareto(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points no other beats on both (lower x, higher score), by x."""
+    out: list[tuple[float, float]] = []
+    for x, y in sorted(points, key=lambda p: (p[0], -p[1])):
+        if not out or y > out[-1][1]:
+            out.append((x, y))
+    return out
+
+
+def frontier_chart(title: str, models: list[tuple[str, float | None, float | None, float | None]]) -> bytes:
+    """Score against cost and against p95 time to first token, a point per model
+    (label, score, USD to produce the run, p95 TTFT ms), the models no other beats on both
+    joined as the frontier a buyer chooses on. A model without a score, a price or a TTFT
+    is left out of that panel and named under it."""
+    fig = _figure(11, 4)
+    axes = (fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2))
+    colors = _colors(len(models))
+    for ax, at, name in ((axes[0], 2, "USD to produce the run"), (axes[1], 3, "p95 time to first token, ms")):
+        shown = [(m, c) for m, c in zip(models, colors) if m[1] is not None and m[at] is not None]
+        missing = [m[0] for m in models if m[1] is None or m[at] is None]
+        if not shown:
+            _empty(ax, f"no model has a score and a {'cost' if at == 2 else 'streamed TTFT'}")
+            continue
+        for m, color in shown:
+            x, y = float(m[at]), float(m[1])  # type: ignore[arg-type]
+            ax.scatter([x], [y], s=40, color=color, label=m[0], zorder=3)
+            ax.annotate(m[0], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        front = _pareto([(float(m[at]), float(m[1])) for m, _ in shown])  # type: ignore[arg-type]
+        if len(front) > 1:
+            ax.step([p[0] for p in front], [p[1] for p in front], where="post", color="#555", linestyle=":",
+                    linewidth=1, label="frontier")
+        ax.set_xlabel(name + (f" (not shown: {', '.join(missing)})" if missing else ""), fontsize=8)
+        ax.set_ylabel("score")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_title("score vs cost")
+    axes[1].set_title("score vs p95 time to first token")
+    fig.suptitle(title, fontsize=10)
     return _png(fig)

@@ -115,7 +115,9 @@ def _ledger_lines(console: Console, summary: RunSummary) -> None:
     if (flagged := usage_flag_line(summary.usage_flags)) is not None:
         console.print(f"[bold yellow]{shown_markup(flagged)}[/]")
     if summary.serving:
-        for line in serving_lines(summary.serving):
+        head, *rows = serving_lines(summary.serving)
+        console.print(shown_markup(head), highlight=False)
+        for line in rows:  # a table's rows (80 columns): never wrapped
             console.print(shown_markup(line), highlight=False, soft_wrap=True)
     if is_simulator(summary.model):
         console.print(f"[dim]{NOTIONAL}[/]")

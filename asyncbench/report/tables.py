@@ -102,6 +102,29 @@ def cost_table(report: Report) -> Table:
     return header, body
 
 
+def serving_table(report: Report) -> Table:
+    """Serving latency (run.json's `serving`, serving.py): a row per run and context-length
+    bin, then the run's own row; "-" where nothing was measured (never 0)."""
+    header = ["run", "length", "n", "TTFT p50 ms", "TTFT p90", "TTFT p95", "TTFT p99", "TPOT p50 ms", "TPOT p90",
+              "TPOT p95", "TPOT p99", "ITL p50 ms", "ITL p99", "e2e p50 ms", "e2e p95", "out tok/s", "req/s",
+              "not timed"]
+    body = []
+    for r in report.runs:
+        serving = r.get("serving") or {}
+        missing = ", ".join(f"{n} {why}" for why, n in (serving.get("not_measured") or {}).items()) or "-"
+        blocks = [*(serving.get("by_length") or {}).items()]
+        if serving.get("overall"):
+            blocks.append(("all", serving["overall"]))
+        if not blocks:
+            body.append([r["label"], "-", "0", *["-"] * (len(header) - 4), missing])
+        for label, b in blocks:
+            q = [fmt_num((b.get(m) or {}).get(f"p{p}")) for m, ps in (("ttft_ms", (50, 90, 95, 99)),
+                 ("tpot_ms", (50, 90, 95, 99)), ("itl_ms", (50, 99)), ("e2e_ms", (50, 95))) for p in ps]
+            body.append([r["label"], label, fmt_num(b.get("n")), *q, fmt_num(b.get("output_token_throughput")),
+                         fmt_num(b.get("request_throughput")), missing if label == "all" else ""])
+    return header, body
+
+
 def invocation_table(report: Report) -> Table:
     """Every invocation of every run, oldest first: a re-run adds a row, never rewrites one."""
     header = ["run", "invocation", "started", "wall s", "requests", "retries", "429s", "USD", "saved by cache",
@@ -231,6 +254,7 @@ def render_markdown(report: Report) -> str:
     for c in report.comparisons:
         out += [f"## {comparison_title(c)}", "", " ".join(comparison_notes(c)), "", _md(comparison_table(c)), ""]
     out += ["## Cost and latency", "", _md(cost_table(report)), ""]
+    out += ["### Serving latency", "", _md(serving_table(report)), ""]
     out += ["### Invocations", "", _md(invocation_table(report)), ""]
     out += [f"- {line}" for line in where_it_went(report)] + [""]
     for run in report.runs:
@@ -299,6 +323,8 @@ def print_tables(report: Report, console: Any = None) -> None:
         for note in comparison_notes(c)[1:]:
             console.print(f"[dim]{escape(note)}[/]")
     show("cost and latency", transpose(cost_table(report)))
+    show("serving latency by context length", pick(serving_table(report), [
+        "run", "length", "n", "TTFT p50 ms", "TTFT p95", "TTFT p99", "TPOT p50 ms", "TPOT p95", "out tok/s"]))
     show("invocations", invocation_table(report))
     for line in where_it_went(report):
         console.print(shown_markup(line))

@@ -14,11 +14,11 @@ from html import escape
 from pathlib import Path
 
 from ...store import Store
-from .. import viewer
-from ..html import _CSS, _budgets, _table, slug
+from .. import plots, viewer
+from ..html import _CSS, _budgets, _figure, _table, slug
 from ..samples import SampleRecord, load_samples
 from .model import Board, Leaderboard
-from .text import cell_table, headline_references, notes, pair_table, ranking_table
+from .text import cell_table, headline_references, notes, pair_table, ranking_table, serving_table
 
 # the model columns read left-aligned, like the first one
 _LB_CSS = ('table[id^="leaderboard-"] td:nth-child(2),table[id^="pairs-"] td:nth-child(-n+2),'
@@ -53,6 +53,15 @@ def _board(board: Board) -> tuple[list[str], dict[str, Sequence[SampleRecord]]]:
     cells = cell_table(board)
     if cells:
         parts.append("<h3>Every score</h3>" + _table(f"scores-{s}", cells))
+    if (serving := serving_table(board)) is not None:
+        parts.append("<h3>Serving latency by context length</h3><p class=\"note\">Milliseconds: time to first "
+                     "token (TTFT) and time per output token (TPOT) as AIPerf defines them, of the answers each run "
+                     "sent live (cache hits and batch results carry no timing).</p>" + _table(f"serving-{s}", serving))
+    parts.append(_figure(f"plot-prefill-{s}", plots.prefill_chart([(e.label, list(e.points)) for e in board.entries]),
+                         f"{board.benchmark}: TTFT and TPOT against prompt tokens per model"))
+    parts.append(_figure(f"plot-frontier-{s}", plots.frontier_chart(board.benchmark, [
+        (e.label, e.score, None if e.cost.unpriced else e.cost.usd, e.ttft_p95_ms) for e in board.entries]),
+        f"{board.benchmark}: score versus cost and versus p95 time to first token"))
     parts.append("<ul>" + "".join(f'<li class="note">{escape(line)}</li>' for line in notes(board)) + "</ul>")
     samples = _samples(board)
     if board.disagreements:

@@ -48,6 +48,7 @@ from ...benchmarks.scores import ScoreSet, scalar
 from ...errors import UserError
 from ...ledger import SETTLED
 from ...pricing import is_simulator
+from ...serving import Point
 from ..baselines import references_for
 from ..compare import NOT_DISTINGUISHABLE, Comparison, Line, compare_runs
 from ..data import RunReport, latency_of, load_runs
@@ -90,6 +91,15 @@ class Entry:
     cells: dict[str, float | None]  # the run's other scores by column key ("task:qasper", "len:0-4k", ...)
     cost: Cost
     cache: str = dataclasses.field(default="", repr=False, compare=False)  # the store it came from
+    # serving latency: run.json's `serving` (serving.py: TTFT, TPOT, ITL, e2e, throughputs,
+    # overall and by context length), and each live answer's (prompt tokens, TTFT, TPOT)
+    serving: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    points: tuple[Point, ...] = dataclasses.field(default=(), repr=False, compare=False)
+
+    @property
+    def ttft_p95_ms(self) -> float | None:
+        found: float | None = ((self.serving.get("overall") or {}).get("ttft_ms") or {}).get("p95")
+        return found
 
 
 @dataclass(frozen=True)
@@ -154,6 +164,7 @@ class Leaderboard:
         for board in out["boards"]:
             for entry in board["entries"]:
                 entry.pop("cache", None)
+                entry.pop("points", None)
         return out
 
 
@@ -212,7 +223,7 @@ def _entry(run: RunReport, kind: type[ScoreSet], key: str) -> Entry:
     cells = {k: v for k, v in score_cells(run.scores, kind.COLUMNS, kind=kind).items() if k != key}
     return Entry(run.run_id, run.model, run.label, scalar(run.scores.get(key)), _interval(scores.ci95, key),
                  estimate, None, False, partial_mark(run), scored, run.ledger["samples"]["total"], cells, _cost(run),
-                 str(run.cache or ""))
+                 str(run.cache or ""), run.serving, tuple(run.points))
 
 
 def _order(entries: list[Entry]) -> list[Entry]:

@@ -62,17 +62,45 @@ def ranking_table(board: Board, terse: bool = False) -> Table:
     terminal's labels (`short`)."""
     name = short if terse else str
     est = [board.estimate_name] if board.estimate_name else []
-    header = ["#", "model", "score [95% CI]", *est, "vs next", "USD", "tokens", "ms p50/95"]
+    ttft = [] if terse else ["TTFT ms p50/95"]
+    header = ["#", "model", "score [95% CI]", *est, "vs next", "USD", "tokens", "ms p50/95", *ttft]
     body = []
     for e in board.entries:
         label = name(e.label) + (f" ({e.partial})" if e.partial else "")
+        q = (e.serving.get("overall") or {}).get("ttft_ms") or {}
         body.append([rank_text(e), label, score_text(e.score, e.ci95),
                      *([fmt_score(e.estimate)] if est else []), _vs_next(e, board), _usd(e),
                      f"{compact(e.cost.prompt_tokens)}/{compact(e.cost.completion_tokens)}",
-                     f"{compact(e.cost.p50_ms)}/{compact(e.cost.p95_ms)}"])
+                     f"{compact(e.cost.p50_ms)}/{compact(e.cost.p95_ms)}",
+                     *([f"{compact(q.get('p50'))}/{compact(q.get('p95'))}"] if ttft else [])])
     body += [["ref", ref.name, fmt_score(ref.score), *([fmt_score(ref.estimate_target)] if est else []),
-              "", "", "", ""] for ref in headline_references(board)]
+              "", "", "", "", *[""] * len(ttft)] for ref in headline_references(board)]
     return header, body
+
+
+def serving_table(board: Board, terse: bool = False) -> Table | None:
+    """Each model's serving latency by context length, then overall (serving.py); None
+    when no model measured any."""
+    if not any(e.serving.get("measured") for e in board.entries):
+        return None
+    name = short if terse else str
+    header = ["model", "length", "n", "TTFT p50", "p95", "p99", "TPOT p50", "p95", "out tok/s", "req/s"]
+    body = []
+    for e in board.entries:
+        blocks = [*(e.serving.get("by_length") or {}).items(), ("all", e.serving.get("overall") or {})]
+        for label, b in blocks:
+            if not b:
+                continue
+            t, p = b.get("ttft_ms") or {}, b.get("tpot_ms") or {}
+            body.append([name(e.label), label, fmt_num(b.get("n")), _ms(t.get("p50")), _ms(t.get("p95")),
+                         _ms(t.get("p99")), _ms(p.get("p50")), _ms(p.get("p95")),
+                         compact(b.get("output_token_throughput")), compact(b.get("request_throughput"))])
+    return header, body
+
+
+def _ms(v: float | None) -> str:
+    """A latency: two decimals under 10 ms (a time per token), else `compact`."""
+    return f"{v:.2f}" if v is not None and v < 10 else compact(v)
 
 
 def compact(v: float | None) -> str:
@@ -166,6 +194,8 @@ def text(lb: Leaderboard) -> str:
         show(f"{board.benchmark}: leaderboard by {board.score_name}", ranking_table(board, terse=True))
         if board.pairs:
             show(_pairs_title(board), pair_table(board, terse=True))
+        if (serving := serving_table(board, terse=True)) is not None:
+            show(f"{board.benchmark}: serving latency (ms) by context length", serving)
         cells = cell_table(board, terse=True)
         if cells and len(board.columns) > 1:
             with_papers = " (with the papers' rows: --format md or html)" if board.references else ""
@@ -187,6 +217,8 @@ def markdown(lb: Leaderboard) -> str:
         cells = cell_table(board)
         if cells:
             out += [f"### {board.benchmark}: every score", "", _md(cells), ""]
+        if (serving := serving_table(board)) is not None:
+            out += [f"### {board.benchmark}: serving latency (ms) by context length", "", _md(serving), ""]
         out += [f"- {line}" for line in notes(board)] + [""]
     out += [f"- {line}" for line in lb.notes]
     return "\n".join(out).rstrip() + "\n"
