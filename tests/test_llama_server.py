@@ -10,6 +10,7 @@ gives pred.py's cut. Without the built binary they skip (with the reason).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
@@ -170,8 +171,9 @@ def ask(**fields: Any) -> Request:
     return Request(provider="openai-compat", model="llama2-7b-chat-4k", endpoint_id="llama-server", **fields)
 
 
-def send(server: LlamaServer, request: Request) -> Any:
+def send(server: LlamaServer, request: Request, stream: bool = False) -> Any:
     provider = OpenAICompatProvider(request.model, None, api="completion" if request.messages is None else "chat")
+    provider.stream = stream
 
     async def go() -> Any:
         try:
@@ -195,12 +197,31 @@ def test_completions_and_chat_completions(llama_server: LlamaServer, llama2_toke
     assert resp.usage.prompt_tokens == len(tok.encode("[INST] What is 2+2? [/INST]").ids)
 
 
+@pytest.mark.parametrize("chat", [False, True])
+def test_a_streamed_answer_is_the_unstreamed_one(llama_server: LlamaServer, chat: bool) -> None:
+    """llama.cpp's own event stream (stream_options.include_usage; its last chunk carries
+    the usage) assembles to the same text, usage and finish reason as the same request
+    unstreamed (issue 38), and is timed: a TTFT and a gap per later content chunk."""
+    text = "Long contexts: 中文, naïve café, and code `x = 1`. " * 30
+    fields: dict[str, Any] = {"messages": [{"role": "user", "content": text}]} if chat else {"prompt": text}
+    request = ask(max_tokens=24, temperature=0.0, **fields)
+    send(llama_server, request)  # the slot's prompt cache holds it from now on: both below read it
+    whole, streamed = send(llama_server, request), send(llama_server, request, stream=True)
+    assert whole.usage.cached_prompt_tokens > 0
+    assert streamed.text == whole.text and streamed.usage == whole.usage
+    assert streamed.finish_reason == whole.finish_reason and streamed.usage.completion_tokens > 1
+    assert whole.timing.ttft_ms is None and streamed.timing.ttft_ms is not None
+    assert 0 < streamed.timing.ttft_ms <= streamed.latency_ms
+    assert 1 <= len(streamed.timing.itl_ms) <= streamed.usage.completion_tokens - 1
+
+
 def test_context_error_is_fatal_not_malformed(llama_server: LlamaServer) -> None:
     """A prompt past the slot's 4,096 tokens: llama.cpp's 400 exceed_context_size_error is a
     fatal context-length error (never retried as a malformed response)."""
-    for messages, prompt in ((None, "hello " * 5000), ([{"role": "user", "content": "hello " * 5000}], None)):
+    for (messages, prompt), stream in itertools.product(
+            ((None, "hello " * 5000), ([{"role": "user", "content": "hello " * 5000}], None)), (False, True)):
         with pytest.raises(ProviderError) as info:
-            send(llama_server, ask(prompt=prompt, messages=messages, max_tokens=5))
+            send(llama_server, ask(prompt=prompt, messages=messages, max_tokens=5), stream=stream)
         assert info.value.kind == "fatal" and info.value.status == 400
         assert "context too long" in info.value.message and "exceed_context_size_error" not in info.value.message
 
