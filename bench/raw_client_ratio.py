@@ -11,6 +11,12 @@ bodies asyncbench sends (a jsonl `prompt` row is raw text, so openai-compat post
 under its own `python -c` wrapper, so RUSAGE_CHILDREN of that wrapper is the command's own
 user+sys CPU and peak RSS (ru_maxrss). CPU, not wall: the 2-core machine is shared and wall
 time is inflated by load, CPU much less. The script reports; it asserts nothing.
+
+asyncbench streams live answers by default (--stream on, issue 38): the unstreamed rows run
+it with `--stream off` against the raw loop reading whole JSON answers, as before; the
+streamed rows run it with `--stream on` against the raw loop asking `stream: true` with
+`stream_options.include_usage` and reading the event stream line by line (aiohttp's
+StreamReader), taking the first content's time and parsing every event's JSON.
 """
 
 from __future__ import annotations
@@ -44,14 +50,64 @@ def measured(cmd: list[str], cwd: str) -> dict:
     return res
 
 
-def asyncbench_cmd(data: Path, url: str, tmp: str, c: int) -> list[str]:
+def asyncbench_cmd(data: Path, url: str, tmp: str, c: int, stream: bool = False) -> list[str]:
     return [sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{data}", "--model", "openai-compat:sim",
             "--base-url", url + "/v1", "--cache", f"{tmp}/c.duckdb", "--out", tmp, "--no-progress",
-            "--concurrency", str(c)]
+            "--concurrency", str(c), "--stream", "on" if stream else "off"]
 
 
-def raw_cmd(data: Path, url: str, c: int) -> list[str]:
-    return [sys.executable, str(Path(__file__).resolve()), "raw", url, str(data), str(c)]
+def raw_cmd(data: Path, url: str, c: int, stream: bool = False) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), "raw-stream" if stream else "raw", url, str(data), str(c)]
+
+
+async def raw_stream_loop(url: str, data: str, c: int) -> None:
+    """The streaming floor: the same bodies with `stream: true` and the usage asked for;
+    each event line's JSON parsed, the first content's time taken; nothing else."""
+    import time
+
+    import aiohttp
+
+    sem = asyncio.Semaphore(c)
+    endpoint = url + "/v1/completions"
+    errors = 0
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=c)) as session:
+        async def one(body: dict) -> None:
+            nonlocal errors
+            try:
+                t0, first, text, usage = time.perf_counter(), None, [], None
+                async with session.post(endpoint, json=body) as r:
+                    async for line in r.content:
+                        if not line.startswith(b"data: "):
+                            continue
+                        payload = line[6:].strip()
+                        if payload == b"[DONE]":
+                            break
+                        event = json.loads(payload)
+                        if event.get("usage"):
+                            usage = event["usage"]
+                        for choice in event.get("choices") or ():
+                            if choice.get("text"):
+                                first = first or time.perf_counter() - t0
+                                text.append(choice["text"])
+                if r.status != 200 or not text or usage is None or first is None:
+                    errors += 1
+            finally:
+                sem.release()
+
+        tasks = set()
+        with open(data) as fh:
+            for line in fh:
+                row = json.loads(line)
+                body = {"model": "sim", "max_tokens": row["max_tokens"], "temperature": 0.0, "prompt": row["prompt"],
+                        "stream": True, "stream_options": {"include_usage": True}}
+                await sem.acquire()
+                t = asyncio.create_task(one(body))
+                tasks.add(t)
+                t.add_done_callback(tasks.discard)
+        await asyncio.gather(*tasks)
+    if errors:
+        raise SystemExit(f"raw stream loop: {errors} failed requests")
 
 
 async def raw_loop(url: str, data: str, c: int) -> None:
@@ -96,15 +152,15 @@ def row(label: str, n: int, a: dict, r: dict, start: tuple[float, float]) -> str
             f"{a['rss_kb'] / 1024:,.0f} MB | {r['rss_kb'] / 1024:,.0f} MB |")
 
 
-def startup(url: str, tmp: Path) -> tuple[float, float]:
+def startup(url: str, tmp: Path, stream: bool = False) -> tuple[float, float]:
     """CPU-s of each side on 10 prompts: interpreter, imports, planning, store, report."""
     from engine_throughput import write_data
 
     tiny = tmp / "tiny.jsonl"
     write_data(tiny, 10, (5, 20), 4, seed=3)
     with tempfile.TemporaryDirectory() as run_dir:
-        a = measured(asyncbench_cmd(tiny, url, run_dir, 64), run_dir)
-        r = measured(raw_cmd(tiny, url, 64), run_dir)
+        a = measured(asyncbench_cmd(tiny, url, run_dir, 64, stream), run_dir)
+        r = measured(raw_cmd(tiny, url, 64, stream), run_dir)
     return a["cpu"], r["cpu"]
 
 
@@ -120,6 +176,7 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=20_000, help="prompts in the small workloads")
     ap.add_argument("--big", type=int, default=100_000, help="prompts in the big (and warm) workload")
     ap.add_argument("--long", type=int, default=1_000, help="40 KB prompts")
+    ap.add_argument("--only-stream", action="store_true", help="only the streamed rows (and their start-up)")
     args = ap.parse_args()
     # Both sides run from bytecode, as an installed package does (pip writes the .pyc files
     # at install). Without this, under PYTHONDONTWRITEBYTECODE (set on these machines) or in
@@ -138,17 +195,23 @@ def main() -> None:
         write_data(small, args.small, (5, 20), 4)
         write_data(big, args.big, (5, 20), 4, seed=1)
         _, chars = write_data(long, args.long, (5000, 5000), 16, seed=2)  # ~40 KB each
-        start = startup(url, tmp)
-        print(f"start-up (10 prompts): asyncbench {start[0]:.2f} CPU-s, raw {start[1]:.2f} CPU-s", flush=True)
-        work = [(f"{args.small // 1000}k small, C=64", small, 64, args.small),
-                (f"{args.small // 1000}k small, C=256", small, 256, args.small),
-                (f"{args.long:,} x {chars / args.long / 1000:.0f} KB prompts, C=64", long, 64, args.long),
-                (f"{args.big // 1000}k small, C=256", big, 256, args.big)]
-        for label, data, c, n in work:
+        starts = {stream: startup(url, tmp, stream) for stream in ((True,) if args.only_stream else (False, True))}
+        for stream, start in starts.items():
+            print(f"start-up (10 prompts{', streamed' if stream else ''}): asyncbench {start[0]:.2f} CPU-s, "
+                  f"raw {start[1]:.2f} CPU-s", flush=True)
+        work = [(f"{args.small // 1000}k small, C=64", small, 64, args.small, False),
+                (f"{args.small // 1000}k small, C=256", small, 256, args.small, False),
+                (f"{args.long:,} x {chars / args.long / 1000:.0f} KB prompts, C=64", long, 64, args.long, False),
+                (f"{args.big // 1000}k small, C=256", big, 256, args.big, False),
+                (f"{args.small // 1000}k small, C=64, streamed", small, 64, args.small, True),
+                (f"{args.small // 1000}k small, C=256, streamed", small, 256, args.small, True)]
+        for label, data, c, n, stream in work:
+            if args.only_stream and not stream:
+                continue
             with tempfile.TemporaryDirectory() as run_dir:
-                a = measured(asyncbench_cmd(data, url, run_dir, c), run_dir)
-                r = measured(raw_cmd(data, url, c), run_dir)
-                print(row(label, n, a, r, start), flush=True)
+                a = measured(asyncbench_cmd(data, url, run_dir, c, stream), run_dir)
+                r = measured(raw_cmd(data, url, c, stream), run_dir)
+                print(row(label, n, a, r, starts[stream]), flush=True)
                 if data is big:
                     w = measured(asyncbench_cmd(data, url, run_dir, c), run_dir)
                     sent = json.loads(Path(run_dir, "run.json").read_text())["this_invocation"]["requests"]
@@ -158,7 +221,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "raw":
-        asyncio.run(raw_loop(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    if len(sys.argv) > 1 and sys.argv[1] in ("raw", "raw-stream"):
+        loop = raw_stream_loop if sys.argv[1] == "raw-stream" else raw_loop
+        asyncio.run(loop(sys.argv[2], sys.argv[3], int(sys.argv[4])))
     else:
         main()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aiohttp import ClientSession, web
+from aiohttp import ClientSession, TCPConnector, web
 from local_server import LocalServer
 
 
@@ -29,7 +29,9 @@ class CaptureProxy(LocalServer):
         raw = await request.read()
         self.requests.append((request.method, request.path, raw))
         if self._session is None:
-            self._session = ClientSession()
+            # a new upstream connection for each request: llama.cpp's server closes one after
+            # a streamed answer without saying so, which a pooled one would meet as a 500
+            self._session = ClientSession(connector=TCPConnector(force_close=True))
         headers = {k: v for k, v in request.headers.items() if k.lower() in ("content-type", "authorization")}
         async with self._session.request(request.method, self.upstream + request.path_qs, data=raw or None,
                                          headers=headers) as resp:

@@ -37,6 +37,8 @@ def _framed(path: str) -> tuple[bytes, bool]:
                 + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n"), False
     if path == "/until-close":
         return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + OK, True
+    if path == "/length-then-close":  # keep-alive by default, then closed unsaid (llama.cpp after a stream)
+        return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(OK), OK), True
     if path == "/close":
         return b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(OK), OK), True
     if path == "/continue":
@@ -189,6 +191,19 @@ def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
         await asyncio.sleep(0.05)
         data, _, _ = await client.post_json(url + "/length", {}, 5)
         assert data == {"ok": True} and server.connections == 2
+
+    serve(go)
+
+
+def test_a_kept_connection_closed_unsaid_goes_again_on_a_new_one() -> None:
+    """The server closes a connection its answer left open (llama.cpp's server does after
+    a streamed answer): the next call, sent at once on it, gets no byte back and is sent
+    again on a new connection within the same call, not failed (issue 38)."""
+    async def go(client: HTTPClient, url: str, server: Server) -> None:
+        for _ in range(5):
+            data, _, _ = await client.post_json(url + "/length-then-close", {}, 5)
+            assert data == {"ok": True}
+        assert server.connections == 5 and len(server.requests) == 5
 
     serve(go)
 

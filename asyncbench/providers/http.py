@@ -20,7 +20,7 @@ import orjson
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
 from .base import classify_status, redirect_refused
-from .bounded import ACCEPT_ENCODING, DEFAULT_MAX_RESPONSE_BYTES, MAX_PIECES, Refused
+from .bounded import ACCEPT_ENCODING, DEFAULT_MAX_RESPONSE_BYTES, Refused
 from .http1 import Answer, CallTimeout, HTTP1Client, HTTPFailure, Sink, SinkFailed, basic_auth, request_path
 
 
@@ -69,13 +69,13 @@ class HTTPClient:
         return dict(self._headers)
 
     async def _call(self, method: str, url: str, body: bytes | None, timeout: float, failed: str,
-                    sink: Sink | None = None, limit: int | None = None, pieces: int = MAX_PIECES) -> Answer:
+                    sink: Sink | None = None, stream_caps: tuple[int, int] | None = None) -> Answer:
         """One call, its failures as ProviderErrors: an answer refused (a body over the cap,
         one framed to cost more than any answer) is fatal, anything
         else the transport met (no connection, a hang-up, the deadline) transient and
         said as `failed` + the URL; what a streamed answer's `sink` refused, its own error."""
         try:
-            return await self._client.request(method, url, body, timeout, limit or self.max_bytes, sink, pieces)
+            return await self._client.request(method, url, body, timeout, self.max_bytes, sink, stream_caps)
         except SinkFailed as exc:
             if isinstance(exc.error, ProviderError):
                 raise exc.error from None
@@ -93,12 +93,13 @@ class HTTPClient:
         return await self.post_stream(url, body, timeout, None)
 
     async def post_stream(self, url: str, body: dict[str, Any], timeout: float, sink: Sink | None,
-                          limit: int | None = None, pieces: int = MAX_PIECES) -> tuple[Any, dict[str, float], dict[str, str]]:
+                          stream_caps: tuple[int, int] | None = None) -> tuple[Any, dict[str, float], dict[str, str]]:
         """POST JSON asking for a streamed answer: a 2xx `text/event-stream` body goes to
-        `sink` piece by piece, under the call's one deadline, `limit` bytes and `pieces`
-        chunks, and the parsed body returned is None; any other answer is read whole as
-        `post_json` reads it (a server that ignores `stream` answers JSON: taken as is)."""
-        answer = await self._call("POST", url, json_bytes(body), timeout, "connection error to", sink, limit, pieces)
+        `sink` piece by piece, under the call's one deadline and `stream_caps` (bytes,
+        chunks), and the parsed body returned is None; any other answer is read whole as
+        `post_json` reads it, under --max-response-bytes (a server that ignores `stream`
+        answers JSON: taken as is)."""
+        answer = await self._call("POST", url, json_bytes(body), timeout, "connection error to", sink, stream_caps)
         info = parse_ratelimit_headers(answer.headers)
         if answer.streamed:
             return None, info, answer.headers

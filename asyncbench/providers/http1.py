@@ -114,7 +114,8 @@ class _Connection(asyncio.Protocol):
         self._status_line = False
         self._sink: Sink | None = None  # the call's streamed-answer reader
         self._stream: Sink | None = None  # ... once the answer is a 2xx event stream
-        self._pieces = MAX_PIECES
+        self._pieces = self._stream_pieces = MAX_PIECES
+        self._stream_limit = 0
         self._max_reads = MAX_READS
 
     # -- asyncio.Protocol ---------------------------------------------------------------
@@ -161,17 +162,23 @@ class _Connection(asyncio.Protocol):
             why = f": {exc}" if exc is not None else ""
             self.waiter.set_exception(HTTPFailure(f"the server closed the connection before its answer was complete{why}"))
 
+    @property
+    def answered(self) -> bool:
+        """Whether any byte of the answer to the call in flight has arrived."""
+        return self._wire > 0
+
     # -- a call ---------------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop, data: bytes, limit: int, url: str, sink: Sink | None = None,
-              pieces: int = MAX_PIECES) -> asyncio.Future[Answer]:
+              stream_caps: tuple[int, int] | None = None) -> asyncio.Future[Answer]:
         """Send one request; its answer comes to the future returned. `sink`: the reader of
-        a streamed answer, and `pieces` the chunks it may come in (a stream comes in a
-        chunk per token or so: the caller sizes the cap on what it asked for)."""
+        a streamed answer, and `stream_caps` the (bytes, chunks) it may take (a stream
+        repeats its envelope in a chunk per token or so: the caller sizes the caps on what
+        it asked for); any other answer keeps `limit` and the usual caps."""
         self.waiter = waiter = loop.create_future()
         self._parser = httptools.HttpResponseParser(self)
         self._limit, self._wire_cap, self._url = limit, 2 * limit + 1024 * 1024, url
-        self._sink, self._stream, self._pieces = sink, None, pieces
-        self._max_reads = MAX_READS + max(0, pieces - MAX_PIECES)
+        self._sink, self._stream, self._pieces, self._max_reads = sink, None, MAX_PIECES, MAX_READS
+        self._stream_limit, self._stream_pieces = stream_caps or (limit, MAX_PIECES)
         self._answer, self._decoder, self._until_close, self.reusable = None, None, False, False
         self._wire = self._reads = self._chunks = self._interim = self._head = 0
         self._status_line = False
@@ -237,12 +244,15 @@ class _Connection(asyncio.Protocol):
         coding = headers.get("transfer-encoding")
         if coding is not None and coding.lower() != "chunked":
             raise HTTPFailure(f"{self._url} answered in Transfer-Encoding {coding[:40]!r}")
-        declared_too_large(headers, self._limit, self._url)
-        self._decoder = BoundedDecoder(headers.get("content-encoding"), self._limit, self._url)
-        self._answer = Answer(status, headers, bytearray())
         if self._sink is not None and 200 <= status < 300 \
                 and headers.get("content-type", "").lower().startswith("text/event-stream"):
-            self._stream, self._answer.streamed = self._sink, True
+            self._stream = self._sink
+            self._limit, self._pieces = max(self._limit, self._stream_limit), max(MAX_PIECES, self._stream_pieces)
+            self._wire_cap = 2 * self._limit + 1024 * 1024
+            self._max_reads = MAX_READS + self._pieces - MAX_PIECES
+        declared_too_large(headers, self._limit, self._url)
+        self._decoder = BoundedDecoder(headers.get("content-encoding"), self._limit, self._url)
+        self._answer = Answer(status, headers, bytearray(), streamed=self._stream is not None)
         self._until_close = coding is None and "content-length" not in headers and status not in (204, 304)
 
     def on_chunk_header(self) -> None:
@@ -344,21 +354,13 @@ class HTTP1Client:
         return found
 
     async def request(self, method: str, url: str, body: bytes | None, timeout: float, limit: int,
-                      sink: Sink | None = None, pieces: int = MAX_PIECES) -> Answer:
+                      sink: Sink | None = None, stream_caps: tuple[int, int] | None = None) -> Answer:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # connections belong to the loop that made them
             self._idle, self._loop = {}, loop
         deadline = loop.time() + timeout
         target = self._target(url)
         idle = self._idle.setdefault(target.origin, [])
-        conn = None
-        while idle:
-            conn = idle.pop()
-            if not conn.closed:
-                break
-            conn = None
-        if conn is None:
-            conn = await self._connect(target.origin, timeout)
         head = b"%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\n%s" % (
             method.encode(), target.path, target.host_header, USER_AGENT.encode(), target.headers)
         if body is not None:
@@ -366,7 +368,32 @@ class HTTP1Client:
             data = head + body
         else:
             data = head + b"\r\n"
-        waiter = conn.start(loop, data, limit, url, sink, pieces)
+        conn = None
+        while idle:
+            conn = idle.pop()
+            if not conn.closed:
+                break
+            conn = None
+        if conn is not None:
+            try:
+                return await self._exchange(loop, conn, idle, data, limit, url, sink, stream_caps, deadline)
+            except HTTPFailure:
+                # A kept connection the server closed while it was idle (llama.cpp's server
+                # closes one after a streamed answer, without saying so): not one byte of
+                # an answer came, so the request goes once more on a new connection, as
+                # urllib3 and http.client do for a stale keep-alive connection.
+                if conn.answered or loop.time() >= deadline:
+                    raise
+        conn = await self._connect(target.origin, max(0.001, deadline - loop.time()))
+        return await self._exchange(loop, conn, idle, data, limit, url, sink, stream_caps, deadline)
+
+    @staticmethod
+    async def _exchange(loop: asyncio.AbstractEventLoop, conn: _Connection, idle: list[_Connection], data: bytes,
+                        limit: int, url: str, sink: Sink | None, stream_caps: tuple[int, int] | None,
+                        deadline: float) -> Answer:
+        """One request on `conn` under the call's deadline; the connection back to `idle`
+        when its answer left it reusable."""
+        waiter = conn.start(loop, data, limit, url, sink, stream_caps)
         timer = loop.call_at(deadline, conn.expire)
         try:
             answer = await waiter

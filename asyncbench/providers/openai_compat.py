@@ -193,9 +193,9 @@ class OpenAICompatProvider(ProviderBase):
         kind: ApiKind = "completion" if completion else "chat"
         t0, sent_at = time.perf_counter(), time.time()
         reply = OpenAIStream(url, request.max_tokens, self.max_response_bytes, chat=not completion) if self.stream else None
-        limit, pieces = stream_caps(request.max_tokens, self.max_response_bytes)
+        caps = stream_caps(request.max_tokens, self.max_response_bytes)
         data, info, _ = await self.http.post_stream(url, request_body(request, kind, stream=self.stream), timeout,
-                                                    None if reply is None else reply.feed, limit, pieces)
+                                                    None if reply is None else reply.feed, caps)
         if reply is not None and data is None:
             text, usage, finish = reply.answer()
             timing = reply.timing(t0, sent_at)

@@ -202,13 +202,13 @@ class TGIProvider(ProviderBase):
 
     async def send(self, request: Request, base_url: str, timeout: float) -> Response:
         t0, sent_at = time.perf_counter(), time.time()
-        limit, pieces = stream_caps(request.max_tokens, self.max_response_bytes)
+        caps = stream_caps(request.max_tokens, self.max_response_bytes)
         reply: StreamReply | None
         if request.messages is not None:
             url = f"{base_url}/v1/chat/completions"
             chat = reply = OpenAIStream(url, request.max_tokens, self.max_response_bytes, chat=True) if self.stream else None
             data, info, _ = await self.http.post_stream(url, request_body(request, "chat", stream=self.stream), timeout,
-                                                        None if reply is None else reply.feed, limit, pieces)
+                                                        None if reply is None else reply.feed, caps)
             text, usage, finish = chat.answer() if chat is not None and data is None else parse_body(data)
         else:
             params: dict[str, Any] = {"max_new_tokens": request.max_tokens, "details": True,
@@ -220,7 +220,7 @@ class TGIProvider(ProviderBase):
             url = f"{base_url}/generate_stream" if self.stream else f"{base_url}/generate"
             raw = reply = TGIStream(url, request.max_tokens, self.max_response_bytes) if self.stream else None
             data, info, headers = await self.http.post_stream(url, {"inputs": request.prompt, "parameters": params},
-                                                              timeout, None if reply is None else reply.feed, limit, pieces)
+                                                              timeout, None if reply is None else reply.feed, caps)
             if raw is not None and data is None:
                 data, headers = raw.answer(headers)
             text, usage, finish = parse_generate(data, headers, request.prompt or "")
