@@ -46,8 +46,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 TOKENIZER = ROOT.parent / "shared" / "data" / "tokenizers" / "llama-2" / "tokenizer.json"
-WORDS = ("the of and to in a is that for it as was with be by on not he this are or his from at which but have an "
-         "they you were her she there been one all we their long context model answer question document").split()
+WORDS = ["the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "they", "you", "were", "her", "she", "there", "been", "one", "all", "we", "their", "long", "context", "model", "answer", "question", "document"]
 MAX_TOKENS = 64
 # The server on CPU 0 (every thread: `taskset -a`), each client on CPU 1: on two cores a
 # client's CPU (AIPerf is a dozen processes) would otherwise slow the server it measures.
