@@ -100,6 +100,24 @@ def test_a_malformed_row_is_excluded_with_its_reason_and_the_run_is_complete(ref
     assert export["sample_id"] == "paperqa_16k/26" and "line 26" in export["error"]
 
 
+@slow
+def test_bamboo_prints_its_serving_latency_at_4k_and_16k(reference: dict[str, Any], resumed: dict[str, Any]) -> None:
+    """`run bamboo --model sim`: TTFT and TPOT percentiles per BAMBOO level (issue 38), the
+    16k prompts' prefill the longer (the simulator's, --model sim); a resumed run's serving
+    figures cover every answer of its two invocations."""
+    run, out = reference["run"], reference["done"].stdout
+    serving = run["serving"]
+    assert serving["bins"] == "benchmark" and list(serving["by_length"]) == ["4k", "16k"]
+    assert serving["measured"] == run["samples"]["answered"] and serving["not_measured"] == {}
+    four, sixteen = serving["by_length"]["4k"], serving["by_length"]["16k"]
+    assert four["prompt_tokens"]["p50"] < sixteen["prompt_tokens"]["p50"]
+    assert all(b["ttft_ms"]["p50"] > 0 and b["tpot_ms"]["p50"] > 0 for b in (four, sixteen))
+    assert "TTFT ms p50/90/95/99" in out and re.search(r"^\s+16k\s+\d+\s", out, re.M)
+    # answered in either invocation of the resumed run: all timed, each once
+    resumed_run = resumed["run"]
+    assert resumed_run["serving"]["measured"] == resumed_run["samples"]["answered"]
+
+
 def test_strict_data_makes_a_malformed_row_an_error(tmp_path: Path) -> None:
     done = cli(*run_args(tmp_path, "--model", "sim", "--strict-data"), cwd=tmp_path)
     lines = done.stderr.strip().splitlines()
