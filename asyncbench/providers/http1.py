@@ -30,6 +30,14 @@ gzip/deflate in pieces, refused past `--max-response-bytes`), and one deadline c
 whole call: connecting, sending and every byte of the answer (a slow drip cannot extend
 it; the parser returns after each read, so the timer always gets to fire). https:// URLs
 go over TLS with the system's default certificate checks.
+
+A streamed answer (a 2xx `text/event-stream` to a call with a `sink`, issue 38) goes to
+the sink piece by piece as it is decoded, under the same deadline, with its caps scaled by
+what the caller asked for (`stream_caps`: a stream repeats its envelope in a chunk per
+token); what the sink refuses fails the call with the sink's own error (`SinkFailed`). A
+call on a kept connection that the server closed without saying so (llama.cpp's server
+does after a streamed answer) and that got not one byte back goes once more on a new
+connection, within the same deadline, as urllib3 and http.client do.
 """
 
 from __future__ import annotations
