@@ -34,7 +34,7 @@ def run(tmp_path: Path, model: str, base_url: str, lengths: list[str]) -> dict[s
 
 
 def generation_bodies(proxy: CaptureProxy) -> list[tuple[str, dict[str, Any]]]:
-    return [(p, b) for p, b in proxy.bodies() if p.endswith(("/generate", "/completions"))]
+    return [(p, b) for p, b in proxy.bodies() if p.endswith(("/generate", "/generate_stream", "/completions"))]
 
 
 def test_an_api_model_gets_the_release_s_system_message_and_sampling(tmp_path: Path) -> None:
@@ -62,7 +62,7 @@ def test_an_open_model_gets_the_raw_prompt_uncut_and_a_too_long_one_fails_visibl
         sent = generation_bodies(proxy)
     template = load_release(DATA).template(TASK)
     head = template.split("{", 1)[0]
-    assert sent and all(path == "/generate" for path, _ in sent)
+    assert sent and all(path == "/generate_stream" for path, _ in sent)  # TGI's native route, streamed (--stream on)
     for _, body in sent:  # the release's prompt as it is: no [INST], no cut, greedy
         assert body["inputs"].startswith(head) and "[INST]" not in body["inputs"]
         assert body["parameters"]["do_sample"] is False and "stop" not in body["parameters"]

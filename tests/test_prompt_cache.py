@@ -229,6 +229,8 @@ def test_a_v3_cache_gains_the_cache_write_columns(tmp_path: Path) -> None:
     Store(path).close()
     con = duckdb.connect(str(path))  # back to v3: the tables without the new columns
     for table in ("responses", "ledger_requests"):
+        for column in ("sent_at", "ttft_ms", *(("itl_ms",) if table == "responses" else ())):  # v6's
+            con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         con.execute(f"ALTER TABLE {table} DROP COLUMN usage_flag")  # v5's, after v4's
         con.execute(f"ALTER TABLE {table} DROP COLUMN cache_write_tokens")
     con.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
@@ -241,7 +243,7 @@ def test_a_v3_cache_gains_the_cache_write_columns(tmp_path: Path) -> None:
     con = duckdb.connect(str(path), read_only=True)
     assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     con.close()
-    assert SCHEMA_VERSION == 5
+    assert SCHEMA_VERSION == 6
 
 
 @needs_data

@@ -50,7 +50,7 @@ class Server(LocalServer):
         text = f"answer; you sent {auth}" if self.echo else "answer"
         if self.transforms:
             text = "answer; you sent " + " ".join(transforms_of(auth.removeprefix("Bearer ")))
-        if request.path.endswith("/generate"):
+        if request.path.endswith(("/generate", "/generate_stream")):  # streamed or not: answered whole
             return web.json_response({"generated_text": text, "details": {"finish_reason": "length",
                                                                             "generated_tokens": 2}})
         body = json.loads(raw)
