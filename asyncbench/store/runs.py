@@ -326,16 +326,18 @@ class RunRecord(Part):
     def book_killed(self, run_id: str, gone: Callable[[InvocationEntry], bool]) -> None:
         """Book invocations whose process died without booking themselves (SIGKILL, a
         crash; Ctrl-C books itself): requests from their request rows' attempts, wall time
-        to their last stored answer. `gone`: whether an unfinished invocation's process
-        is gone (ledger.interrupted)."""
+        to their last stored answer, or the live counts it last stored where those are
+        higher (put_live_counts: taken as a batch is written, they may trail its rows). One
+        that booked itself has its wall time (an interrupted one: unfinished, yet booked).
+        `gone`: whether an unfinished invocation's process is gone (ledger.interrupted)."""
         for inv in self.ledger(run_id).invocations:
-            if inv.finished or inv.requests or not gone(inv):
+            if inv.finished or inv.wall_s or not gone(inv):
                 continue
             requests, last = self.db.one(
                 "SELECT coalesce(sum(l.attempts) FILTER (WHERE l.source IN ('sent', 'failed')), 0), max(r.created_at) "
                 "FROM ledger_requests l LEFT JOIN responses r ON r.key = l.key AND l.source = 'sent' "
                 "WHERE l.run_id = ? AND l.invocation = ?", [run_id, inv.invocation])
-            inv.requests = int(requests)
+            inv.requests = max(inv.requests or 0, int(requests))
             inv.wall_s = round(max(0.0, float(last) - inv.started_at), 3) if last is not None else inv.wall_s
             self.put_invocation(run_id, inv)
 
