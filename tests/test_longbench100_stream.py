@@ -32,10 +32,11 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=600)
 
 
-def _peak_rss_mb(tmp_path: Path, rows: int) -> float:
-    """The dry run's peak resident memory (the child's own ru_maxrss), in MB."""
-    proc = subprocess.Popen([*CLI, "run", "100-longbench:kv_retrieval,passage_count", "--model", "sim", "--dry-run",
-                             "--lengths", "128k", "--rows", str(rows), "--cache", str(tmp_path / "c.duckdb")],
+def _peak_rss_mb(tmp_path: Path, rows: int, *args: str, lengths: str = "128k", cache: str = "c.duckdb") -> float:
+    """A 100-LongBench command's peak resident memory (the child's ru_maxrss: the larger
+    of its own and its simulator's), in MB."""
+    proc = subprocess.Popen([*CLI, "run", "100-longbench:kv_retrieval,passage_count", "--model", "sim", *args,
+                             "--lengths", lengths, "--rows", str(rows), "--cache", str(tmp_path / cache)],
                             env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
     err = proc.stderr.read()
@@ -47,7 +48,7 @@ def _peak_rss_mb(tmp_path: Path, rows: int) -> float:
 def test_dry_run_memory_is_flat_in_the_number_of_rows(tmp_path: Path) -> None:
     """Samples are priced as they come and let go: 30 rows of 128k contexts cost about
     what 4 do (today's main held every context and every trial cut: +350 MB here)."""
-    small, large = _peak_rss_mb(tmp_path, 4), _peak_rss_mb(tmp_path, 30)
+    small, large = _peak_rss_mb(tmp_path, 4, "--dry-run"), _peak_rss_mb(tmp_path, 30, "--dry-run")
     assert large - small < 80, (small, large)
 
 
@@ -113,20 +114,6 @@ def test_one_sigint_stops_generation_with_the_command_to_start_again(tmp_path: P
         assert "interrupted" in runs.stdout and "complete" not in runs.stdout, runs.stdout
 
 
-def _run_peak_rss_mb(tmp_path: Path, rows: int) -> float:
-    """A real run's peak resident memory (the child's ru_maxrss, its simulator's included:
-    the larger of the two), in MB; each run in its own cache."""
-    cache = tmp_path / f"c{rows}.duckdb"
-    proc = subprocess.Popen([*CLI, "run", "100-longbench:kv_retrieval,passage_count", "--model", "sim",
-                             "--lengths", "64k", "--rows", str(rows), "--no-progress", "--cache", str(cache)],
-                            env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, err
-    return usage.ru_maxrss / 1024
-
-
 @pytest.mark.slow  # two real runs of 64k-token rows: ~60 s on 2 cores
 def test_a_run_holds_a_window_of_samples_not_all_of_them(tmp_path: Path) -> None:
     """A real run builds the samples it keeps as it sends them, two windows at most in
@@ -134,7 +121,8 @@ def test_a_run_holds_a_window_of_samples_not_all_of_them(tmp_path: Path) -> None
     the base set) fill about one, and 96 rows cost little more (+49 MB here; 192 rows
     +58). Before, every sample was built before the first request and held to the end
     (+148 MB for 96 rows, +180 for 120)."""
-    small, large = _run_peak_rss_mb(tmp_path, 24), _run_peak_rss_mb(tmp_path, 96)
+    small, large = (_peak_rss_mb(tmp_path, rows, "--no-progress", lengths="64k", cache=f"c{rows}.duckdb")
+                    for rows in (24, 96))
     assert large - small < 90, (small, large)
 
 

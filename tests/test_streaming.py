@@ -11,7 +11,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,9 +26,9 @@ from asyncbench.providers.openai import OpenAIProvider
 from asyncbench.providers.openai_compat import OpenAICompatProvider
 from asyncbench.providers.sse import SSEDecoder
 from asyncbench.providers.tgi import TGIProvider
-from asyncbench.sim.hostile import HostileServer
 from asyncbench.sim.server import SimConfig, run_sim_in_thread
 from asyncbench.types import Request, Response
+from tests.test_hostile_servers import Hostile  # the same server, on its own loop
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 40
@@ -113,39 +112,6 @@ def test_time_to_first_token_grows_with_the_prompt() -> None:
 
 
 # -- hostile streams -------------------------------------------------------------------
-
-class Hostile:
-    """The hostile server on its own event loop in a thread."""
-
-    def __init__(self) -> None:
-        self.server = HostileServer()
-        self.loop = asyncio.new_event_loop()
-        self.port = 0
-        ready = threading.Event()
-
-        def serve() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.listener = self.loop.run_until_complete(asyncio.start_server(self.server.handle, "127.0.0.1", 0))
-            self.port = self.listener.sockets[0].getsockname()[1]
-            ready.set()
-            self.loop.run_forever()
-
-        self.thread = threading.Thread(target=serve, daemon=True)
-        self.thread.start()
-        ready.wait(10)
-
-    def close(self) -> None:
-        async def stop() -> None:
-            self.listener.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-
 
 @pytest.fixture(scope="module")
 def hostile() -> Iterator[Hostile]:
