@@ -54,7 +54,7 @@ def pred_py_prompt(prompt: str, dataset: str, max_length: int = LLAMA2_MAXLEN, t
 
 def sent_prompt(path: str, body: dict[str, Any]) -> str | None:
     """The prompt text of one generation request body, None for other routes."""
-    if path.endswith("/generate") or path == "/":
+    if path.endswith(("/generate", "/generate_stream")) or path == "/":  # TGI's raw route, streamed or not
         return str(body["inputs"])
     if path.endswith("/completions") and "prompt" in body and not path.endswith("/chat/completions"):
         return str(body["prompt"])
