@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from ..report.samples import SampleRecord, load_page, natural_key
+from ..report.samples import load_page, natural_key
 from ..store import Store
 from ..store.runs import SamplePage
 
@@ -68,11 +68,7 @@ def samples(store: Store, wanted: str, task: str | None, page: SamplePage) -> di
         run_id = store.runs.find_run(wanted)
         records, total = load_page(store, run_id, task, page)
     return {"run_id": run_id, "total": total, "offset": page.offset, "limit": page.limit,
-            "samples": [_record(r) for r in records]}
-
-
-def _record(r: SampleRecord) -> dict[str, Any]:
-    return asdict(r)
+            "samples": [asdict(r) for r in records]}
 
 
 def side_by_side(store: Store, first: str, second: str, offset: int, limit: int) -> dict[str, Any]:

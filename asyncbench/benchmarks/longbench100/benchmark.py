@@ -120,11 +120,10 @@ def _heads(cells: list[tuple[str, str, Cell]], release: Release) -> Iterator[Sam
     for task, length, cell in cells:
         spec_t, max_tokens = TASKS[task], release.max_new_tokens(task)
         for row, rec in enumerate(cell.records()):
-            qa = spec_t.metric == "qa" and rec is not None
+            qa = rec if spec_t.metric == "qa" else None  # the record a QA row asks about
             yield Sample(id=f"{task}/{length}/{row}", task=task, prompt="",
-                         answers=list(rec.answers) if qa and rec is not None else [], max_tokens=max_tokens,
-                         metric=spec_t.metric,
-                         meta={"length": length, **({"question": rec.input} if qa and rec is not None else {})})
+                         answers=list(qa.answers) if qa else [], max_tokens=max_tokens, metric=spec_t.metric,
+                         meta={"length": length, **({"question": qa.input} if qa else {})})
 
 
 _GENERATOR_CODE = ("generator.py", "sources.py", "tasks.py")
