@@ -140,7 +140,7 @@ def _config(benchmark: str, model: str, options: Options) -> RunConfig:
     return RunConfig(benchmark=benchmark, model=model, extra=extra, **run).validate()
 
 
-Names = list[str] | tuple[str, ...]  # several benchmarks or models: an eval set (eval_set.py)
+Names = list[str] | tuple[str, ...]  # several benchmarks or models: an eval set (run/eval_set.py)
 
 
 @overload
@@ -161,7 +161,7 @@ async def evaluate_async(benchmark: str | Names, model: str | Names,
     A list of benchmarks or models is an eval set: every (model, benchmark) run together
     under one budget, with limits shared per provider key; one EvalResult per run, in
     model-major order."""
-    from .flow import run
+    from .run.flow import run
     from .sim.testing import sim_if
 
     if isinstance(benchmark, str) and isinstance(model, str):
@@ -178,7 +178,7 @@ async def evaluate_async(benchmark: str | Names, model: str | Names,
 async def _evaluate_set(benchmarks: list[str], models: list[str], options: Options) -> list[EvalResult]:
     """An eval set's runs; a run that failed is one UserError naming it (the others are
     stored: `load_run` reads them)."""
-    from .eval_set import execute_set, plan_set, run_configs
+    from .run.eval_set import execute_set, plan_set, run_configs
     from .sim.testing import sim_if
 
     if options.get("dry_run"):

@@ -1,6 +1,6 @@
 """What a run reports: `RunSummary`, the typed summary that run.json serialises (and the
 store keeps with the run), the terminal summary and the Python API read by attribute;
-and the shape of the dry-run estimate (estimate.py makes it).
+and the shape of the dry-run estimate (run/dry_run.py makes it).
 
 run.json is `RunSummary.to_json()`: the same keys, in the same order, as it always had,
 so runs stored by earlier versions read back (`RunSummary.from_json`) and users' scripts
@@ -65,7 +65,7 @@ class Truncation(TypedDict, total=False):
     release_requests: dict[str, object]
     samsum: dict[str, object]
     no_template_sent_as_chat: list[str]
-    fitted: dict[str, object]  # cut below the budget to fit the server (prompting.py _fit)
+    fitted: dict[str, object]  # cut below the budget to fit the server (run/prompting.py _fit)
     n_truncated: int
     tokens_removed: int
 

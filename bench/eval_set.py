@@ -19,8 +19,8 @@ from typing import Any
 
 import anyio
 
-from asyncbench.eval_set import execute_set, plan_set, run_configs
-from asyncbench.flow import run
+from asyncbench.run.eval_set import execute_set, plan_set, run_configs
+from asyncbench.run.flow import run
 from asyncbench.sim.testing import start_sim_subprocess, stop_sim_subprocess
 from asyncbench.store import Store
 

@@ -21,7 +21,7 @@ MAX_RUNNER_MEMBERS = 3
 
 # The typed centre: planning, the engine, runners, the ledger, the store, the run summary.
 # Files not there (yet) are skipped.
-TYPED_CENTRE = ["plan.py", "engine.py", "generation.py", "record.py", "runners", "ledger.py", "store",
+TYPED_CENTRE = ["run/plan.py", "run/execute.py", "run/generate.py", "run/record.py", "runners", "ledger.py", "store",
                 "run_summary.py"]
 _MAPPINGS = {"dict", "Dict", "Mapping", "MutableMapping"}
 
@@ -144,9 +144,9 @@ def test_no_function_above_the_complexity_limit() -> None:
 
 
 def test_the_engine_stays_small() -> None:
-    lines = len((PKG / "engine.py").read_text(encoding="utf-8").splitlines())
-    print(f"asyncbench/engine.py: {lines} lines")
-    assert lines <= MAX_ENGINE_LINES, f"asyncbench/engine.py has {lines} lines, more than {MAX_ENGINE_LINES}"
+    lines = len((PKG / "run" / "execute.py").read_text(encoding="utf-8").splitlines())
+    print(f"asyncbench/run/execute.py: {lines} lines")
+    assert lines <= MAX_ENGINE_LINES, f"asyncbench/run/execute.py has {lines} lines, more than {MAX_ENGINE_LINES}"
 
 
 def test_the_runner_protocol_has_at_most_three_members() -> None:
@@ -186,9 +186,7 @@ def test_the_benchmarks_do_not_import_each_other_by_contract() -> None:
 
 
 def test_the_run_path_does_not_import_the_simulator_by_contract() -> None:
-    run_path = {"asyncbench.engine", "asyncbench.generation", "asyncbench.resolve", "asyncbench.runners",
-                "asyncbench.client", "asyncbench.store"}
-    run_path |= {f"asyncbench.{name}" for name in ("plan", "record") if (PKG / f"{name}.py").is_file()}
+    run_path = {"asyncbench.run", "asyncbench.runners", "asyncbench.client", "asyncbench.store"}
     covering = [c["name"] for c in _contracts()
                 if c.get("type") == "forbidden" and "asyncbench.sim" in c.get("forbidden_modules", [])
                 and run_path <= set(c.get("source_modules", []))
@@ -196,6 +194,30 @@ def test_the_run_path_does_not_import_the_simulator_by_contract() -> None:
     print("run path:", ", ".join(sorted(run_path)), "| contracts:", covering)
     assert covering, (f"no import-linter forbidden contract (direct and indirect) keeps asyncbench.sim out of "
                       f"{sorted(run_path)}")
+
+
+def _layered(contract: dict[str, object]) -> set[str]:
+    layers = contract.get("layers", [])
+    assert isinstance(layers, list)
+    return {name.strip() for layer in layers for name in str(layer).split(":")}
+
+
+def test_every_top_level_module_sits_in_a_layer() -> None:
+    """A module outside the layers contract is one whose imports nothing checks: the
+    last redesign added eight such modules before anyone noticed."""
+    modules = {f"asyncbench.{p.stem}" for p in PKG.glob("*.py") if p.stem != "__init__"}
+    modules |= {f"asyncbench.{p.name}" for p in PKG.iterdir() if (p / "__init__.py").is_file()}
+    top = [c for c in _contracts() if c.get("type") == "layers" and not c.get("containers")]
+    layered = set().union(*(_layered(c) for c in top))
+    print("top-level modules:", len(modules), "| in a layer:", len(modules & layered))
+    assert modules <= layered, f"not in the layers contract (pyproject.toml): {sorted(modules - layered)}"
+
+
+def test_every_run_path_module_sits_in_a_layer_of_its_own_contract() -> None:
+    modules = {p.stem for p in (PKG / "run").glob("*.py") if p.stem != "__init__"}
+    inner = [c for c in _contracts() if c.get("type") == "layers" and "asyncbench.run" in c.get("containers", [])]
+    assert inner, "no layers contract with containers = ['asyncbench.run']"
+    assert modules <= _layered(inner[0]), f"not layered inside asyncbench.run: {sorted(modules - _layered(inner[0]))}"
 
 
 def test_the_signature_rule_sees_every_spelling_of_an_untyped_mapping() -> None:

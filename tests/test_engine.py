@@ -392,7 +392,7 @@ def test_ray_backend_without_ray_is_one_clear_line(monkeypatch):
     """Ray is an optional extra: asking for it without it installed is a user error."""
     from asyncbench.config import RunConfig
     from asyncbench.errors import UserError
-    from asyncbench.plan import runner_for
+    from asyncbench.run.plan import runner_for
     from asyncbench.runners import LocalRunner
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError

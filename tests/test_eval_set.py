@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from asyncbench.errors import UserError
-from asyncbench.eval_set import (
+from asyncbench.run.eval_set import (
     SetSummary,
     dry_run_set,
     execute_set,

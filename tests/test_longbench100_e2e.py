@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from asyncbench.config import RunConfig
-from asyncbench.flow import run
+from asyncbench.run.flow import run
 from asyncbench.sim.testing import sim_subprocess
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -15,8 +15,8 @@ from pred_py import LLAMA2_TOKENIZER
 
 from asyncbench.benchmarks.longbench100.release import load_release
 from asyncbench.config import RunConfig
-from asyncbench.flow import run as run_config
 from asyncbench.ledger import UNCUT_CONTEXT_HINT
+from asyncbench.run.flow import run as run_config
 from asyncbench.sim.testing import sim_subprocess
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

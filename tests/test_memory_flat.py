@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-import asyncbench.engine as engine_module
+import asyncbench.run.execute as engine_module
 from asyncbench.report.compare import compare_runs
 from asyncbench.report.data import load_runs
 from asyncbench.store.runs import RunRecord

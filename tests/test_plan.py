@@ -14,12 +14,12 @@ import pytest
 
 from asyncbench.cli import main as cli_main
 from asyncbench.config import RunConfig
-from asyncbench.plan import RunPlan, plan
+from asyncbench.run.plan import RunPlan, plan
 from asyncbench.run_summary import RunSummary
 
 PACKAGE = Path(__file__).resolve().parents[1] / "asyncbench"
 # below planning: none of these may import RunConfig or take it as a parameter
-BELOW_PLANNING = ["engine.py", "generation.py", "run_summary.py", "record.py", "prompting.py", "estimate.py",
+BELOW_PLANNING = ["run/execute.py", "run/generate.py", "run_summary.py", "run/record.py", "run/prompting.py", "run/dry_run.py",
                   "ledger.py", "store", "runners", "report/summary.py", "report/score_lines.py"]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 import pytest
 
-import asyncbench.reuse as reuse
+import asyncbench.run.reuse as reuse
 from tests.test_engine import run_cli, write_jsonl
 
 # what differs between two invocations of one command by the clock alone

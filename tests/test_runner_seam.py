@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 
-from asyncbench.generation import Engine
+from asyncbench.run.generate import CacheFirst
 from asyncbench.runners.base import BatchLookup, BatchRecord, BatchState, BatchStep
 from asyncbench.runners.local import LocalRunner
 from asyncbench.scheduler import Budget
@@ -76,7 +76,7 @@ def test_the_engine_writes_batch_records_and_answers_from_them(tmp_path: Path) -
     """A batch's journal steps, its record and its states, handed to the engine as events,
     are on disk and in the store; a lookup after them sees them (real DuckDB file)."""
     store = Store(tmp_path / "cache.duckdb", True)
-    engine = Engine(store, "run-1", 1, False, Budget(None), LocalRunner(5.0, 1), Journal(store.path, "run-1"))
+    engine = CacheFirst(store, "run-1", 1, False, Budget(None), LocalRunner(5.0, 1), Journal(store.path, "run-1"))
 
     async def scenario() -> tuple[BatchLookup, BatchLookup, list[str]]:
         engine.on_batch_event(BatchStep("intent", "i-1", {"run_id": "run-1", "provider": "openai", "model": "m",

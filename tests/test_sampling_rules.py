@@ -75,7 +75,7 @@ def test_run_json_records_the_sampling_sent(tmp_path, start_sim, monkeypatch) ->
     from pathlib import Path
 
     from asyncbench.config import RunConfig
-    from asyncbench.flow import run
+    from asyncbench.run.flow import run
 
     data = Path(__file__).resolve().parents[1].parent / "shared" / "data"
     if not (data / "longbench100").is_dir():

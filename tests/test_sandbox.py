@@ -17,7 +17,7 @@ from asyncbench.benchmarks.bamboo.sandbox import Limits, execute, execute_many
 LIMITS = Limits(cpu_s=1.0, wall_s=20.0, memory_bytes=512 << 20)
 
 
-def run(code: str, limits: Limits = LIMITS) -> sandbox.Outcome:
+def run(code: str, limits: Limits = LIMITS) -> sandbox.ProgramVerdict:
     return execute(code, limits)
 
 

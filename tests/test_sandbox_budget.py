@@ -51,7 +51,7 @@ def mode_fixture(request: pytest.FixtureRequest) -> Iterator[str]:
         yield request.param
 
 
-def _run(mode: str, prog: Program, limits: Limits) -> sandbox.Outcome:
+def _run(mode: str, prog: Program, limits: Limits) -> sandbox.ProgramVerdict:
     if mode != "user-bwrap":
         # as root without a cgroup bwrap runs as a per-run uid: an interpreter any uid can run
         python = user_python() if mode == "bwrap" + NO_CGROUP and os.geteuid() == 0 else None
@@ -61,7 +61,7 @@ def _run(mode: str, prog: Program, limits: Limits) -> sandbox.Outcome:
     with tempfile.TemporaryDirectory() as d:
         iso, statuses = run_as_user([prog], Path(d), python, limits)
     assert iso == "bwrap"
-    return sandbox.Outcome(statuses[0], 0.0)
+    return sandbox.ProgramVerdict(statuses[0], 0.0)
 
 
 class TreeMemory:

@@ -162,7 +162,7 @@ def test_a_model_longbench_does_not_list_keeps_today_s_requests(tmp_path: Path,
     from pred_py import DATA
 
     from asyncbench.config import RunConfig
-    from asyncbench.flow import run
+    from asyncbench.run.flow import run
 
     assert not (DATA / "longbench" / "model2path.json").exists() and (DATA / "longbench" / "model2maxlen.json").is_file()
     found, said = {}, {}
@@ -271,7 +271,7 @@ def test_vllm_served_model_name_is_known_by_its_root() -> None:
 def test_pred_py_chat_formats_fit_the_slack_left_for_them() -> None:
     """A cut FIT_SLACK below the server's limit is sent without counting it again: every
     pred.py chat format (and a seam) must add fewer tokens than that."""
-    from asyncbench.prompting import FIT_SLACK
+    from asyncbench.run.prompting import FIT_SLACK
 
     tok = llama2_tokenizer()
     for name in ("llama2-7b-chat-4k", "longchat-v1.5-7b-32k", "vicuna-v1.5-7b-16k", "xgen-7b-8k", "internlm-7b-8k",
@@ -288,7 +288,7 @@ def test_a_prompt_that_cannot_fit_is_said_once_before_sending(tmp_path: Path,
     from pred_py import DATA
 
     from asyncbench.config import RunConfig
-    from asyncbench.flow import run
+    from asyncbench.run.flow import run
 
     config = SimConfig(model_id="meta-llama/Llama-2-7b-chat-hf", max_context_tokens=515,
                        tokenizer_file=str(LLAMA2_TOKENIZER))

@@ -168,11 +168,11 @@ def main(args: argparse.Namespace) -> int:
 
     from ..config import RunConfig
     from ..errors import RunInterrupted, UserError
-    from ..flow import run
+    from ..run.flow import run
 
     models: list[str] = args.model or []
     if not args.resume:
-        from ..eval_set import split_benchmarks
+        from ..run.eval_set import split_benchmarks
 
         benchmarks = split_benchmarks(args.benchmark) if args.benchmark else []
         if args.set_file or len(models) > 1 or len(benchmarks) > 1:

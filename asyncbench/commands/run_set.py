@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..config import RunConfig
-    from ..eval_set import SetSummary
+    from ..run.eval_set import SetSummary
 
 EXIT_PARTIAL = 3  # as a single run's (commands/run.py)
 
@@ -47,7 +47,7 @@ def set_configs(args: argparse.Namespace, models: list[str], benchmarks: list[st
     """The set's RunConfigs from a set file (flags given override its [options]) or from
     the command line's models x benchmarks; `fleet`: --base-urls-file's URLs."""
     from ..errors import UserError
-    from ..eval_set import load_set_file, run_configs
+    from ..run.eval_set import load_set_file, run_configs
 
     options = _flag_options(args)
     if fleet:
@@ -93,7 +93,7 @@ def _interrupted(exc: BaseException, kind: type[BaseException]) -> bool:
 
 
 async def _go(cfgs: list[RunConfig], sim_url: str | None) -> SetSummary | dict[str, Any]:
-    from ..eval_set import dry_run_set, execute_set, plan_set
+    from ..run.eval_set import dry_run_set, execute_set, plan_set
 
     sp = await plan_set(cfgs, sim_url)
     try:

@@ -393,7 +393,7 @@ class RunRecord(Part):
     @in_session
     def rebook(self, run_id: str, last: int, invocation: int, excluded: bool) -> list[float]:
         """Book `last`'s request rows again as `invocation`'s, each answer read from the
-        cache as generation.py books a hit (what it cost when paid, its stored latency),
+        cache as run/generate.py books a hit (what it cost when paid, its stored latency),
         the shared ones shared; `excluded`: the excluded sample rows are this invocation's
         (a listed source books them each time). Returns the cache hits' latencies."""
         self.con.execute(

@@ -392,7 +392,7 @@ class Limits:
 
 
 @dataclass
-class Outcome:
+class ProgramVerdict:
     """How one sample ended: "passed", "failed: <reason>" or "timed out: <limit>" are the
     program's doing; "error: <reason>" is the sandbox's (it did not start, or the
     interpreter cannot import the prompt's modules), which must fail the sample, never
@@ -636,7 +636,7 @@ def program(prompt: str, completion: str, test: str, entry_point: str | None, re
 
 def check(module: str, test: str = "", entry_point: str | None = None, setup: str = "",
           outputs: Sequence[str] = (), limits: Limits = Limits(), python: str | None = None,
-          allow_unsafe: bool = False) -> Outcome:
+          allow_unsafe: bool = False) -> ProgramVerdict:
     """Run `module` (model-written code) in the sandbox and `test` (the benchmark's
     `check` function; `check(entry_point)` when one is named, else `check()`) in the
     checker, after the checker ran `setup` and took `outputs` from the sandbox. Without a
@@ -648,7 +648,7 @@ def check(module: str, test: str = "", entry_point: str | None = None, setup: st
 
 
 def _run(iso: Isolation, python: str, module: str, test: str, entry_point: str | None, setup: str,
-         outputs: tuple[str, ...], imports: str, limits: Limits, provided: frozenset[str] = frozenset()) -> Outcome:
+         outputs: tuple[str, ...], imports: str, limits: Limits, provided: frozenset[str] = frozenset()) -> ProgramVerdict:
     """One sample; `provided` are the modules the interpreter promises (a failure to
     import one of them is the sandbox's error, not the program's). The checker and the
     program both run inside the isolation, in the sample's cgroup where there is one."""
@@ -693,7 +693,7 @@ def _run(iso: Isolation, python: str, module: str, test: str, entry_point: str |
             group = SampleCgroup(iso.cgroups, limits.memory_bytes, limits.max_processes + HARNESS_TASKS) \
                 if cgroup else None
         except OSError as exc:
-            return Outcome(f"error: cannot make the sample's cgroup: {exc}", time.monotonic() - started)
+            return ProgramVerdict(f"error: cannot make the sample's cgroup: {exc}", time.monotonic() - started)
         peak = None
         try:
             if group is not None:
@@ -703,7 +703,7 @@ def _run(iso: Isolation, python: str, module: str, test: str, entry_point: str |
             if group is not None:
                 peak = group.peak_bytes()
                 group.close()
-    return Outcome(status, time.monotonic() - started, peak)
+    return ProgramVerdict(status, time.monotonic() - started, peak)
 
 
 def _exchange(argv: list[str], cwd: str, job: bytes, nonce: str, timeout_s: float, uid: int | None) -> str:
@@ -752,7 +752,7 @@ def _read_bounded(proc: subprocess.Popen[bytes], job: bytes, timeout_s: float,
     return b"".join(chunks[proc.stdout.fileno()]), b"".join(chunks[proc.stderr.fileno()]), True
 
 
-def execute(code: str, limits: Limits = Limits(), python: str | None = None, allow_unsafe: bool = False) -> Outcome:
+def execute(code: str, limits: Limits = Limits(), python: str | None = None, allow_unsafe: bool = False) -> ProgramVerdict:
     """Run a whole program in the sandbox: "passed" when it ran to its end."""
     return check(code, limits=limits, python=python, allow_unsafe=allow_unsafe)
 
@@ -779,7 +779,7 @@ def _verdict(text: str, nonce: str, returncode: int, stderr: str = "") -> str:
 
 
 async def check_many(programs: Sequence[Program], limits: Limits = Limits(), workers: int = 2,
-                     python: str | None = None, allow_unsafe: bool = False, imports: str = "") -> list[Outcome]:
+                     python: str | None = None, allow_unsafe: bool = False, imports: str = "") -> list[ProgramVerdict]:
     """Check samples in parallel with at most `workers` at once; identical samples run
     once (pass@1 of the 4k and 16k PrivateEval files shares many programs). `imports`,
     what the programs need, is tried once in the sandbox before any of them."""
@@ -790,7 +790,7 @@ async def check_many(programs: Sequence[Program], limits: Limits = Limits(), wor
     provided = frozenset(imported_modules(imports))
     limiter = anyio.CapacityLimiter(max(1, workers))
     unique = list(dict.fromkeys(programs))
-    results: dict[Program, Outcome] = {}
+    results: dict[Program, ProgramVerdict] = {}
 
     async def one(p: Program) -> None:
         results[p] = await anyio.to_thread.run_sync(
@@ -804,6 +804,6 @@ async def check_many(programs: Sequence[Program], limits: Limits = Limits(), wor
 
 
 async def execute_many(codes: Sequence[str], limits: Limits = Limits(), workers: int = 2,
-                       python: str | None = None, allow_unsafe: bool = False) -> list[Outcome]:
+                       python: str | None = None, allow_unsafe: bool = False) -> list[ProgramVerdict]:
     """`execute` for many programs (see `check_many`)."""
     return await check_many([Program(c) for c in codes], limits, workers, python, allow_unsafe)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import UserError
-from .sandbox import Limits, Outcome, Program
+from .sandbox import Limits, Program, ProgramVerdict
 
 # Programs per task: a program costs about a second of CPU (interpreter, numpy/pandas
 # imports, checker), so a task is a few seconds, far above Ray's per-task overhead, and a
@@ -36,7 +36,7 @@ MapChunks = Callable[[Callable[..., Any], list[tuple[Any, ...]]], list[Any]]
 Setup = Callable[[dict[str, Any]], tuple[str, Limits]]
 
 
-def check_chunk(programs: list[Program], options: dict[str, Any], setup: Setup) -> list[Outcome]:
+def check_chunk(programs: list[Program], options: dict[str, Any], setup: Setup) -> list[ProgramVerdict]:
     """Check `programs` on this machine, one at a time (the task holds one CPU), after
     choosing the interpreter and limits (`setup(options)`, the benchmark's rule) and
     probing the sandbox here. A machine that cannot sandbox: every program gets
@@ -54,11 +54,11 @@ def check_chunk(programs: list[Program], options: dict[str, Any], setup: Setup) 
     except UserError as exc:
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
         why = f"error: on {socket.gethostname()}: {lines[0]}"
-        return [Outcome(why, 0.0) for _ in programs]
+        return [ProgramVerdict(why, 0.0) for _ in programs]
 
 
 def check_spread(programs: list[Program], options: dict[str, Any], map_chunks: MapChunks,
-                 setup: Setup) -> list[Outcome]:
+                 setup: Setup) -> list[ProgramVerdict]:
     """`check_many` through `map_chunks`: identical programs run once, the distinct ones
     in chunks of CHUNK_PROGRAMS, one task each; outcomes in the order of `programs`."""
     unique = list(dict.fromkeys(programs))
@@ -68,7 +68,7 @@ def check_spread(programs: list[Program], options: dict[str, Any], map_chunks: M
     chunks = [unique[k::n_chunks] for k in range(n_chunks)]  # dealt: slow problems spread
     wanted = {key: options[key] for key in SANDBOX_OPTIONS if options.get(key) is not None}
     results = map_chunks(check_chunk, [(chunk, wanted, setup) for chunk in chunks])
-    verdict: dict[Program, Outcome] = {}
+    verdict: dict[Program, ProgramVerdict] = {}
     for chunk, outcomes in zip(chunks, results):
         verdict.update(zip(chunk, outcomes))
     return [verdict[p] for p in programs]

@@ -12,7 +12,7 @@ Where the context comes from, in order: a server that reports it (TGI `/info`, v
 `/v1/models`), else the shipped model-context table.
 
 Where the server's own limits are known (`room`), a prompt sent raw is checked against
-them after it is cut and wrapped (prompting.py): pred.py's text is its cut *plus* the
+them after it is cut and wrapped (run/prompting.py): pred.py's text is its cut *plus* the
 chat format `build_chat` writes around it, and the two cut halves re-tokenize to a few
 more tokens than were kept, so a cut to exactly `context - max_new_tokens` is still
 refused (42 of 89 samples at a 2,048-token context). Those prompts are cut further, by

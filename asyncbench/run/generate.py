@@ -1,7 +1,7 @@
 """Cache-first generation: requests -> (cache | runner) -> answers, with one writer
 that puts every answer and its ledger row in the store in small batches.
 
-`Engine.generate` is the one way a run asks a model anything (eval, judge, prior): it
+`CacheFirst.generate` is the one way a run asks a model anything (eval, judge, prior): it
 hashes and looks up requests chunk by chunk, sends the misses through the runner, books
 each outcome in the ledger and returns the answers in request order. What the runner
 tells (runners/base.py: outcomes, batch records, its counters) comes as events; the
@@ -22,13 +22,13 @@ from typing import Any, NamedTuple, TypeVar
 
 import anyio
 
-from .client import ModelClient, check_reachable
-from .errors import ProviderError
-from .ledger import NO_TASK, RequestEntry
-from .progress import RunProgress
-from .run_summary import Latencies
-from .runners import Runner
-from .runners.base import (
+from ..client import ModelClient, check_reachable
+from ..errors import ProviderError
+from ..ledger import NO_TASK, RequestEntry
+from ..progress import RunProgress
+from ..run_summary import Latencies
+from ..runners import Runner
+from ..runners.base import (
     BatchLookup,
     BatchRecord,
     BatchState,
@@ -40,13 +40,13 @@ from .runners.base import (
     SendOrder,
     add_stats,
 )
-from .scheduler import Budget, EndpointHealth, Job, Outcome, SchedulerStats
-from .secrets import redactor, strip_userinfo
-from .store import Store
-from .store.batch_journal import BatchJournal, finished_files, unresolved
-from .store.journal import Journal, StoredMeanwhile, ingest
-from .store.rows import CachedResponse, FailureRow, ResponseRow
-from .types import Purpose, Request, Response, Sample, Usage
+from ..scheduler import Budget, EndpointHealth, Job, Outcome, SchedulerStats
+from ..secrets import redactor, strip_userinfo
+from ..store import Store
+from ..store.batch_journal import BatchJournal, finished_files, unresolved
+from ..store.journal import Journal, StoredMeanwhile, ingest
+from ..store.rows import CachedResponse, FailureRow, ResponseRow
+from ..types import Purpose, Request, Response, Sample, Usage
 
 T = TypeVar("T")
 
@@ -75,7 +75,7 @@ class Lookup(NamedTuple):
 
 @dataclass
 class Generated:
-    """What `Engine.generate` returns, one entry per request in order; `sources` says what
+    """What `CacheFirst.generate` returns, one entry per request in order; `sources` says what
     became of each (ledger.REQUEST_SOURCES)."""
 
     answers: list[Response | ProviderError | None]
@@ -83,7 +83,7 @@ class Generated:
     keys: list[str]
 
 
-class Engine:
+class CacheFirst:
     """Cache-first generation through the scheduler; one writer to the store."""
 
     def __init__(self, store: Store, run_id: str, invocation: int, progress_enabled: bool | None, budget: Budget,
@@ -296,11 +296,11 @@ class Engine:
 
 
 class _Generation:
-    """The state of one `Engine.generate` call, in one place: the requests read so far,
+    """The state of one `CacheFirst.generate` call, in one place: the requests read so far,
     their keys, cache hits and in-run duplicates; the methods that feed the runner, take
     its outcomes (accounts, cache rows, progress) and put the answers in request order."""
 
-    def __init__(self, engine: Engine, client: ModelClient, source: Iterator[Request], purpose: Purpose,
+    def __init__(self, engine: CacheFirst, client: ModelClient, source: Iterator[Request], purpose: Purpose,
                  samples: Sequence[Sample] | None, progress: RunProgress,
                  looked_up: Lookup | None = None, own_total: bool = True) -> None:
         self.engine = engine

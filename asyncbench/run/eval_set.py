@@ -27,16 +27,16 @@ from typing import Any
 import anyio
 import tomllib
 
-from .client import ModelClient, SharedEndpoints
-from .config import RUN_FIELDS, RunConfig, run_fields
-from .engine import execute
-from .errors import RunInterrupted, UserError
+from ..client import ModelClient, SharedEndpoints
+from ..config import RUN_FIELDS, RunConfig, run_fields
+from ..errors import RunInterrupted, UserError
+from ..run_summary import DryRunSummary, RunSummary
+from ..runners import Runner
+from ..runners.base import MapChunks, OnEvent, RunnerReport
+from ..scheduler import Budget, Job
+from ..store import Store
+from .execute import execute
 from .plan import RUN_ID, RunPlan, SetShared, dry_run, open_in_background, plan, runner_for
-from .run_summary import DryRunSummary, RunSummary
-from .runners import Runner
-from .runners.base import MapChunks, OnEvent, RunnerReport
-from .scheduler import Budget, Job
-from .store import Store
 
 # What a set file's [[models]] entry may set for its model alone; everything else is the
 # set's (one cache, one budget, one backend, the same samples for every model).
@@ -48,7 +48,7 @@ def split_benchmarks(arg: str) -> list[str]:
     """`longbench:hotpotqa,qasper,minilongbench` -> ["longbench:hotpotqa,qasper", "minilongbench"]:
     a comma starts a new benchmark where the next name is one (a registered benchmark or
     `jsonl:`), else it continues the previous benchmark's task list."""
-    from .benchmarks import benchmark_classes
+    from ..benchmarks import benchmark_classes
 
     known = set(benchmark_classes())
     out: list[str] = []
@@ -68,7 +68,7 @@ def run_configs(benchmarks: Sequence[str], models: Sequence[Mapping[str, Any]],
     """One validated RunConfig per (model, benchmark): the set's `options` (run flags and
     benchmark options by key) with each model's own MODEL_KEYS over them. A benchmark
     option reaches the benchmarks that declare it; one that none of them reads is an error."""
-    from .benchmarks import benchmark_classes, benchmark_options, family_of
+    from ..benchmarks import benchmark_classes, benchmark_options, family_of
 
     given = _benchmark_given(benchmarks, options)
     shared = run_fields(options)
@@ -87,7 +87,7 @@ def run_configs(benchmarks: Sequence[str], models: Sequence[Mapping[str, Any]],
 def _benchmark_given(benchmarks: Sequence[str], options: Mapping[str, Any]) -> dict[str, Any]:
     """The benchmark options given; an unknown option, or one no benchmark of the set
     reads, is one UserError."""
-    from .benchmarks import benchmark_classes, family_of, option_keys
+    from ..benchmarks import benchmark_classes, family_of, option_keys
 
     bench_keys = option_keys()
     unknown = sorted(k for k in options if k not in RUN_FIELDS and k not in bench_keys)
@@ -218,7 +218,7 @@ async def plan_set(cfgs: Sequence[RunConfig], sim_url: str | None = None) -> Set
     runner = runner_for(first) if first.backend == "ray" and not first.dry_run else None
     opening = None
     if not first.dry_run:  # one store for the set: one connection, so two runs' writes never collide
-        from .store import default_cache_path
+        from ..store import default_cache_path
 
         opening = open_in_background(Path(first.cache).expanduser() if first.cache else default_cache_path())
     shared = SetShared(endpoints, _Borrowed(runner) if runner is not None else None, opening)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from .client import ModelClient
-from .run_summary import DryRunSummary, DryRunTotals, JudgeNote, PurposeEstimate
-from .store.stored_plan import StoredPlan
-from .types import Request, Sample
+from ..client import ModelClient
+from ..run_summary import DryRunSummary, DryRunTotals, JudgeNote, PurposeEstimate
+from ..store.stored_plan import StoredPlan
+from ..types import Request, Sample
 
 
 @dataclass(frozen=True)

@@ -10,16 +10,16 @@ import json
 import time
 from dataclasses import dataclass
 
-from .benchmarks.base import notes_of
-from .generation import Engine, Generated
-from .ledger import LEGACY_STATUSES, SETTLED, InvocationEntry, SampleEntry, merge_sample
+from ..benchmarks.base import notes_of
+from ..ledger import LEGACY_STATUSES, SETTLED, InvocationEntry, SampleEntry, merge_sample
+from ..run_summary import Closing, RunSummary, Truncation, interrupted_summary, run_summary, write_out
+from ..serving import serving_figures
+from ..store import Store
+from ..store.rows import ResultRow
+from ..types import Sample, SampleResult
+from .generate import CacheFirst, Generated
 from .plan import RunPlan
 from .prompting import Tally
-from .run_summary import Closing, RunSummary, Truncation, interrupted_summary, run_summary, write_out
-from .serving import serving_figures
-from .store import Store
-from .store.rows import ResultRow
-from .types import Sample, SampleResult
 
 # Why a sample the benchmark's prepare() left out is excluded (run.json "prepare" says more).
 EXCLUDED_BY_RULE = "left out by the benchmark's own rule (see run.json prepare)"
@@ -29,7 +29,7 @@ RECORD_WINDOW = 8192
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Scored:
     """What generating and scoring produced: the samples loaded, those asked (in order),
     their answers and results, and prepare's (and adaptive rounds') report. `recorder`:
     what wrote the results' sample rows already (a streamed source, window by window;
@@ -97,7 +97,7 @@ def slim(r: SampleResult) -> SampleResult:
                         references=_NO_REFERENCES)
 
 
-def book_stats(invocation: InvocationEntry, engine: Engine, started: float) -> None:
+def book_stats(invocation: InvocationEntry, engine: CacheFirst, started: float) -> None:
     """The invocation's wall time and the runner's request counts, finished or not."""
     stats = engine.stats()
     invocation.wall_s = round(time.time() - started, 3)
@@ -105,8 +105,8 @@ def book_stats(invocation: InvocationEntry, engine: Engine, started: float) -> N
     invocation.rate_limited, invocation.transient_errors = stats.rate_limited, stats.transient_errors
 
 
-def close_run(p: RunPlan, store: Store, engine: Engine, invocation: InvocationEntry,
-              earlier: list[InvocationEntry], outcome: Outcome, tally: Tally,
+def close_run(p: RunPlan, store: Store, engine: CacheFirst, invocation: InvocationEntry,
+              earlier: list[InvocationEntry], outcome: Scored, tally: Tally,
               fingerprint: str | None = None) -> RunSummary:
     """Book every sample and the invocation, aggregate the scores, store the summary with
     the run and write run.json. `fingerprint`: what the scores came from (reuse.py), kept
@@ -170,7 +170,7 @@ def failed_in_run(store: Store, run_id: str, endpoints: list[dict[str, object]])
             for e in endpoints]
 
 
-def book_interrupted(p: RunPlan, store: Store, engine: Engine,
+def book_interrupted(p: RunPlan, store: Store, engine: CacheFirst,
                      invocation: InvocationEntry) -> RunSummary:
     """An invocation that did not finish (Ctrl-C, a crash): store the answers and ledger
     rows still queued, book its requests and wall time, and write run.json from the

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .benchmarks.longbench.budget import PromptBudget
-from .benchmarks.longbench.official_models import OfficialModel
-from .config import SIM, RunConfig, auto_model
-from .errors import UserError
-from .providers import ModelSpec, ProviderBase, parse_model_spec
-from .tokenizers import Tokenizer, TokenizerFile, get_tokenizer, tiktoken_encoding_for
+from ..benchmarks.longbench.budget import PromptBudget
+from ..benchmarks.longbench.official_models import OfficialModel
+from ..config import SIM, RunConfig, auto_model
+from ..errors import UserError
+from ..providers import ModelSpec, ProviderBase, parse_model_spec
+from ..tokenizers import Tokenizer, TokenizerFile, get_tokenizer, tiktoken_encoding_for
 
 SIM_ENDPOINT = "asyncbench-sim"  # `--model sim`: the built-in simulator, not a model of its own
 
@@ -38,7 +38,7 @@ async def official_model(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase
     run.json records about it: which settings apply and why, or why none do (`notice`:
     the one line said before anything is sent when an open-model server is not one of
     pred.py's models, with how to name it)."""
-    from .benchmarks.longbench.official_models import identify, model2path_file, read_tables
+    from ..benchmarks.longbench.official_models import identify, model2path_file, read_tables
 
     if not provider.serves_open_models:
         if cfg.official_model:
@@ -73,8 +73,8 @@ async def prompt_budget(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
     `model2maxlen.json` entry (`official`, the benchmark's copy), else context - 500; the
     context itself from the server (TGI /info, vLLM /v1/models) or the shipped table caps
     every sample."""
-    from .benchmarks.longbench.budget import from_context, official_maxlen
-    from .benchmarks.longbench.prompts import context_window_for
+    from ..benchmarks.longbench.budget import from_context, official_maxlen
+    from ..benchmarks.longbench.prompts import context_window_for
 
     server_input, server_total, server_source = await provider.context_limits(spec.base_urls)
     known = context_window_for(spec.model)
@@ -101,7 +101,7 @@ async def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec, provider: Provid
     tokenizer.json, hf:REPO, a tiktoken name), tiktoken for OpenAI models, the server's
     own (TGI `/tokenize`, vLLM `/tokenize` + `/detokenize`), else cl100k_base as a
     stand-in that run.json and the summary name."""
-    from .benchmarks.longbench.official_models import counts_special_tokens, sentencepiece_decode
+    from ..benchmarks.longbench.official_models import counts_special_tokens, sentencepiece_decode
 
     if cfg.tokenizer:
         try:

@@ -1,7 +1,7 @@
 """Planning a run: the RunConfig, read once, becomes a frozen `RunPlan` — the benchmark and
 its samples, one client per role, the prompt budget and tokenizer, the runner, the run id
 and out folder, the price check. Nothing after planning reads the config: `execute(plan)`
-(engine.py) runs it, and `--dry-run` prices it (`dry_run(plan)`) instead.
+(execute.py) runs it, and `--dry-run` prices it (`dry_run(plan)`) instead.
 
 The run id is a hash of what determines the results (benchmark, tasks, model, endpoint
 identity, generation settings), so running the same command again continues the same
@@ -20,27 +20,27 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .benchmarks import parse_benchmark
-from .benchmarks.base import Benchmark, Generating, Loaded, LoadOptions
-from .benchmarks.longbench.budget import OFFICIAL_MARGIN, PromptBudget, model2maxlen_path
-from .benchmarks.longbench.official_models import OfficialModel, samsum_stop
-from .client import ModelClient, SharedEndpoints, make_client
-from .config import RunConfig
-from .errors import UserError
-from .estimate import Pricing
-from .pricing import SHAPE, PriceTable
-from .progress import StepProgress
+from ..benchmarks import parse_benchmark
+from ..benchmarks.base import Benchmark, Generating, Loaded, LoadOptions
+from ..benchmarks.longbench.budget import OFFICIAL_MARGIN, PromptBudget, model2maxlen_path
+from ..benchmarks.longbench.official_models import OfficialModel, samsum_stop
+from ..client import ModelClient, SharedEndpoints, make_client
+from ..config import RunConfig
+from ..errors import UserError
+from ..pricing import SHAPE, PriceTable
+from ..progress import StepProgress
+from ..providers import ModelSpec
+from ..run_summary import DryRunSummary
+from ..runners import LocalRunner, Runner
+from ..sampling_rules import one_sampler_only
+from ..secrets import redact_json
+from ..store import Store, default_cache_path
+from ..store.stored_plan import stored_plan
+from ..tokenizers import Tokenizer
+from ..types import Sample, SampleResult
+from .dry_run import Pricing
 from .prompting import Prompting, ReleaseRequest, Tally
-from .providers import ModelSpec
 from .resolve import official_model, prompt_budget, resolve_model, truncation_tokenizer
-from .run_summary import DryRunSummary
-from .runners import LocalRunner, Runner
-from .sampling_rules import one_sampler_only
-from .secrets import redact_json
-from .store import Store, default_cache_path
-from .store.stored_plan import stored_plan
-from .tokenizers import Tokenizer
-from .types import Sample, SampleResult
 
 # An adaptive benchmark's rounds (benchmarks/longbench/adaptive.py): it is handed the
 # samples it may ask and `ask(batch)`, and returns the rounds asked and a report.
@@ -162,7 +162,7 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | N
     `shared`: what an eval set's runs share."""
     started = time.time()
     cfg.validate()
-    from .datadir import resolve_data_dir
+    from ..datadir import resolve_data_dir
 
     data_dir = resolve_data_dir(cfg.data_dir)
     benchmark, tasks = parse_benchmark(cfg.benchmark, cfg.extra, data_dir)
@@ -181,7 +181,7 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | N
         client, judge = _clients(cfg, prices, sim_url, clients, shared)
         unpriced = _check_prices(cfg, clients)
         if cfg.batch and not client.has_batch_api:
-            from .runners.batch import no_batch_api
+            from ..runners.batch import no_batch_api
 
             raise no_batch_api(client.spec.label)
         if not cfg.dry_run:
@@ -335,7 +335,7 @@ def runner_for(cfg: RunConfig) -> Runner:
     if cfg.batch:
         if cfg.backend != "local":
             raise UserError("--batch sends through the provider's batch API: it takes no --backend")
-        from .runners.batch import BatchRunner
+        from ..runners.batch import BatchRunner
 
         return BatchRunner(cfg.timeout_s, cfg.max_attempts, wait=not cfg.no_wait, fallback=cfg.batch_fallback,
                            progress=cfg.progress)
@@ -343,7 +343,7 @@ def runner_for(cfg: RunConfig) -> Runner:
         return LocalRunner(cfg.timeout_s, cfg.max_attempts)
     if cfg.backend != "ray":
         raise UserError(f"unknown backend {cfg.backend!r}; use local or ray")
-    from .runners.ray import RayRunner
+    from ..runners.ray import RayRunner
 
     return RayRunner(cfg.ray_address, cfg.ray_workers, cfg.concurrency, cfg.timeout_s, cfg.max_attempts,
                      shared_limiter=cfg.ray_shared_limiter)
@@ -393,7 +393,7 @@ def public_config(cfg: RunConfig, spec: ModelSpec) -> dict[str, object]:
 
 
 def _default_name(run_id: str, cache: Path | None) -> str:
-    from .store import default_cache_path
+    from ..store import default_cache_path
 
     if cache is None or cache.expanduser().resolve() == default_cache_path().expanduser().resolve():
         return run_id

@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .benchmarks.longbench.budget import PromptBudget
-from .benchmarks.longbench.official_models import NewlineStop, OfficialModel, build_chat, has_post_process
-from .client import ModelClient
-from .errors import ProviderError, UserError
-from .tokenizers import Tokenizer
-from .types import Request, Sample
+from ..benchmarks.longbench.budget import PromptBudget
+from ..benchmarks.longbench.official_models import NewlineStop, OfficialModel, build_chat, has_post_process
+from ..client import ModelClient
+from ..errors import ProviderError, UserError
+from ..tokenizers import Tokenizer
+from ..types import Request, Sample
 
 # Tokens a cut prompt may gain when sent: pred.py's chat formats add at most ~45 (vicuna's
 # system message, Llama-2 tokens), the re-tokenized seam a few. A cut this far below the
@@ -105,7 +105,7 @@ class Prompting:
     def _cut(self, s: Sample, templated: bool, tally: Tally, cut: int | None = None) -> str:
         """The sample's prompt cut to its budget (the room a server's template takes when
         `templated`), or to `cut` tokens; what was removed is counted in the tally."""
-        from .benchmarks.longbench.prompts import build_request_prompt
+        from ..benchmarks.longbench.prompts import build_request_prompt
 
         if cut is None:
             cut = self.budget.for_sample(s.max_tokens, templated)

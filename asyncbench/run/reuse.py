@@ -30,12 +30,12 @@ import time
 from functools import cache
 from pathlib import Path
 
-from .ledger import InvocationEntry, Ledger
+from ..ledger import InvocationEntry, Ledger
+from ..run_summary import Closing, Latencies, RunSummary, write_out
+from ..runners.local import LOCAL, LocalRunner
+from ..store import Store
 from .plan import RunPlan
 from .record import store_summary
-from .run_summary import Closing, Latencies, RunSummary, write_out
-from .runners.local import LOCAL, LocalRunner
-from .store import Store
 
 
 @cache

@@ -1,13 +1,13 @@
-"""A run from its configuration: plan it (plan.py), then execute the plan (engine.py) or,
+"""A run from its configuration: plan it (plan.py), then execute the plan (execute.py) or,
 for `--dry-run`, price it. The only place above planning that holds both, so nothing
 below planning receives the RunConfig."""
 
 from __future__ import annotations
 
-from .config import RunConfig
-from .engine import execute
+from ..config import RunConfig
+from ..run_summary import DryRunSummary, RunSummary
+from .execute import execute
 from .plan import dry_run, plan
-from .run_summary import DryRunSummary, RunSummary
 
 
 async def run(cfg: RunConfig, sim_url: str | None = None) -> RunSummary | DryRunSummary:

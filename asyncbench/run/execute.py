@@ -22,22 +22,22 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ..benchmarks.base import RunContext
+from ..benchmarks.longbench.official_models import postprocess
+from ..errors import ProviderError, RunInterrupted
+from ..ledger import InvocationEntry, interrupted
+from ..progress import RunProgress
+from ..run_summary import RunSummary
+from ..runners import Runner
+from ..scheduler import Budget
+from ..store import Store
+from ..store.journal import Journal, replay
+from ..types import Purpose, Request, Response, Sample, SampleResult
 from . import reuse
-from .benchmarks.base import RunContext
-from .benchmarks.longbench.official_models import postprocess
-from .errors import ProviderError, RunInterrupted
-from .generation import Engine, Generated
-from .ledger import InvocationEntry, interrupted
+from .generate import CacheFirst, Generated
 from .plan import RunPlan
-from .progress import RunProgress
 from .prompting import Tally
-from .record import Outcome, Recorder, book_interrupted, close_run, slim
-from .run_summary import RunSummary
-from .runners import Runner
-from .scheduler import Budget
-from .store import Store
-from .store.journal import Journal, replay
-from .types import Purpose, Request, Response, Sample, SampleResult
+from .record import Recorder, Scored, book_interrupted, close_run, slim
 
 # Samples of a streamed source generated, scored and recorded at a time: large enough that
 # the pause between windows (the last requests of one answered before the next is sent)
@@ -73,7 +73,7 @@ async def execute(p: RunPlan, budget: Budget | None = None) -> RunSummary:
         # --max-cost is the run's budget across its invocations: what earlier ones paid counts
         if budget is None:
             budget = Budget(p.max_cost, spent=sum(g.cost_usd for g in before.requests))
-        engine = Engine(store, p.run_id, invocation.invocation, p.progress, budget, runner,
+        engine = CacheFirst(store, p.run_id, invocation.invocation, p.progress, budget, runner,
                         Journal(store.path, p.run_id), prompt_cache=p.prompt_cache)
         tally = Tally()
         try:
@@ -84,7 +84,7 @@ async def execute(p: RunPlan, budget: Budget | None = None) -> RunSummary:
             raise
 
 
-def _book_failed(p: RunPlan, store: Store, runner: Runner, engine: Engine, invocation: InvocationEntry,
+def _book_failed(p: RunPlan, store: Store, runner: Runner, engine: CacheFirst, invocation: InvocationEntry,
                  exc: BaseException) -> None:
     """Book an invocation that ended by `exc`, then say how: an error is re-raised as it
     is, an interruption as RunInterrupted carrying the summary written."""
@@ -98,7 +98,7 @@ def _book_failed(p: RunPlan, store: Store, runner: Runner, engine: Engine, invoc
         raise RunInterrupted({**summary.to_json(), "out_dir": summary.out_dir}) from None
 
 
-def _context(p: RunPlan, engine: Engine, runner: Runner) -> RunContext:
+def _context(p: RunPlan, engine: CacheFirst, runner: Runner) -> RunContext:
     """What a benchmark's prepare and score reach the models through: judge and prior
     calls go through the same engine (cache, budget, ledger) as the evaluated requests."""
     client, prompting = p.client, p.prompting
@@ -141,11 +141,11 @@ async def _prepare(p: RunPlan, listed: list[Sample], ctx: RunContext, tally: Tal
     return _Prepared(requests, kept, listed, dict(report))
 
 
-async def _generate(p: RunPlan, engine: Engine, ctx: RunContext, tally: Tally) -> Outcome:
+async def _generate(p: RunPlan, engine: CacheFirst, ctx: RunContext, tally: Tally) -> Scored:
     """Generate and score every sample (the writer storing answers as they come), then
     flush what is queued; an error is raised after the flush."""
     failure: Exception | None = None
-    outcome: Outcome | None = None
+    outcome: Scored | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(engine.writer)
         try:
@@ -161,7 +161,7 @@ async def _generate(p: RunPlan, engine: Engine, ctx: RunContext, tally: Tally) -
                 generated = await engine.generate(p.client, prepared.requests, "eval", prepared.kept,
                                                   label=f"{p.benchmark_name} {p.client.spec.label}")
                 results = await _score(p, prepared.kept, generated, tally, ctx)
-                outcome = Outcome(prepared.loaded, prepared.kept, generated, results, prepared.report)
+                outcome = Scored(prepared.loaded, prepared.kept, generated, results, prepared.report)
         except Exception as exc:
             failure = exc
         await engine.flush()
@@ -173,7 +173,7 @@ async def _generate(p: RunPlan, engine: Engine, ctx: RunContext, tally: Tally) -
     return outcome
 
 
-async def _administer(p: RunPlan, prepared: _Prepared, engine: Engine, ctx: RunContext, tally: Tally) -> Outcome:
+async def _administer(p: RunPlan, prepared: _Prepared, engine: CacheFirst, ctx: RunContext, tally: Tally) -> Scored:
     """Rounds of generate + score, each batch chosen by the benchmark from the answers so
     far; the samples asked, their answers and results in the order asked."""
     assert p.caps.administer is not None
@@ -187,12 +187,12 @@ async def _administer(p: RunPlan, prepared: _Prepared, engine: Engine, ctx: RunC
     asked = [s for batch, _, _ in rounds for s in batch]
     generated = Generated([a for _, g, _ in rounds for a in g.answers], [x for _, g, _ in rounds for x in g.sources],
                           [k for _, g, _ in rounds for k in g.keys])
-    return Outcome(prepared.loaded, asked, generated, [r for _, _, rs in rounds for r in rs],
+    return Scored(prepared.loaded, asked, generated, [r for _, _, rs in rounds for r in rs],
                    {**prepared.report, **report})
 
 
-async def _generated(p: RunPlan, heads: list[Sample], engine: Engine, ctx: RunContext, tally: Tally,
-                     tg: TaskGroup) -> Outcome:
+async def _generated(p: RunPlan, heads: list[Sample], engine: CacheFirst, ctx: RunContext, tally: Tally,
+                     tg: TaskGroup) -> Scored:
     """A generated source: `prepare` decides on the samples' heads (100-LongBench's
     prior-knowledge filter reads questions only), then the samples it kept are built in a
     worker thread (`_build`, in `tg`) a window ahead of the requests, so memory holds two
@@ -203,7 +203,7 @@ async def _generated(p: RunPlan, heads: list[Sample], engine: Engine, ctx: RunCo
     send, receive = anyio.create_memory_object_stream[list[Sample] | Exception](0)
     tg.start_soon(_build, p.samples.select(wanted.__contains__), send)
     streamed = await _windows(p, engine, ctx, tally, _received(receive), total=len(kept))
-    return Outcome(heads, kept, streamed.generated, streamed.results, dict(report), streamed.recorder)
+    return Scored(heads, kept, streamed.generated, streamed.results, dict(report), streamed.recorder)
 
 
 async def _build(samples: Iterator[Sample], send: MemoryObjectSendStream[list[Sample] | Exception]) -> None:
@@ -243,8 +243,8 @@ async def _slices(stream: Iterator[Sample]) -> AsyncIterator[Iterator[Sample]]:
         yield islice(stream, STREAM_WINDOW)
 
 
-async def _windows(p: RunPlan, engine: Engine, ctx: RunContext, tally: Tally,
-                   windows: AsyncIterator[Iterator[Sample]], total: int | None = None) -> Outcome:
+async def _windows(p: RunPlan, engine: CacheFirst, ctx: RunContext, tally: Tally,
+                   windows: AsyncIterator[Iterator[Sample]], total: int | None = None) -> Scored:
     """Samples a window at a time: each window generated (one progress bar for all, over
     `total` when known), scored and its sample rows written, then let go; what the
     aggregate reads of each result is kept (record.slim)."""
@@ -262,7 +262,7 @@ async def _windows(p: RunPlan, engine: Engine, ctx: RunContext, tally: Tally,
             await engine.in_store(partial(recorder.write, engine.store, results, generated.sources))
             kept += map(slim, results)
         progress.set_total(len(kept))
-    return Outcome([], [], Generated([], [], []), kept, {}, recorder)
+    return Scored([], [], Generated([], [], []), kept, {}, recorder)
 
 
 def _collect(items: Iterator[Sample], into: list[Sample]) -> Iterator[Sample]:
