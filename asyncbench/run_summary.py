@@ -63,7 +63,7 @@ class Truncation(TypedDict, total=False):
     tokenizer_stand_in: bool
     official: dict[str, object]
     release_requests: dict[str, object]
-    samsum: dict[str, object]
+    newline_stop: dict[str, object]  # the official newline rule as sent (prompt_rules/official_models.py)
     no_template_sent_as_chat: list[str]
     fitted: dict[str, object]  # cut below the budget to fit the server (run/prompting.py _fit)
     n_truncated: int

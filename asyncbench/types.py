@@ -42,8 +42,6 @@ class Sample:
     metric: str | None = None
     chat: bool = True
     meta: dict[str, Any] = field(default_factory=dict)
-    # stop sequences the official script generates with (LongBench samsum: "\n")
-    stop: list[str] = field(default_factory=list)
 
 
 @dataclass

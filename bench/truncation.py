@@ -16,7 +16,7 @@ from pathlib import Path
 
 from asyncbench.benchmarks.base import LoadOptions
 from asyncbench.benchmarks.longbench.benchmark import MiniLongBench
-from asyncbench.benchmarks.longbench.prompts import truncate_middle
+from asyncbench.prompt_rules.cut import truncate_middle
 from asyncbench.tokenizers import get_tokenizer
 
 LIMITS = (3500, 7500, 15500, 31500)  # LongBench's model2maxlen values for 4k..32k models

@@ -114,10 +114,10 @@ def test_requests_reaching_the_server_are_pred_py_s(tmp_path: Path, provider: st
     assert len(samsum) == 15
     if provider == "openai-compat":
         assert all(b["min_tokens"] == 1 and b["stop_token_ids"] == [13] and "stop" not in b for b in samsum)
-        assert not run["truncation"]["samsum"]["client_cut"]
+        assert not run["truncation"]["newline_stop"]["client_cut"]
     else:
         assert all("stop" not in b["parameters"] for b in samsum)
-        assert run["truncation"]["samsum"]["client_cut"]
+        assert run["truncation"]["newline_stop"]["client_cut"]
 
 
 def pred_py_cut_at(prompt: str, dataset: str, budgets: range) -> dict[str, int]:

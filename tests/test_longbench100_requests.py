@@ -84,9 +84,11 @@ def test_claude_gets_the_release_s_system_prompt_and_sampling() -> None:
     from asyncbench.providers.anthropic import AnthropicProvider
     from asyncbench.types import Request
 
-    kwargs = LongBench100.release_request("the prompt", "anthropic", False)
+    release = LongBench100.RULES.release
+    assert release is not None
+    args = release.build("the prompt", "anthropic", False)
     request = Request(provider="anthropic", model="claude-3-5-sonnet", endpoint_id="x", max_tokens=64,
-                      messages=kwargs["messages"], temperature=kwargs["temperature"], params=kwargs["params"])
+                      messages=args.messages, temperature=args.temperature, params=dict(args.params))
     body, _ = AnthropicProvider("claude-3-5-sonnet", None)._params(request)
     assert body["system"] == "You are a helpful assistant. Make sure your output does not contain new lines."
     assert body["messages"] == [{"role": "user", "content": "the prompt"}]

@@ -18,8 +18,8 @@ from local_server import LocalServer
 
 from asyncbench.benchmarks.base import LoadOptions
 from asyncbench.benchmarks.longbench.benchmark import MiniLongBench
-from asyncbench.benchmarks.longbench.prompts import truncate_middle
 from asyncbench.benchmarks.longbench.table import NO_CHAT_TEMPLATE
+from asyncbench.prompt_rules.cut import truncate_middle
 from asyncbench.tokenizers import get_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def test_minilongbench_requests_are_pred_py_s(tmp_path: Path) -> None:
     assert run["truncation"]["tokenizer"] == "cl100k_base" and not run["truncation"]["tokenizer_stand_in"]
     assert run["truncation"]["official"]["why"] == "the model is named llama2-7b-chat-4k"
     # a server that is not vLLM: samsum is sent without a stop, its answers cut at the client
-    assert run["truncation"]["samsum"]["client_cut"] and run["truncation"]["samsum"]["params"] == {}
+    assert run["truncation"]["newline_stop"]["client_cut"] and run["truncation"]["newline_stop"]["params"] == {}
 
     tok = get_tokenizer("cl100k_base")
     samples = MiniLongBench(data_dir=DATA).load(LoadOptions(data_dir=DATA))

@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "asyncbench"
 MAY_TOUCH_PROVIDER = ("client.py", "runners/", "providers/")
 # Planning hands the provider to the resolvers that ask the server for its context length
 # and tokenizer (resolve.py, LongBench's official models): being moved into plan.py.
-PLANNING_RESOLVERS = {"official_model", "prompt_budget", "truncation_tokenizer", "samsum_stop"}
+PLANNING_RESOLVERS = {"official_model", "prompt_budget", "truncation_tokenizer", "newline_stop"}
 CLIENT_NAMES = {"client", "judge", "target"}
 
 

@@ -13,7 +13,8 @@ import httpx
 import pytest
 from pred_py import LLAMA2_TOKENIZER, llama2_tokenizer
 
-from asyncbench.benchmarks.longbench.official_models import build_chat, identify, postprocess
+from asyncbench.prompt_rules import PostProcess
+from asyncbench.prompt_rules.official_models import build_chat, identify
 from asyncbench.providers.openai_compat import VLLMTokenizer
 from asyncbench.providers.tgi import ServerTokenizer
 from asyncbench.sim.server import SimConfig, SimHandle, run_sim_in_thread
@@ -147,10 +148,12 @@ def test_the_model_is_found_from_what_the_server_serves() -> None:
 
 
 def test_samsum_client_cut_keeps_pred_py_s_answer() -> None:
-    steps = {"model": "llama2-7b-chat-4k", "newline_cut": True}
-    assert postprocess("\nA summary.\nDialogue: more", steps) == "\nA summary.\n"
-    assert postprocess("A summary.\nDialogue: more", steps) == "A summary.\n"
-    assert postprocess("no newline", steps) == "no newline"
+    post = PostProcess(newline_cut=True, model="llama2-7b-chat-4k")
+    assert post.apply("\nA summary.\nDialogue: more") == "\nA summary.\n"
+    assert post.apply("A summary.\nDialogue: more") == "A summary.\n"
+    assert post.apply("no newline") == "no newline"
+    # xgen's own post-processing follows the cut, as pred.py's post_process follows generation
+    assert PostProcess(newline_cut=True, model="xgen-7b-8k").apply(" Assistant: a\nb") == " a"
 
 
 def test_a_model_longbench_does_not_list_keeps_today_s_requests(tmp_path: Path,
@@ -192,7 +195,7 @@ def test_the_shipped_model2path_is_the_release_s(tmp_path: Path) -> None:
 
     from pred_py import DATA
 
-    from asyncbench.benchmarks.longbench.official_models import model2path_file, read_tables, shipped_model2path
+    from asyncbench.prompt_rules.official_models import model2path_file, read_tables, shipped_model2path
 
     shipped = json.loads(shipped_model2path().read_text(encoding="utf-8"))
     maxlen = json.loads((DATA / "longbench" / "model2maxlen.json").read_text(encoding="utf-8"))

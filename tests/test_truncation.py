@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from asyncbench.benchmarks.longbench.budget import (
+from asyncbench.prompt_rules.budget import (
     CHAT_TEMPLATE_TOKENS,
     OFFICIAL_MARGIN,
     PromptBudget,
     from_context,
     official_maxlen,
 )
-from asyncbench.benchmarks.longbench.prompts import build_request_prompt, context_window_for, truncate_middle
+from asyncbench.prompt_rules.context_table import context_window_for
+from asyncbench.prompt_rules.cut import build_request_prompt, truncate_middle
 from asyncbench.tokenizers import get_tokenizer
 from asyncbench.types import Sample
 

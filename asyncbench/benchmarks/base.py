@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ProviderError
+from ..prompt_rules import PromptRules
 from ..types import Purpose, Request, Response, Sample, SampleResult
 from .scores import ScoreSet
 
@@ -145,15 +146,13 @@ class Benchmark(ABC):
     OPTIONS: ClassVar[tuple[CliOption, ...]] = ()
     # its scores' type: which the report shows and how (scores.py)
     SCORES: ClassVar[type[ScoreSet]] = ScoreSet
-    # where its official model2maxlen.json (prompt budgets per model) is (budget.py); None: none
-    MODEL2MAXLEN: ClassVar[str | None] = None
-    # a run needs the model's context length (prompts are cut to it)
-    LONG_CONTEXT: ClassVar[bool] = False
+    # how its samples become requests and its answers predictions (prompt budget table,
+    # official open-model prompts, stops, post-processing, release requests): one value
+    # that planning and prompting read (asyncbench/prompt_rules/rules.py)
+    RULES: ClassVar[PromptRules] = PromptRules()
     # `iter_load` streams: a run sends the first requests while the rest is being read
     # (only where `prepare` is the identity); `fingerprint` then names the data
     STREAMS: ClassVar[bool] = False
-    # every request is sent as the release sends it (`release_request`), never cut
-    RELEASE_REQUESTS: ClassVar[bool] = False
     # the benchmark chooses each batch of samples itself (`administer`: adaptive testing)
     ADAPTIVE: ClassVar[bool] = False
     # its scores depend on more than the answers and the samples (a sandbox running the
@@ -234,15 +233,6 @@ class Benchmark(ABC):
     def planned_calls(self, samples: list[Sample], count: Any) -> dict[str, tuple[int, int, int]]:
         """The dry run's estimate of extra model calls by purpose (judge, prior): (calls,
         input tokens, output tokens); {} when scoring sends none."""
-        return {}
-
-    def release_request(self, prompt: str, provider: str, open_model: bool) -> dict[str, Any]:
-        """RELEASE_REQUESTS benchmarks: the release's request for a prompt, as
-        ModelClient.request keyword arguments."""
-        raise NotImplementedError(f"{self.name} sends requests the engine's way")
-
-    def describe_requests(self, provider: str, open_model: bool) -> dict[str, object]:
-        """RELEASE_REQUESTS benchmarks: how the release's requests look (run.json)."""
         return {}
 
     async def administer(self, samples: list[Sample], ask: Ask) -> tuple[list[Round], dict[str, Any]]:

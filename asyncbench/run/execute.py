@@ -23,7 +23,6 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..benchmarks.base import RunContext
-from ..benchmarks.longbench.official_models import postprocess
 from ..errors import ProviderError, RunInterrupted
 from ..ledger import InvocationEntry, interrupted
 from ..progress import RunProgress
@@ -112,9 +111,8 @@ def _context(p: RunPlan, engine: CacheFirst, runner: Runner) -> RunContext:
                      task: str | None = None, temperature: float = 0.0,
                      params: dict[str, object] | None = None, repeat: int = 0) -> Request:
         target = p.judge if spec_or_none and p.judge is not None else client
-        if not spec_or_none and prompting.release is not None and messages is None and prompt is not None:
-            return client.request(max_tokens=max_tokens, task=task, repeat=repeat,
-                                  **prompting.release_kwargs(prompt))
+        if not spec_or_none and prompting.rules.release is not None and messages is None and prompt is not None:
+            return prompting.release_request(prompt, max_tokens, repeat, task=task)
         return target.request(prompt=prompt, messages=messages, max_tokens=max_tokens, task=task,
                               temperature=temperature, params=params, repeat=repeat)
 
@@ -282,7 +280,7 @@ async def _score(p: RunPlan, samples: list[Sample], generated: Generated, tally:
                          truncated_tokens=tally.truncated.get(s.id, 0), meta=s.meta, references=list(s.answers))
         if isinstance(ans, Response):
             r.status = "ok"
-            r.prediction = postprocess(ans.text, s.meta.get("postprocess"))
+            r.prediction = tally.answer(s.id, ans.text)
             r.prompt_tokens = ans.usage.prompt_tokens
             r.completion_tokens = ans.usage.completion_tokens
             r.cached_prompt_tokens = ans.usage.cached_prompt_tokens

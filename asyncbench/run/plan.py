@@ -22,13 +22,14 @@ from typing import Any
 
 from ..benchmarks import parse_benchmark
 from ..benchmarks.base import Benchmark, Generating, Loaded, LoadOptions
-from ..benchmarks.longbench.budget import OFFICIAL_MARGIN, PromptBudget, model2maxlen_path
-from ..benchmarks.longbench.official_models import OfficialModel, samsum_stop
 from ..client import ModelClient, SharedEndpoints, make_client
 from ..config import RunConfig
 from ..errors import UserError
 from ..pricing import SHAPE, PriceTable
 from ..progress import StepProgress
+from ..prompt_rules import PromptRules
+from ..prompt_rules.budget import OFFICIAL_MARGIN, PromptBudget
+from ..prompt_rules.official_models import OfficialModel, newline_stop
 from ..providers import ModelSpec
 from ..run_summary import DryRunSummary
 from ..runners import LocalRunner, Runner
@@ -39,7 +40,7 @@ from ..store.stored_plan import stored_plan
 from ..tokenizers import Tokenizer
 from ..types import Sample, SampleResult
 from .dry_run import Pricing
-from .prompting import Prompting, ReleaseRequest, Tally
+from .prompting import Prompting, Tally
 from .resolve import official_model, prompt_budget, resolve_model, truncation_tokenizer
 
 # An adaptive benchmark's rounds (benchmarks/longbench/adaptive.py): it is handed the
@@ -57,12 +58,9 @@ class Capabilities:
     iter_load: Callable[[LoadOptions], Iterator[Sample]] | None  # streams its samples
     generate: Callable[[LoadOptions, Callable[[str], None]], Generating] | None  # builds its samples one at a time (CPU work)
     fingerprint: Callable[[], str] | None  # its data's content hash, for a streamed run's id
-    model2maxlen: str | None  # the folder of its model2maxlen.json
-    long_context: bool  # a run needs the model's context
+    rules: PromptRules  # how its samples become requests (prompt_rules/rules.py)
     planned_calls: PlannedCalls | None  # its judge / prior-knowledge calls, at most
     administer: Administer | None  # it chooses each batch of samples (adaptive testing)
-    release_request: ReleaseRequest | None  # its own request shape (100-LongBench)
-    describe_requests: Callable[[str, bool], dict[str, object]] | None
     rescores: bool  # its scores depend on this machine: a complete run's re-run scores again
 
 
@@ -72,12 +70,9 @@ def capabilities(benchmark: Benchmark) -> Capabilities:
         iter_load=benchmark.iter_load if benchmark.STREAMS else None,
         generate=benchmark.generate if benchmark.GENERATES else None,
         fingerprint=benchmark.fingerprint,
-        model2maxlen=benchmark.MODEL2MAXLEN,
-        long_context=benchmark.LONG_CONTEXT,
+        rules=benchmark.RULES,
         planned_calls=benchmark.planned_calls,
         administer=benchmark.administer if benchmark.ADAPTIVE else None,
-        release_request=benchmark.release_request if benchmark.RELEASE_REQUESTS else None,
-        describe_requests=benchmark.describe_requests if benchmark.RELEASE_REQUESTS else None,
         rescores=benchmark.RESCORES,
     )
 
@@ -266,21 +261,22 @@ def _clients(cfg: RunConfig, prices: PriceTable, sim_url: str | None, opened: li
 
 
 async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, data_dir: Path | None) -> Prompting:
-    """How samples become requests: pred.py's open model where the server is one, the
-    prompt budget (none for a benchmark's release requests, which are sent uncut) and
-    the tokenizer that cuts to it (asked of a server only where something may be cut)."""
-    spec = client.spec
-    official = caps.model2maxlen  # the benchmark's model2maxlen.json, if it has one
-    maxlen_path = model2maxlen_path(data_dir, official) if official else None
+    """How samples become requests, as the benchmark's prompt rules say: the official open
+    model where the rules prompt them and the server is one, the prompt budget (none for
+    a benchmark's release requests, which are sent uncut) and the tokenizer that cuts to
+    it (asked of a server only where something may be cut)."""
+    spec, rules = client.spec, caps.rules
+    maxlen_path = rules.budget_table.path(data_dir) if rules.budget_table is not None else None
     open_model, official_info = None, None
-    if official == "longbench":  # prompted as LongBench's pred.py prompts open models (official_models.py)
-        open_model, official_info = await official_model(cfg, spec, client.provider, maxlen_path)
+    if rules.open_models and rules.budget_table is not None:  # pred.py's open-model prompts (official_models.py)
+        open_model, official_info = await official_model(cfg, spec, client.provider, maxlen_path,
+                                                         rules.budget_table.folder)
     elif cfg.official_model:
         raise UserError(f"--official-model is LongBench pred.py's model name; {cfg.benchmark} does not use it")
-    release = caps.release_request
+    release = rules.release
     budget = (PromptBudget(None, None, "none: the release sends prompts uncut") if release is not None
               else await prompt_budget(cfg, spec, client.provider, maxlen_path, open_model))
-    if release is None and budget.input is None and budget.total is None and caps.long_context:
+    if release is None and budget.input is None and budget.total is None and rules.needs_context:
         raise UserError(client.unreachable or  # a down server, said first
                         f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
                         "the model-context table, and the server does not report it); pass --max-input-tokens N "
@@ -294,11 +290,10 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
                                  "tokenizer_stand_in": stand_in}
     if official_info is not None:
         limits["official"] = official_info
-    if release is not None and caps.describe_requests is not None:
-        limits["release_requests"] = _as_sent(spec, caps.describe_requests(spec.provider, client.serves_open_models))
-    newline_stop = await samsum_stop(client.provider, spec.base_urls, tokenizer) if open_model else None
-    return Prompting(client, cfg.temperature, cfg.repeat, budget, tokenizer, open_model, newline_stop, release,
-                     limits)
+    if release is not None:
+        limits["release_requests"] = _as_sent(spec, release.describe(spec.provider, client.serves_open_models))
+    newline = await newline_stop(client.provider, spec.base_urls, tokenizer) if open_model else None
+    return Prompting(client, cfg.temperature, cfg.repeat, rules, budget, tokenizer, open_model, newline, limits)
 
 
 def _as_sent(spec: ModelSpec, described: dict[str, object]) -> dict[str, object]:

@@ -1,10 +1,12 @@
 """From a sample to the request a run sends: its prompt cut to the budget, in the shape the
-benchmark and the server take (LongBench pred.py's open-model prompts, 100-LongBench's
-release requests, a plain chat or completion request).
+benchmark's prompt rules and the server take (the official open models' prompts, a
+release's requests, a plain chat or completion request), and what is done to its answer
+before it is scored.
 
-`Prompting` is decided once, by planning, and never changes; what building requests
-finds out as it goes (prompts cut, tasks sent as chat) is counted in a `Tally` of the
-execution that builds them.
+`Prompting` is decided once, by planning, from the benchmark's `PromptRules`
+(asyncbench/prompt_rules/) and never changes; what building requests finds out as it
+goes (prompts cut, tasks sent as chat, each answer's post-processing) is counted in a
+`Tally` of the execution that builds them, which the execute step reads back.
 """
 
 from __future__ import annotations
@@ -12,12 +14,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from ..benchmarks.longbench.budget import PromptBudget
-from ..benchmarks.longbench.official_models import NewlineStop, OfficialModel, build_chat, has_post_process
 from ..client import ModelClient
 from ..errors import ProviderError, UserError
+from ..prompt_rules import PostProcess, PromptRules
+from ..prompt_rules.budget import PromptBudget
+from ..prompt_rules.cut import build_request_prompt
+from ..prompt_rules.official_models import NewlineStop, OfficialModel, build_chat, has_post_process
 from ..tokenizers import Tokenizer
 from ..types import Request, Sample
 
@@ -29,71 +32,81 @@ FIT_SLACK = 64
 # few tokens after the first.
 FIT_TRIES = 6
 
-# A benchmark's own request for a prompt (100-LongBench's release): ModelClient.request's
-# keyword arguments, from (prompt, provider, open model?).
-ReleaseRequest = Callable[[str, str, bool], Mapping[str, Any]]
-
 
 @dataclass
 class Tally:
     """What building one execution's requests found: tokens cut from each sample, the
-    tasks pred.py sends without a template that went as chat (chat-only APIs), and
-    whether samsum's newline rule was sent."""
+    tasks sent without a template by the rules that went as chat (chat-only APIs),
+    whether the official newline rule was sent, and each answer's post-processing."""
 
     truncated: dict[str, int] = field(default_factory=dict)
     as_chat: set[str] = field(default_factory=set)
-    samsum: bool = False
+    newline_stop: bool = False
     # cut below the budget so the prompt fits the server (tokens below it), and those that
     # cannot fit at all (sent as they are: the server refuses them)
     fitted: dict[str, int] = field(default_factory=dict)
     unfit: list[str] = field(default_factory=list)
+    # what is done to a sample's answer before it is scored (samples that have something)
+    post: dict[str, PostProcess] = field(default_factory=dict)
+
+    def answer(self, sample_id: str, text: str) -> str:
+        """A sample's answer as it is scored: its text post-processed as its request's
+        building decided."""
+        post = self.post.get(sample_id)
+        return post.apply(text) if post is not None else text
 
 
 @dataclass(frozen=True)
 class Prompting:
     """How this run's samples become requests: the client, its generation settings, the
-    prompt budget and the tokenizer that cuts to it (None: nothing is cut), pred.py's
-    open model (and samsum's newline rule for it) or the benchmark's release request."""
+    benchmark's prompt rules, the prompt budget and the tokenizer that cuts to it (None:
+    nothing is cut), the official open model the server is (and the newline rule as it
+    can be sent to it)."""
 
     client: ModelClient
     temperature: float
     repeat: int
+    rules: PromptRules
     budget: PromptBudget
     tokenizer: Tokenizer | None
     open_model: OfficialModel | None
     newline_stop: NewlineStop | None
-    release: ReleaseRequest | None
     limits: Mapping[str, object]  # what run.json's "truncation" says of them
 
     def build(self, s: Sample, tally: Tally) -> Request:
-        """The sample's request."""
-        client = self.client
+        """The sample's request (and, in the tally, what is done to its answer)."""
+        client, stop = self.client, self.rules.stop(s.task)
+        if self.rules.answer is not None:
+            tally.post[s.id] = PostProcess(own=self.rules.answer)
         if s.messages is not None:
             return client.request(messages=s.messages, max_tokens=s.max_tokens, temperature=self.temperature,
-                                  repeat=self.repeat, chat=True, stop=s.stop)
+                                  repeat=self.repeat, chat=True, stop=stop)
         if self.open_model is not None:
             return self._build_open(s, self.open_model, tally)
-        if self.release is not None:  # as the release sends it: never cut (a prompt too long fails at the server)
-            return client.request(max_tokens=s.max_tokens, repeat=self.repeat, stop=s.stop,
-                                  **self.release_kwargs(s.prompt or ""))
+        if self.rules.release is not None:  # as the release sends it: never cut (a prompt too long fails at the server)
+            return self.release_request(s.prompt or "", s.max_tokens, self.repeat, stop=stop)
         templated = not client.sends_raw(s.chat)
         if templated and not s.chat:
             tally.as_chat.add(s.task)
         text = self._cut(s, True, tally) if templated else self._fit(s, str, tally)
         return client.request(prompt=text, max_tokens=s.max_tokens, temperature=self.temperature,
-                              repeat=self.repeat, chat=s.chat, stop=s.stop)
+                              repeat=self.repeat, chat=s.chat, stop=stop)
 
-    def release_kwargs(self, prompt: str) -> Mapping[str, Any]:
-        """The benchmark's release request for `prompt`, as ModelClient.request's arguments."""
-        assert self.release is not None
-        return self.release(prompt, self.client.spec.provider, self.client.serves_open_models)
+    def release_request(self, prompt: str, max_tokens: int, repeat: int, *, task: str | None = None,
+                        stop: list[str] | None = None) -> Request:
+        """The benchmark's release request for `prompt` (its rules' `release`), uncut."""
+        assert self.rules.release is not None
+        args = self.rules.release.build(prompt, self.client.spec.provider, self.client.serves_open_models)
+        return self.client.request(prompt=args.prompt, messages=args.messages, max_tokens=max_tokens,
+                                   temperature=args.temperature, repeat=repeat, chat=args.chat, task=task,
+                                   stop=stop, params=args.params)
 
     def limits_found(self, tally: Tally) -> dict[str, object]:
         """run.json's "truncation" block (less the counts): the plan's limits, then what
         building the requests found."""
         out = dict(self.limits)
-        if tally.samsum and self.newline_stop is not None:
-            out["samsum"] = self.newline_stop.describe()
+        if tally.newline_stop and self.newline_stop is not None:
+            out["newline_stop"] = self.newline_stop.describe()
         out["no_template_sent_as_chat"] = sorted(tally.as_chat)
         if tally.fitted or tally.unfit:
             out["fitted"] = {"n": len(tally.fitted), "tokens_below_budget": sum(tally.fitted.values()),
@@ -105,8 +118,6 @@ class Prompting:
     def _cut(self, s: Sample, templated: bool, tally: Tally, cut: int | None = None) -> str:
         """The sample's prompt cut to its budget (the room a server's template takes when
         `templated`), or to `cut` tokens; what was removed is counted in the tally."""
-        from ..benchmarks.longbench.prompts import build_request_prompt
-
         if cut is None:
             cut = self.budget.for_sample(s.max_tokens, templated)
         try:
@@ -155,19 +166,22 @@ class Prompting:
         return text
 
     def _build_open(self, s: Sample, open_model: OfficialModel, tally: Tally) -> Request:
-        """pred.py's request for an open model: its cut, then its build_chat text (chat
-        datasets), sent raw and fitted to the server (`_fit`); samsum's newline rule
-        (samsum_stop)."""
+        """pred.py's request for an official open model: its cut, then its build_chat text
+        (chat datasets), sent raw and fitted to the server (`_fit`); the newline rule as
+        the server takes it (official_models.NewlineStop), the answer cut at the client
+        where it could not be sent, and the model's own post-processing."""
         name = open_model.name
         text = self._fit(s, (lambda t: build_chat(t, name)) if s.chat else str, tally)
         params: dict[str, object] = {}
-        newline_stop = self.newline_stop
-        if s.stop and newline_stop is not None:
-            params = dict(newline_stop.params)
-            tally.samsum = True
-        if s.stop and newline_stop is not None and newline_stop.client_cut:
-            s.meta["postprocess"] = {"model": open_model.name, "newline_cut": True}
-        elif has_post_process(open_model.name):
-            s.meta["postprocess"] = {"model": open_model.name, "newline_cut": False}
+        newline = self.newline_stop if s.task in self.rules.newline_stop else None
+        if newline is not None:
+            params = dict(newline.params)
+            tally.newline_stop = True
+        post = PostProcess(newline_cut=newline is not None and newline.client_cut,
+                           model=name if (newline is not None and newline.client_cut) or has_post_process(name) else "",
+                           own=self.rules.answer)
+        if post:
+            tally.post[s.id] = post
         return self.client.request(prompt=text, max_tokens=s.max_tokens, temperature=self.temperature,
-                                   repeat=self.repeat, chat=False, params=params)
+                                   repeat=self.repeat, chat=False, stop=list(self.rules.stops.get(s.task, ())),
+                                   params=params)

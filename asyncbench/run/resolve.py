@@ -7,10 +7,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..benchmarks.longbench.budget import PromptBudget
-from ..benchmarks.longbench.official_models import OfficialModel
 from ..config import SIM, RunConfig, auto_model
 from ..errors import UserError
+from ..prompt_rules.budget import PromptBudget, from_context, official_maxlen
+from ..prompt_rules.context_table import context_window_for
+from ..prompt_rules.official_models import (
+    OfficialModel,
+    counts_special_tokens,
+    identify,
+    model2path_file,
+    read_tables,
+    sentencepiece_decode,
+)
 from ..providers import ModelSpec, ProviderBase, parse_model_spec
 from ..tokenizers import Tokenizer, TokenizerFile, get_tokenizer, tiktoken_encoding_for
 
@@ -32,14 +40,13 @@ def resolve_model(model: str, base_urls: list[str], cfg: RunConfig, sim_url: str
     return parse_model_spec(model, base_urls, endpoint_id=cfg.endpoint_id, api=cfg.api, stream=cfg.stream == "on")
 
 
-async def official_model(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
-                         maxlen: Path | None) -> tuple[OfficialModel | None, dict[str, object]]:
-    """The LongBench pred.py model this run's server is (official_models.py), and what
+async def official_model(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase, maxlen: Path | None,
+                         folder: str) -> tuple[OfficialModel | None, dict[str, object]]:
+    """The LongBench pred.py model this run's server is (official_models.py), by the tables
+    of the benchmark's budget table (`maxlen`, found or not in its `folder`), and what
     run.json records about it: which settings apply and why, or why none do (`notice`:
     the one line said before anything is sent when an open-model server is not one of
     pred.py's models, with how to name it)."""
-    from ..benchmarks.longbench.official_models import identify, model2path_file, read_tables
-
     if not provider.serves_open_models:
         if cfg.official_model:
             raise UserError(f"--official-model is for self-hosted servers (tgi:, openai-compat:), not {spec.label}")
@@ -47,10 +54,10 @@ async def official_model(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase
     if maxlen is None:
         if cfg.official_model:
             raise UserError("--official-model needs LongBench's model2maxlen.json: pass --data-dir DIR with "
-                            "DIR/longbench/model2maxlen.json")
+                            f"DIR/{folder}/model2maxlen.json")
         return None, {"applied": False, "why": "no model2maxlen.json",
                       "notice": f"{spec.label}: pred.py's prompts for open models are not applied: no LongBench "
-                                "model2maxlen.json (pass --data-dir DIR with DIR/longbench/model2maxlen.json)"}
+                                f"model2maxlen.json (pass --data-dir DIR with DIR/{folder}/model2maxlen.json)"}
     tables = read_tables(maxlen.parent)
     served = await provider.served_models(spec.base_urls)
     found = identify(tables, forced=cfg.official_model, served=served, model=spec.model, where=str(maxlen.parent))
@@ -73,9 +80,6 @@ async def prompt_budget(cfg: RunConfig, spec: ModelSpec, provider: ProviderBase,
     `model2maxlen.json` entry (`official`, the benchmark's copy), else context - 500; the
     context itself from the server (TGI /info, vLLM /v1/models) or the shipped table caps
     every sample."""
-    from ..benchmarks.longbench.budget import from_context, official_maxlen
-    from ..benchmarks.longbench.prompts import context_window_for
-
     server_input, server_total, server_source = await provider.context_limits(spec.base_urls)
     known = context_window_for(spec.model)
     if cfg.max_input_tokens:
@@ -101,8 +105,6 @@ async def truncation_tokenizer(cfg: RunConfig, spec: ModelSpec, provider: Provid
     tokenizer.json, hf:REPO, a tiktoken name), tiktoken for OpenAI models, the server's
     own (TGI `/tokenize`, vLLM `/tokenize` + `/detokenize`), else cl100k_base as a
     stand-in that run.json and the summary name."""
-    from ..benchmarks.longbench.official_models import counts_special_tokens, sentencepiece_decode
-
     if cfg.tokenizer:
         try:
             tok = get_tokenizer(cfg.tokenizer)

@@ -8,8 +8,10 @@ data directory, else the hub's `data.zip`, downloaded once into the cache.
 Prompts are filled from the official `dataset2prompt.json` and the answer budget comes
 from `dataset2maxlen.json` (asyncbench.benchmarks.longbench.prompts). As in the official pred.py, few-shot and
 code prompts (trec, triviaqa, samsum, lsht, lcc, repobench-p) are sent without a chat
-template (`Sample.chat = False`), and decoding is greedy. Middle truncation to the model's
-input limit happens later, in the engine, through `prompts.build_request_prompt`.
+template (`Sample.chat = False`), and decoding is greedy. The rest of pred.py's prompting
+is declared as the family's prompt rules (`RULES`: the model2maxlen.json budgets, the
+official open models' chat formats, samsum's newline stop) and done by the run path
+(asyncbench/prompt_rules/): the middle cut to the model's input limit among it.
 
 Samples keep the base dataset as `task` for both LongBench and LongBench-E, because the
 metric and the category depend on it; LongBench-E ids carry the `_e` file name
@@ -36,17 +38,18 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ...errors import UserError, did_you_mean
 from ...estimators.methods import DEFAULT_METHOD, METHODS
 from ...jsonl_io import iter_json_objects, read_json_object
+from ...prompt_rules import BudgetTable, PromptRules
 from ...types import Sample, SampleResult
 from ..base import Benchmark, CliOption, LoadOptions, RunContext
-from .prompts import LongBenchConfig, fill_prompt, load_config
+from .prompts import LongBenchConfig, fill_prompt, load_config, official_model2maxlen
 from .scores import LongBenchEScores, LongBenchScores, LongBenchScoresJson, MiniLongBenchScores
 from .table import (
     CODE_DATASETS,
     FIRST_LINE_DATASETS,
     LONGBENCH_E_DATASETS,
     NAMES,
+    NEWLINE_STOP,
     NO_CHAT_TEMPLATE,
-    STOP,
     ZH_DATASETS,
     first_line,
 )
@@ -199,7 +202,6 @@ def sample_from_row(row: dict[str, Any], *, dataset: str, sample_id: str, config
         answers=_answers(row["answers"], where),
         max_tokens=config.max_new_tokens(dataset),
         chat=dataset not in NO_CHAT_TEMPLATE,
-        stop=list(STOP.get(dataset, ())),
         meta={
             "dataset": dataset,
             "language": row.get("language") or language_of(dataset),
@@ -283,8 +285,7 @@ def load_minilongbench(opts: LoadOptions) -> list[Sample]:
                         answers=answers,
                         max_tokens=config.max_new_tokens(dataset),
                         chat=dataset not in NO_CHAT_TEMPLATE,
-                        stop=list(STOP.get(dataset, ())),
-                        meta=meta,
+                                        meta=meta,
                     )
                 )
             position += 1
@@ -368,9 +369,12 @@ class _LongBenchFamily(Benchmark):
     name: str = ""
     by_length: bool = False
     SCORES: ClassVar[type[LongBenchScores]] = LongBenchScores
-    # where the official model2maxlen.json (prompt budgets per model) is: budget.py
-    MODEL2MAXLEN: ClassVar[str | None] = "longbench"
-    LONG_CONTEXT: ClassVar[bool] = True  # a run needs the model's context (budget.py)
+    # pred.py's prompting: its model2maxlen.json budgets (the data directory's, else the
+    # official repository's), its open models prompted as it prompts them, samsum's
+    # newline stop; a run needs the model's context (prompts are cut to it)
+    RULES: ClassVar[PromptRules] = PromptRules(
+        budget_table=BudgetTable("longbench", official_model2maxlen), open_models=True, needs_context=True,
+        newline_stop=NEWLINE_STOP)
 
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
         return await score_longbench(samples, predictions, getattr(ctx, "map_chunks", None))

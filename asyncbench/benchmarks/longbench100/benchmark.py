@@ -31,11 +31,13 @@ from ...errors import ProviderError, UserError
 from ...estimators.longscore import BASE_LABEL, DEFAULT_BASE, longscore, parse_length
 from ...metrics import judge
 from ...metrics import registry as metrics
+from ...prompt_rules import BudgetTable, PromptRules
 from ...types import Response, Sample, SampleResult
 from ..base import Benchmark, CliOption, Generating, Loaded, LoadOptions, RunContext, notes_of
 from ..longbench.table import first_line
 from .generator import Cell, Generator, Unbuildable
 from .release import PRIOR_PROMPT, Release, load_release
+from .requests import RELEASE_REQUESTS
 from .scores import LongBench100Scores
 from .sources import NEEDED_EXTRA, Record, load_sources
 from .tasks import TASKS
@@ -172,11 +174,11 @@ class LongBench100(Benchmark):
 
     name = "100-longbench"
     SCORES: ClassVar[type[LongBench100Scores]] = LongBench100Scores
-    MODEL2MAXLEN: ClassVar[str | None] = "longbench100"  # the release's per-model prompt budgets (budget.py)
     # every model request as the release sends it (requests.py): no truncation, the
-    # release's system message and sampling for API models, the raw prompt for open ones
-    RELEASE_REQUESTS: ClassVar[bool] = True
-    LONG_CONTEXT: ClassVar[bool] = True  # a run needs the model's context (budget.py)
+    # release's system message and sampling for API models, the raw prompt for open ones;
+    # the release's per-model prompt budgets (budget.py); a run needs the model's context
+    RULES: ClassVar[PromptRules] = PromptRules(budget_table=BudgetTable("longbench100"), needs_context=True,
+                                               release=RELEASE_REQUESTS)
     GENERATES: ClassVar[bool] = True  # contexts built by the generator, one sample at a time
     OPTIONS: ClassVar[tuple[CliOption, ...]] = (
         CliOption("--lengths", "100-LongBench: target lengths, e.g. 2k,4k,8k", kind="list"),
@@ -217,19 +219,6 @@ class LongBench100(Benchmark):
 
         tok = tokenizer or tiktoken_encoding_for(model.partition(":")[2])
         return {**extra, "tokenizer": tok} if tok else extra
-
-    @staticmethod
-    def release_request(prompt: str, provider: str, open_model: bool) -> dict[str, Any]:
-        """The release's request for a prompt (requests.py), as ModelClient.request kwargs."""
-        from .requests import release_request
-
-        return release_request(prompt, provider, open_model)
-
-    @staticmethod
-    def describe_requests(provider: str, open_model: bool) -> dict[str, object]:
-        from .requests import describe
-
-        return describe(provider, open_model)
 
     # -- load ---------------------------------------------------------------------------
     def needs_judge(self, tasks: list[str] | None) -> str | None:

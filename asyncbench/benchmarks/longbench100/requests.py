@@ -18,7 +18,7 @@ and every prior-knowledge question is sent as.
 
 from __future__ import annotations
 
-from typing import Any
+from ...prompt_rules import ReleaseArgs, ReleaseRequests
 
 OPENAI_SYSTEM = "You are a helpful assistant"
 ANTHROPIC_SYSTEM = "You are a helpful assistant. Make sure your output does not contain new lines."
@@ -26,24 +26,25 @@ API_TEMPERATURE = 0.9
 API_TOP_P = 0.9
 
 
-def release_request(prompt: str, provider: str, open_model: bool) -> dict[str, Any]:
-    """The keyword arguments of `ModelClient.request` the release's request is made of."""
-    if provider == "anthropic":
-        return {"messages": [{"role": "system", "content": ANTHROPIC_SYSTEM}, {"role": "user", "content": prompt}],
-                "temperature": API_TEMPERATURE, "params": {"top_p": API_TOP_P}, "chat": True}
-    if open_model:
-        return {"prompt": prompt, "temperature": 0.0, "params": {}, "chat": False}
-    return {"messages": [{"role": "system", "content": OPENAI_SYSTEM}, {"role": "user", "content": prompt}],
-            "temperature": API_TEMPERATURE, "params": {"top_p": API_TOP_P}, "chat": True}
+def release_request(prompt: str, provider: str, open_model: bool) -> ReleaseArgs:
+    """The release's request for `prompt` (what `ModelClient.request` is given)."""
+    if open_model and provider != "anthropic":
+        return ReleaseArgs(prompt=prompt, messages=None, temperature=0.0, params={}, chat=False)
+    system = ANTHROPIC_SYSTEM if provider == "anthropic" else OPENAI_SYSTEM
+    return ReleaseArgs(prompt=None, messages=[{"role": "system", "content": system}, {"role": "user", "content": prompt}],
+                       temperature=API_TEMPERATURE, params={"top_p": API_TOP_P}, chat=True)
 
 
 def describe(provider: str, open_model: bool) -> dict[str, object]:
     """What run.json records of the requests a run sends."""
-    kwargs = release_request("", provider, open_model)
     if open_model:
         return {"kind": "open model (HFModel)", "template": "none (raw prompt)", "truncation": "none",
                 "temperature": 0.0, "why": "100-LongBench pred.py sends open models the raw prompt, greedy, uncut"}
-    system = kwargs["messages"][0]["content"]
+    system = ANTHROPIC_SYSTEM if provider == "anthropic" else OPENAI_SYSTEM
     return {"kind": "API model", "system": system, "temperature": API_TEMPERATURE, "top_p": API_TOP_P,
             "truncation": "none", "why": "100-LongBench utils/model_utils.py "
                                         + ("AnthropicModel" if provider == "anthropic" else "OpenAIModel")}
+
+
+# The prompt rules of 100-LongBench (benchmark.py's RULES): every request as the release sends it.
+RELEASE_REQUESTS = ReleaseRequests(release_request, describe)

@@ -1,15 +1,15 @@
 """How many prompt tokens a sample may send, as the official scripts decide it.
 
 LongBench's pred.py cuts every prompt to its model's entry in `model2maxlen.json`
-(benchmark data: 3500 for a 4k model, 15500 for a 16k one — the context minus a margin of
-500). A model it does not name gets the same rule from its context window: context - 500.
+(benchmark data, found where the benchmark's `PromptRules.budget_table` says: 3500 for a
+4k model, 15500 for a 16k one — the context minus a margin of 500). A model it does not name gets the same rule from its context window: context - 500.
 And a prompt may never be so long that the answer does not fit: at most context -
 max_new_tokens, minus what a server's chat template adds around our text (TGI rejects
 `inputs + max_new_tokens > max_total_tokens`). `--max-input-tokens` overrides the
 first part; the context still caps it when it is known.
 
 Where the context comes from, in order: a server that reports it (TGI `/info`, vLLM
-`/v1/models`), else the shipped model-context table.
+`/v1/models`), else the shipped model-context table (context_table.py).
 
 Where the server's own limits are known (`room`), a prompt sent raw is checked against
 them after it is cut and wrapped (run/prompting.py): pred.py's text is its cut *plus* the
@@ -71,35 +71,11 @@ def from_context(context: int, source: str, server_input: int | None = None) -> 
     return PromptBudget(min(limits), context, source, server_input or None)
 
 
-def model2maxlen_path(data_dir: Path | None, folder: str) -> Path | None:
-    """The benchmark's official `model2maxlen.json`, read where its prompt tables are read:
-    `<data_dir>/<folder>/` (the release's copy); for LongBench without a local copy of
-    its tables, the official repository's, fetched once into the cache with them. None
-    when there is none: the context rule applies then."""
-    if data_dir is not None and (local := Path(data_dir) / folder / MODEL2MAXLEN).is_file():
-        return local
-    if folder != "longbench":
-        return None
-    from ...errors import UserError
-    from .prompts import CONFIG_URL, _download, config_dir
-
-    tables = config_dir(data_dir)
-    if data_dir is not None and tables == Path(data_dir) / "longbench":
-        return None  # the user's own tables, without a model2maxlen.json
-    path = tables / MODEL2MAXLEN
-    if not path.is_file():
-        try:
-            _download(CONFIG_URL.format(name=MODEL2MAXLEN), path)
-        except UserError:
-            return None
-    return path
-
-
 def official_maxlen(path: Path, model: str) -> int | None:
     """The model's entry in an official `model2maxlen.json` (names as the release writes
     them, e.g. llama2-7b-chat-4k; matched case-insensitively on the name after any
     organisation prefix)."""
-    from ...jsonl_io import read_json_object
+    from ..jsonl_io import read_json_object
 
     if not path.is_file():
         return None

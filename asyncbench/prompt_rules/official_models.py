@@ -1,4 +1,6 @@
-"""The open models LongBench's `pred.py` runs, and how it prompts each of them.
+"""The official open models: those LongBench's `pred.py` runs, and how it prompts each of
+them. A benchmark turns this on with `PromptRules(open_models=True)` (rules.py); its
+budget table's folder holds the tables.
 
 pred.py (THUDM/LongBench, `LongBench/pred.py`) reads two tables, benchmark data that we
 read as data: `model2path.json` (its name -> the Hugging Face repository it loads, e.g.
@@ -27,12 +29,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
-from ...errors import UserError
+from ..errors import UserError
+from ..tokenizers import Tokenizer
+from .budget import MODEL2MAXLEN
 
 MODEL2PATH = "model2path.json"
-MODEL2MAXLEN = "model2maxlen.json"
 
 # fastchat's "vicuna_v1.1" conversation template (fastchat/conversation.py), which
 # pred.py gets with get_conversation_template("vicuna"): system message, then
@@ -79,16 +82,12 @@ def has_post_process(model_name: str) -> bool:
     return "xgen" in model_name or "internlm" in model_name
 
 
-def postprocess(text: str, steps: dict[str, Any] | None) -> str:
-    """An answer as pred.py would have written it: cut at the first newline after the
-    first generated character where samsum's rule could not be sent (samsum_stop), then
-    the model's `post_process`. `steps` is what the request's sample recorded."""
-    if not steps:
-        return text
-    if steps.get("newline_cut"):
-        at = text.find("\n", 1)
-        text = text if at < 0 else text[: at + 1]
-    return post_process(text, str(steps.get("model", "")))
+def first_line(text: str) -> str:
+    """An answer as pred.py's newline stop would have ended it where the stop could not be
+    sent (NewlineStop.client_cut): cut after its first newline past the first generated
+    character (pred.py generates at least one token before the newline ends it)."""
+    at = text.find("\n", 1)
+    return text if at < 0 else text[: at + 1]
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,7 @@ class NewlineStop:
     token; sampling_params.py); elsewhere nothing is sent and the answer is cut at its
     first newline after the first character (`client_cut`)."""
 
-    params: dict[str, Any]
+    params: dict[str, object]
     client_cut: bool
     rule: str
 
@@ -108,10 +107,16 @@ class NewlineStop:
         return {"params": self.params, "client_cut": self.client_cut, "rule": self.rule}
 
 
-async def samsum_stop(provider: Any, base_urls: list[str], tokenizer: Any) -> NewlineStop:
-    """samsum's newline rule for this server (NewlineStop)."""
+class MinTokensServer(Protocol):
+    """A server that may say whether it takes vLLM's `min_tokens` (providers/base.py)."""
+
+    async def takes_min_tokens(self, base_urls: list[str]) -> bool: ...
+
+
+async def newline_stop(provider: MinTokensServer, base_urls: list[str], tokenizer: Tokenizer | None) -> NewlineStop:
+    """pred.py's newline rule (samsum's) as this server can be sent it (NewlineStop)."""
     if await provider.takes_min_tokens(base_urls):
-        token_id = getattr(tokenizer, "token_id", None)
+        token_id = getattr(tokenizer, "token_id", None)  # a server's or tokenizer.json's: the newline's own id
         if token_id is not None:
             newline = int(token_id("\n"))
             return NewlineStop({"min_tokens": 1, "stop_token_ids": [newline]}, False,
@@ -192,7 +197,7 @@ def model2path_file(folder: Path) -> Path:
 
 def read_tables(folder: Path) -> tuple[dict[str, str], dict[str, int]]:
     """model2path.json (model2path_file) and the folder's model2maxlen.json."""
-    from ...jsonl_io import read_json_object
+    from ..jsonl_io import read_json_object
 
     hint = "replace it with the official LongBench file"
     path_file, maxlen_file = model2path_file(folder), folder / MODEL2MAXLEN
