@@ -196,6 +196,38 @@ def test_the_run_path_does_not_import_the_simulator_by_contract() -> None:
                       f"{sorted(run_path)}")
 
 
+# What the run path may import of asyncbench/benchmarks/: the registry and the base types.
+RUN_PATH_MAY_IMPORT = {"asyncbench.benchmarks", "asyncbench.benchmarks.base"}
+
+
+def _benchmark_modules() -> set[str]:
+    """Every module and package directly under asyncbench/benchmarks/, from the tree."""
+    root = PKG / "benchmarks"
+    found = {f"asyncbench.benchmarks.{p.stem}" for p in root.glob("*.py") if p.stem != "__init__"}
+    found |= {f"asyncbench.benchmarks.{p.name}" for p in root.iterdir() if (p / "__init__.py").is_file()}
+    return found - RUN_PATH_MAY_IMPORT
+
+
+def test_the_run_path_imports_no_benchmark_by_contract() -> None:
+    """Every benchmark module but the registry and the base types is forbidden to
+    asyncbench.run (lint-imports enforces the contract); a benchmark added to the tree and
+    not to the contract fails here."""
+    modules = _benchmark_modules()
+    contracts = [c for c in _contracts() if c.get("type") == "forbidden"
+                 and "asyncbench.run" in c.get("source_modules", [])]
+    forbidden = set().union(*(set(c.get("forbidden_modules", [])) for c in contracts))
+    print("benchmark modules:", ", ".join(sorted(modules)), "| forbidden to asyncbench.run:", sorted(forbidden))
+    assert modules <= forbidden, (f"not forbidden to asyncbench.run (pyproject.toml): {sorted(modules - forbidden)}")
+    assert not forbidden & RUN_PATH_MAY_IMPORT, "the registry and the base types are the run path's way in"
+
+
+def test_the_benchmark_listing_sees_every_benchmark() -> None:
+    """The listing above can fail: it finds the packages and the single-file benchmarks."""
+    modules = _benchmark_modules()
+    assert {"asyncbench.benchmarks.longbench", "asyncbench.benchmarks.jsonl"} <= modules
+    assert not modules & RUN_PATH_MAY_IMPORT
+
+
 def _layered(contract: dict[str, object]) -> set[str]:
     layers = contract.get("layers", [])
     assert isinstance(layers, list)

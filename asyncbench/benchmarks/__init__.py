@@ -2,12 +2,13 @@
 
 `benchmark_classes()` is the one list of benchmarks: the CLI's benchmark flags,
 `asyncbench.evaluate`'s benchmark options, spec parsing and the report (score types) all
-read it. Adding a benchmark is a subclass of `base.Benchmark` and one line there.
+read it. Adding a benchmark is a subclass of `base.Benchmark` and one line there, or, for
+a benchmark that lives outside the package (a plugin, a test), `register(name, cls)`.
 Importing this package registers the benchmarks' own metrics in the metric registry."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,11 @@ from .base import Benchmark, CliOption
 from .longbench import metrics as _longbench_metrics  # noqa: F401  registers LongBench's metrics (jsonl: uses them)
 from .scores import ScoreSet
 
+# Benchmarks registered from outside the package (`register`), by name.
+_REGISTERED: dict[str, type[Benchmark]] = {}
 
-def benchmark_classes() -> dict[str, type[Benchmark]]:
-    """Every benchmark class by the name its spec starts with (imported on first use, so
-    `asyncbench --help` stays fast). `jsonl` takes a path (`jsonl:PATH`), not tasks."""
+
+def _built_in() -> dict[str, type[Benchmark]]:
     from .bamboo.benchmark import BambooBenchmark
     from .jsonl import JsonlBenchmark
     from .longbench.benchmark import LongBench, LongBenchE, MiniLongBench
@@ -28,6 +30,27 @@ def benchmark_classes() -> dict[str, type[Benchmark]]:
 
     return {"longbench": LongBench, "longbench-e": LongBenchE, "minilongbench": MiniLongBench,
             "bamboo": BambooBenchmark, "100-longbench": LongBench100, "jsonl": JsonlBenchmark}
+
+
+def benchmark_classes() -> dict[str, type[Benchmark]]:
+    """Every benchmark class by the name its spec starts with (imported on first use, so
+    `asyncbench --help` stays fast), the registered ones after the built-in ones. `jsonl`
+    takes a path (`jsonl:PATH`), not tasks."""
+    return {**_built_in(), **_REGISTERED}
+
+
+def register(name: str, cls: type[Benchmark]) -> Callable[[], None]:
+    """Add a benchmark defined outside this package under `name` (the first part of its
+    spec): from then on the CLI, `asyncbench.evaluate` and runs know it as they know the
+    built-in ones. Returns what removes it again. A name already taken is an error."""
+    if name in _built_in() or name in _REGISTERED or not name or ":" in name:
+        raise UserError(f"cannot register a benchmark as {name!r}: the name is taken or not a plain name")
+    _REGISTERED[name] = cls
+
+    def unregister() -> None:
+        _REGISTERED.pop(name, None)
+
+    return unregister
 
 
 def variants() -> dict[str, dict[str, type[Benchmark]]]:
