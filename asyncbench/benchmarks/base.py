@@ -230,7 +230,7 @@ class Benchmark(ABC):
         """How `aggregate` makes its numbers from samples, for bootstrap intervals and
         paired comparisons (estimators.intervals): the strata and how they combine."""
 
-    def planned_calls(self, samples: list[Sample], count: Any) -> dict[str, tuple[int, int, int]]:
+    def planned_calls(self, samples: list[Sample], count: Callable[[str], int]) -> dict[str, tuple[int, int, int]]:
         """The dry run's estimate of extra model calls by purpose (judge, prior): (calls,
         input tokens, output tokens); {} when scoring sends none."""
         return {}

@@ -38,7 +38,7 @@ from ..secrets import redact_json
 from ..store import Store, default_cache_path
 from ..store.stored_plan import stored_plan
 from ..tokenizers import Tokenizer
-from ..types import Sample, SampleResult
+from ..types import Request, Sample, SampleResult
 from .dry_run import Pricing
 from .prompting import Prompting, Tally
 from .resolve import official_model, prompt_budget, resolve_model, truncation_tokenizer
@@ -46,7 +46,7 @@ from .resolve import official_model, prompt_budget, resolve_model, truncation_to
 # An adaptive benchmark's rounds (benchmarks/longbench/adaptive.py): it is handed the
 # samples it may ask and `ask(batch)`, and returns the rounds asked and a report.
 Administer = Callable[[list[Sample], Callable[[list[Sample]], Awaitable[tuple[Any, list[SampleResult]]]]],
-                      Awaitable[tuple[list[tuple[list[Sample], Any, list[SampleResult]]], Mapping[str, Any]]]]
+                      Awaitable[tuple[list[tuple[list[Sample], Any, list[SampleResult]]], Mapping[str, object]]]]
 PlannedCalls = Callable[[list[Sample], Callable[[str], int]], Mapping[str, tuple[int, int, int]]]
 
 
@@ -437,7 +437,7 @@ async def dry_run(p: RunPlan) -> DryRunSummary:
         pricing.add(p.samples.listed, [p.prompting.build(s, tally) for s in p.samples.listed])
     else:
         window: list[Sample] = []
-        requests: list[Any] = []
+        requests: list[Request] = []
         chars = 0
         with StepProgress(p.samples.total, f"pricing {p.benchmark_name}", p.progress) as bar:
             for s in p.samples.stream or ():

@@ -147,7 +147,7 @@ def longbench_file(data_dir: Path | None, stem: str) -> Path:
     return path
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
     """(line number, object) for each non-blank line; a malformed line is a UserError."""
     return iter_json_objects(path, hint="fix or re-download the file")
 
@@ -177,7 +177,7 @@ def language_of(dataset: str) -> str:
 # ---------------------------------------------------------------- LongBench rows
 
 
-def _answers(value: Any, where: str) -> list[str]:
+def _answers(value: object, where: str) -> list[str]:
     if isinstance(value, str):
         return [value]
     if isinstance(value, list) and all(isinstance(a, str) for a in value):
@@ -185,7 +185,7 @@ def _answers(value: Any, where: str) -> list[str]:
     raise UserError(f"{where}: 'answers' must be a list of strings")
 
 
-def sample_from_row(row: dict[str, Any], *, dataset: str, sample_id: str, config: LongBenchConfig, where: str) -> Sample:
+def sample_from_row(row: dict[str, object], *, dataset: str, sample_id: str, config: LongBenchConfig, where: str) -> Sample:
     """One LongBench(-E) jsonl row as a Sample with the official prompt filled in."""
     if "answers" not in row:
         raise UserError(f"{where}: missing field 'answers'")
@@ -228,7 +228,7 @@ def load_longbench_rows(opts: LoadOptions, datasets: list[str], *, file_suffix: 
 # ---------------------------------------------------------------- MiniLongBench
 
 
-def _parse_gold(gold: Any, where: str) -> tuple[list[str], list[str] | None]:
+def _parse_gold(gold: object, where: str) -> tuple[list[str], list[str] | None]:
     """(answers, all_classes) from the release's `gold`: a list, or for trec/lsht a dict
     with answers and all_classes; either may be stored as its Python repr."""
     if isinstance(gold, str):
@@ -244,7 +244,7 @@ def _parse_gold(gold: Any, where: str) -> tuple[list[str], list[str] | None]:
     return _answers(gold, where), None
 
 
-def _read_json_object(path: Path) -> dict[str, Any]:
+def _read_json_object(path: Path) -> dict[str, object]:
     return read_json_object(path, hint="expected the release's object keyed '0'..'n-1'")
 
 
@@ -256,7 +256,8 @@ def load_minilongbench(opts: LoadOptions) -> list[Sample]:
     root = Path(opts.data_dir) / "minilongbench"
     selected = set(select_tasks(MINILONGBENCH_DATASETS, opts.tasks, "minilongbench"))
     anchors_path = root / "anchors.json"
-    anchors = _read_json_object(anchors_path).get("sorted_anchors") if anchors_path.is_file() else None
+    sorted_anchors = _read_json_object(anchors_path).get("sorted_anchors") if anchors_path.is_file() else None
+    anchors = sorted_anchors if isinstance(sorted_anchors, list) else None
     config = load_config(opts.data_dir)
     samples: list[Sample] = []
     position = 0
@@ -271,7 +272,7 @@ def load_minilongbench(opts: LoadOptions) -> list[Sample]:
                 if not isinstance(entry, dict) or not isinstance(entry.get("origin_prompt"), str) or "gold" not in entry:
                     raise UserError(f"{where}: needs 'origin_prompt' (string) and 'gold'")
                 answers, all_classes = _parse_gold(entry["gold"], where)
-                meta: dict[str, Any] = {
+                meta: dict[str, object] = {
                     "dataset": dataset, "language": language_of(dataset), "length": None,
                     "all_classes": all_classes, "position": position,
                 }  # fmt: skip

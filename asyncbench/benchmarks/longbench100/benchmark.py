@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -32,6 +32,7 @@ from ...estimators.longscore import BASE_LABEL, DEFAULT_BASE, longscore, parse_l
 from ...metrics import judge
 from ...metrics import registry as metrics
 from ...prompt_rules import BudgetTable, PromptRules
+from ...tokenizers import Tokenizer
 from ...types import Response, Sample, SampleResult
 from ..base import Benchmark, CliOption, Generating, Loaded, LoadOptions, RunContext, notes_of
 from ..longbench.table import first_line
@@ -87,10 +88,11 @@ def _scores_tree(cells: Mapping[str, Any]) -> Tree:
     return {"overall": combined["overall"], "by_task": combined["by_task"], "by_length": combined["by_length"]}
 
 
-def _labels(value: Any, default: tuple[str, ...]) -> list[str]:
+def _labels(value: object, default: tuple[str, ...]) -> list[str]:
     if not value:
         return list(default)
-    items = value.split(",") if isinstance(value, str) else list(value)
+    items: list[object] = [*value.split(",")] if isinstance(value, str) else [*value] if isinstance(value, Iterable) \
+        else [value]
     labels = [str(v).strip() for v in items if str(v).strip()]
     for label in labels:
         parse_length(label)
@@ -151,7 +153,7 @@ def _fingerprint(sources: Mapping[str, list[Record]], release: Release, tokenize
 RELEASE_TOKENIZER = "meta-llama/Llama-2-7b-hf"  # the release measures lengths in its tokens
 
 
-def _length_tokenizer(spec: Any) -> tuple[Any, str]:
+def _length_tokenizer(spec: object) -> tuple[Tokenizer, str]:
     """--tokenizer when given; else the release's Llama-2 tokenizer when it is already on
     this machine (transformers installed, tokenizer cached: nothing is downloaded); else
     cl100k_base, which the report records as a stand-in."""
@@ -279,7 +281,7 @@ class LongBench100(Benchmark):
                           _fingerprint(sources, release, spec, seed, [(t, l, c.size) for t, l, c in cells]))
 
     # -- dry run ------------------------------------------------------------------------
-    def planned_calls(self, samples: list[Sample], count: Any) -> dict[str, tuple[int, int, int]]:
+    def planned_calls(self, samples: list[Sample], count: Callable[[str], int]) -> dict[str, tuple[int, int, int]]:
         """The judge and prior-knowledge calls a run of `samples` makes at most, for the dry
         run: purpose -> (requests, prompt tokens, max output tokens), `count` counting
         tokens. Judge prompts hold the prediction: its output budget stands for it."""
