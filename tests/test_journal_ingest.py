@@ -13,7 +13,7 @@ import pytest
 
 from asyncbench.ledger import RequestEntry
 from asyncbench.store import Store
-from asyncbench.store.journal import Journal, StoredMeanwhile, ingest, replay
+from asyncbench.store.journal import Journal, ingest, replay
 from asyncbench.store.prompt_files import prompt_dir, read_prompts
 from asyncbench.store.rows import RESPONSE_COLUMNS, ResponseRow
 
@@ -44,14 +44,14 @@ def _write(tmp_path: Path) -> tuple[Store, Journal]:
     return store, journal
 
 
-@pytest.mark.parametrize("fresh", [False, True])
-def test_ingested_rows_equal_what_was_written(tmp_path: Path, fresh: bool) -> None:
-    """Both ways in: the upsert, and `fresh` (plain INSERTs from one read of the file)."""
+@pytest.mark.parametrize("replay", [False, True])
+def test_ingested_rows_equal_what_was_written(tmp_path: Path, replay: bool) -> None:
+    """Both ways in: a batch of this process (one read of the file), and a replayed file."""
     store, journal = _write(tmp_path)
     path = journal.rotate()
     assert path is not None and journal.rotate() is None  # nothing new: no empty file to ingest
     with store.transaction():
-        ingest(store, path, fresh=fresh)
+        ingest(store, path, replay=replay)
     with store.session():
         got = {r[0]: r for r in store.con.execute(f"SELECT {', '.join(RESPONSE_COLUMNS)} FROM responses").fetchall()}
         ledger = store.con.execute("SELECT * FROM ledger_requests ORDER BY key").fetchall()
@@ -68,25 +68,29 @@ def test_ingested_rows_equal_what_was_written(tmp_path: Path, fresh: bool) -> No
     assert prompts == {f"k{i}": f"prompt {i}: {t}" for i, t in enumerate(ODD) if i != 1}
 
 
-def test_a_fresh_batch_meeting_a_key_stored_meanwhile_is_void_and_goes_again_keeping_it(tmp_path: Path) -> None:
+def test_a_key_stored_meanwhile_is_kept_and_the_batch_goes_in_whole(tmp_path: Path) -> None:
+    """No key index (schema v7): another process's answer stored since the lookup is kept,
+    the rest of the batch and every ledger row go in, and a key twice in one batch (or
+    ingested twice) is stored once."""
     store, journal = _write(tmp_path)
     path = journal.rotate()
     assert path is not None
     with store.transaction():  # another process stored k2's answer since it was looked up
         store.con.execute("INSERT INTO responses SELECT * FROM (SELECT 'k2', 'other', 'm', 'e', '{}', 'theirs', NULL, "
                           "1, 1, 0, 1.0, 0.0, 'x', 1.0, 0, NULL, NULL, NULL, NULL)")
-    with pytest.raises(StoredMeanwhile), store.transaction():
-        ingest(store, path, fresh=True)
-    with store.session():  # rolled back whole: nothing of the batch is in
-        assert store.one("SELECT count(*) FROM ledger_requests") == (0,)
-        assert store.one("SELECT count(*), min(text) FROM responses") == (1, "theirs")
-        assert store.one("SELECT count(*) FROM prompt_refs") == (0,)
     with store.transaction():
         ingest(store, path)
     with store.session():
         assert store.one("SELECT count(*) FROM ledger_requests") == (len(ODD),)
-        assert store.one("SELECT count(*) FROM responses") == (len(ODD),)
+        assert store.one("SELECT count(*), count(DISTINCT key) FROM responses") == (len(ODD), len(ODD))
         assert store.one("SELECT text FROM responses WHERE key = 'k2'") == ("theirs",)  # a stored answer is kept
+        refs = store.one("SELECT count(*), count(DISTINCT key) FROM prompt_refs")
+    with store.transaction():
+        ingest(store, path, replay=True)  # the same file again: no key twice
+    with store.session():
+        assert store.one("SELECT count(*) FROM responses") == (len(ODD),)
+        assert store.one("SELECT count(*), count(DISTINCT key) FROM prompt_refs") == refs
+    assert refs[0] == refs[1] == len(ODD) - 1
 
 
 def test_replay_skips_a_cut_line_and_adds_no_ledger_row_twice(tmp_path: Path) -> None:

@@ -243,7 +243,7 @@ def test_a_v3_cache_gains_the_cache_write_columns(tmp_path: Path) -> None:
     con = duckdb.connect(str(path), read_only=True)
     assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     con.close()
-    assert SCHEMA_VERSION == 6
+    assert SCHEMA_VERSION == 7
 
 
 @needs_data

@@ -44,7 +44,7 @@ from ..scheduler import Budget, EndpointHealth, Job, Outcome, SchedulerStats
 from ..secrets import redactor, strip_userinfo
 from ..store import Store
 from ..store.batch_journal import BatchJournal, finished_files, unresolved
-from ..store.journal import Journal, StoredMeanwhile, ingest
+from ..store.journal import Journal, ingest
 from ..store.rows import CachedResponse, FailureRow, ResponseRow
 from ..types import Purpose, Request, Response, Sample, Usage
 
@@ -160,10 +160,7 @@ class CacheFirst:
         ledger row that paid for it), the failures, the other ledger rows. Then the batch
         records, in order (a batch is marked collected after its answers are in)."""
         with self.store.session():
-            try:
-                self._rows(journal, failures, ledger, prompts, fresh=True)
-            except StoredMeanwhile:  # rolled back: again, keeping what another process stored
-                self._rows(journal, failures, ledger, prompts, fresh=False)
+            self._rows(journal, failures, ledger, prompts)
             for event in batches:
                 if isinstance(event, BatchRecord):  # one transaction of its own
                     self.store.batches.put(event.batch_id, event.run_id, event.provider, event.model, event.endpoint,
@@ -172,10 +169,10 @@ class CacheFirst:
                     self.store.batches.update(event.batch_id, event.state, event.counts, event.collected)
 
     def _rows(self, journal: Path | None, failures: list[FailureRow], ledger: list[RequestEntry],
-              prompts: list[tuple[str, str]], fresh: bool) -> None:
+              prompts: list[tuple[str, str]]) -> None:
         with self.store.transaction():
             if journal is not None:
-                ingest(self.store, journal, fresh=fresh)
+                ingest(self.store, journal)
             self.store.cache.put_failures(failures)
             self.store.runs.put_ledger_requests(self.run_id, ledger)
             self.store.runs.put_prompts(prompts)

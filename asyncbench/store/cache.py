@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..atomic import open_replacing, replacing
 from ..errors import UserError
-from .connection import Part, in_session, unnest
+from .connection import Part, in_session, insert_missing, unnest
 from .rows import RESPONSE_COLUMNS, CachedResponse, CacheStats, FailureRow, ModelStats, ResponseRow
 from .schema import SCHEMA_VERSION
 
@@ -60,7 +60,9 @@ class ResponseCache(Part):
             return
         now = time.time()
         columns = [[r.get(c, now if c == "created_at" else None) for r in rows] for c in RESPONSE_COLUMNS]
-        self.con.execute(f"INSERT OR IGNORE INTO responses SELECT {unnest(len(columns))}", columns)
+        insert_missing(self.con, "responses", RESPONSE_COLUMNS,
+                       "SELECT " + ", ".join(f"unnest(${i + 1}) AS {c}" for i, c in enumerate(RESPONSE_COLUMNS)),
+                       columns)
 
     @in_session
     def put_failures(self, rows: Sequence[FailureRow]) -> None:

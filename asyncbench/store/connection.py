@@ -19,7 +19,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -29,6 +29,16 @@ from ..errors import UserError
 if TYPE_CHECKING:
     import duckdb
 
+# A run's store (keep_open) makes small writes and point lookups: one DuckDB thread (with
+# one per core the batches' JSON reads allocated per-thread buffers: a run of 40 KB prompts
+# peaked 390 MB, 300 with one), and a memory limit, so that the blocks its lookups scan
+# stay few whatever else the shared cache holds (schema.py v7): a 20k run peaked 275 MB
+# into a cache of 1M other answers without one, against 175 MB into an empty cache. A
+# journal line may then be at most MAX_JSON_LINE bytes (DuckDB's JSON reader allocates
+# twice that under the limit: journal.py).
+RUN_MEMORY_LIMIT_MB = 64
+RUN_CONFIG = {"threads": 1, "memory_limit": f"{RUN_MEMORY_LIMIT_MB}MB"}
+MAX_JSON_LINE = RUN_MEMORY_LIMIT_MB // 4 * 2**20
 # How long an operation waits for another process to release the file before giving up.
 LOCK_WAIT_S = float(os.environ.get("ASYNCBENCH_LOCK_WAIT_S", "120"))
 # Data-file suffixes DuckDB would open as a database of that format (a JSON file becomes
@@ -59,6 +69,7 @@ class Connection:
         self._lock = threading.RLock()  # one thread at a time uses the open connection
         self._con: duckdb.DuckDBPyConnection | None = None
         self._depth = 0
+        self._in_transaction = False
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -89,15 +100,22 @@ class Connection:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """A session whose writes commit together (or not at all): one commit, one write
-        of DuckDB's log, where each statement alone would commit (and write) its own."""
+        of DuckDB's log, where each statement alone would commit (and write) its own.
+        Reentrant: inside another transaction it is part of that one."""
         with self.session():
+            if self._in_transaction:
+                yield
+                return
             self.con.execute("BEGIN")
+            self._in_transaction = True
             try:
                 yield
             except BaseException:
                 with contextlib.suppress(Exception):  # a failed write may have ended it already
                     self.con.execute("ROLLBACK")
                 raise
+            finally:
+                self._in_transaction = False
             self.con.execute("COMMIT")
 
     def one(self, sql: str, params: list[object] | None = None) -> tuple[Any, ...]:
@@ -127,10 +145,7 @@ class Connection:
         delay, waited = 0.005, False
         while True:
             try:
-                # A run's store (keep_open) makes small writes and point lookups: one
-                # DuckDB thread. With one per core, the batches' JSON reads allocated
-                # per-thread buffers: a run of 40 KB prompts peaked 390 MB, 300 with one.
-                con = duckdb.connect(str(self.path), config={"threads": 1} if self.keep_open else {})
+                con = duckdb.connect(str(self.path), config=RUN_CONFIG if self.keep_open else {})
                 if waited:
                     self.wait_file.unlink(missing_ok=True)
                 return con
@@ -185,6 +200,22 @@ def unnest(n: int) -> str:
     statement per batch, no per-row round trips and no pyarrow import on the hot path.
     Row-by-row commits manage ~300 rows/s."""
     return ", ".join(f"unnest(${i + 1})" for i in range(n))
+
+
+def insert_missing(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], source: str,
+                   params: object = None, key: str = "key") -> None:
+    """INSERT the rows of `source` (a query yielding `columns`) whose `key` `table` lacks,
+    one row per key: what a primary key's INSERT OR IGNORE did, without the index that
+    DuckDB holds whole in memory (schema.py, v7). The table's keys are found by a semi-join
+    built on the incoming batch (small) and probed by a scan of the table's key column,
+    whose blocks stay evictable; inside the write transaction (one writer per file) no
+    other process can add a key between the check and the insert."""
+    cols = ", ".join(columns)
+    con.execute(f"WITH incoming AS ({source}), present AS (SELECT {key} FROM {table} "
+                f"WHERE {key} IN (SELECT {key} FROM incoming)) "
+                f"INSERT INTO {table} ({cols}) SELECT {cols} FROM incoming "
+                f"WHERE {key} NOT IN (SELECT {key} FROM present) "
+                f"QUALIFY row_number() OVER (PARTITION BY {key}) = 1", params)
 
 
 def check_cache_path(path: Path) -> None:

@@ -8,7 +8,7 @@ arrives: one line, flushed to the OS, which survives SIGKILL of the process. Whe
 is committed its journal file is renamed `*.jsonl.kept` (a new one takes the answers that
 arrive meanwhile): out of replay's way, and kept as the copy of every paid answer that
 `cache recover` rebuilds a damaged DuckDB file from. The next run on the cache replays the files of processes that are gone:
-responses by key (INSERT OR IGNORE), ledger rows only where the same row is not already
+responses by key (a key stored is kept), ledger rows only where the same row is not already
 stored, so a file renamed late is not counted twice.
 
 The journal line is also how a paid answer reaches DuckDB: a batch is committed by DuckDB
@@ -31,6 +31,7 @@ import duckdb
 import orjson
 
 from ..ledger import RequestEntry
+from .connection import MAX_JSON_LINE, insert_missing
 from .file import Store
 from .prompt_files import PromptFile, write_whole
 from .rows import LEDGER_COLUMNS, RESPONSE_COLUMNS, ResponseRow
@@ -193,55 +194,44 @@ _SAME_ROW = " AND ".join(f"l.{c} IS NOT DISTINCT FROM j.ledger.{c}"
                          for c in ("invocation", "key", "purpose", "source", "sample_id"))
 
 
-class StoredMeanwhile(Exception):
-    """A `fresh` ingest met a key the store already holds (another process stored it
-    meanwhile): the caller's transaction is void; write the batch again, not fresh."""
-
-
-def ingest(store: Store, path: Path, replay: bool = False, fresh: bool = False) -> None:
+def ingest(store: Store, path: Path, replay: bool = False) -> None:
     """A journal file's answers into the store, inside the caller's transaction: DuckDB
     reads the file (every line whole: it was closed before this), inserts the cache rows
-    (a key already stored is kept), the ledger rows and where the prompts are
-    (prompt_files.py). `replay`: the file of a process that died — its last line may be
-    cut (skipped), a ledger row already stored (the batch was committed, the file not yet
-    renamed) is not added twice, and an earlier version's line carries its prompt.
-
-    `fresh`: the batch's keys were missing from the store when they were looked up, so
-    plain INSERTs do, from one read of the file into a temporary table: 16 against 36 us
-    an answer (bench/raw_client_ratio.md; DuckDB's OR IGNORE costs more than the insert).
-    A key stored meanwhile raises StoredMeanwhile."""
+    (a key already stored is kept: `insert_missing`), the ledger rows and where the
+    prompts are (prompt_files.py). A batch of this process is read once, into a temporary
+    table. `replay`: the file of a process that died — its last line may be cut
+    (skipped), a ledger row already stored (the batch was committed, the file not yet
+    renamed) is not added twice, and an earlier version's line carries its prompt; read
+    where each insert needs it rather than held: such lines kept in DuckDB's memory cost
+    100+ MB of RSS on a run of 40 KB prompts."""
     con, file = store.con, [str(path)]
     lines = _lines(replay)
-    if fresh and not replay:
-        try:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE journal_batch AS SELECT * FROM {lines} "
-                        "WHERE response.key IS NOT NULL", file)
-            con.execute("INSERT INTO responses SELECT response.* FROM journal_batch")
-            con.execute(f"INSERT INTO ledger_requests (run_id, {_LEDGER}) SELECT run_id, "
-                        + ", ".join(f"ledger.{c}" for c in LEDGER_COLUMNS) + " FROM journal_batch")
-            con.execute("INSERT INTO prompt_refs SELECT response.key, prompt_at.file, prompt_at.start, prompt_at.length "
-                        "FROM journal_batch WHERE prompt_at IS NOT NULL")
-            con.execute("DROP TABLE journal_batch")
-        except duckdb.ConstraintException:
-            raise StoredMeanwhile() from None
-        return
-    # read three times rather than once into a temporary table: a replayed file may hold
-    # an earlier version's lines with their prompts, which a materialised batch kept in
-    # DuckDB's memory (100+ MB of RSS on a run of 40 KB prompts)
-    con.execute(f"INSERT OR IGNORE INTO responses SELECT response.* FROM {lines} WHERE response.key IS NOT NULL", file)
+    if replay:
+        source, params = f"{lines} j WHERE j.response.key IS NOT NULL", file
+    else:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE journal_batch AS SELECT * FROM {lines} "
+                    "WHERE response.key IS NOT NULL", file)
+        source, params = "journal_batch j", None
+    insert_missing(con, "responses", RESPONSE_COLUMNS,
+                   "SELECT " + ", ".join(f"j.response.{c} AS {c}" for c in RESPONSE_COLUMNS) + f" FROM {source}",
+                   params)
     once = f" AND NOT EXISTS (SELECT 1 FROM ledger_requests l WHERE l.run_id = j.run_id AND {_SAME_ROW})"
     con.execute(f"INSERT INTO ledger_requests (run_id, {_LEDGER}) SELECT j.run_id, "
                 + ", ".join(f"j.ledger.{c}" for c in LEDGER_COLUMNS)
-                + f" FROM {lines} j WHERE j.response.key IS NOT NULL{once if replay else ''}", file)
-    con.execute(f"INSERT OR IGNORE INTO prompt_refs SELECT DISTINCT ON (response.key) response.key, prompt_at.file, "
-                f"prompt_at.start, prompt_at.length FROM {lines} WHERE response.key IS NOT NULL "
-                "AND prompt_at IS NOT NULL", file)
+                + f" FROM {source}{once if replay else ''}", params)
+    where = " AND " if replay else " WHERE "
+    insert_missing(con, "prompt_refs", ("key", "file", "start", "length"),
+                   "SELECT j.response.key AS key, j.prompt_at.file AS file, j.prompt_at.start AS start, "
+                   f"j.prompt_at.length AS length FROM {source}{where}j.prompt_at IS NOT NULL", params)
     if replay:
-        con.execute(f"INSERT OR IGNORE INTO prompts SELECT DISTINCT ON (response.key) response.key, prompt "
-                    f"FROM {lines} WHERE response.key IS NOT NULL AND prompt IS NOT NULL", file)
+        insert_missing(con, "prompts", ("key", "prompt"),
+                       f"SELECT j.response.key AS key, j.prompt AS prompt FROM {source} AND j.prompt IS NOT NULL",
+                       params)
+    else:
+        con.execute("DROP TABLE journal_batch")
 
 
 def _lines(replay: bool) -> str:
     """The journal file ($1) as DuckDB reads it; `replay`: a cut last line is skipped."""
-    return (f"read_json($1, format='newline_delimited', columns={_LINE}, maximum_object_size=1073741824, "
+    return (f"read_json($1, format='newline_delimited', columns={_LINE}, maximum_object_size={MAX_JSON_LINE}, "
             f"ignore_errors={'true' if replay else 'false'})")

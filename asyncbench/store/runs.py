@@ -27,7 +27,7 @@ from ..ledger import (
 )
 from ..serving import Measured
 from .cache import usage_flag_of
-from .connection import Part, in_session, unnest
+from .connection import Part, in_session, insert_missing, unnest
 from .prompt_files import read_prompts
 from .rows import INVOCATION_COLUMNS, LEDGER_COLUMNS, RESULT_COLUMNS, RUN_COLUMNS, ResultRow, RunRow, SampleRow
 
@@ -457,8 +457,8 @@ class RunRecord(Part):
     def put_prompts(self, rows: Sequence[tuple[str, str]]) -> None:
         """Store (request key, prompt as sent) pairs; a key already stored is kept."""
         if rows:
-            self.con.execute(f"INSERT OR IGNORE INTO prompts SELECT {unnest(2)}",
-                             [[k for k, _ in rows], [p for _, p in rows]])
+            insert_missing(self.con, "prompts", ("key", "prompt"), "SELECT unnest($1) AS key, unnest($2) AS prompt",
+                           [[k for k, _ in rows], [p for _, p in rows]])
 
     @in_session
     def put_results(self, rows: Sequence[ResultRow], new: bool = False) -> None:
@@ -483,7 +483,14 @@ class RunRecord(Part):
                     self.con.unregister("new_results")
                 continue
             columns = [[getattr(r, c) for r in chunk] for c in RESULT_COLUMNS]
-            self.con.execute(f"INSERT OR REPLACE INTO results SELECT {unnest(len(columns))}", columns)
+            # an upsert: the rows these replace go first, in one transaction with the insert
+            # (results has no key index: schema.py v7)
+            with self.db.transaction():
+                self.con.execute("DELETE FROM results USING (SELECT unnest($1) AS run_id, unnest($2) AS sample_id, "
+                                 "unnest($3) AS purpose) n WHERE results.run_id = n.run_id "
+                                 "AND results.sample_id = n.sample_id AND results.purpose = n.purpose",
+                                 [columns[RESULT_COLUMNS.index(c)] for c in ("run_id", "sample_id", "purpose")])
+                self.con.execute(f"INSERT INTO results SELECT {unnest(len(columns))}", columns)
 
     @in_session
     def results(self, run_id: str) -> list[ResultRow]:

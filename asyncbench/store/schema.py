@@ -21,6 +21,12 @@
   live answer was sent (epoch s), its time to first token and its inter-token gaps
   (types.Timing) as measured when it was paid; NULL where nothing was measured (a batch
   result, an unstreamed answer's TTFT, a cache hit's ledger row, a row stored before v6).
+- No index on the tables that grow with the cache (`responses`, `prompts`, `prompt_refs`,
+  `results`, v7): DuckDB holds a table's primary-key index whole in memory from its first
+  insert (114 MB per million response keys, never evicted), so a run's memory grew with
+  everything else the shared cache held. Their writers keep keys unique instead, inside
+  the one write transaction a file has at a time (`missing`: an anti-join on the batch's
+  keys, a scan whose blocks DuckDB may evict).
 - `meta`: the schema version, checked on open; an older file is migrated in place.
 """
 
@@ -31,12 +37,12 @@ import json
 from ..errors import UserError
 from .connection import Connection
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
     """CREATE TABLE IF NOT EXISTS responses (
-        key VARCHAR PRIMARY KEY, provider VARCHAR, model VARCHAR, endpoint VARCHAR,
+        key VARCHAR, provider VARCHAR, model VARCHAR, endpoint VARCHAR,
         request_json VARCHAR, text VARCHAR, finish_reason VARCHAR,
         prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
         latency_ms DOUBLE, cost_usd DOUBLE, served_by VARCHAR, created_at DOUBLE, cache_write_tokens BIGINT DEFAULT 0,
@@ -52,7 +58,7 @@ _SCHEMA = [
         status VARCHAR, score DOUBLE, prediction VARCHAR, cached BOOLEAN, error VARCHAR,
         prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
         cost_usd DOUBLE, latency_ms DOUBLE, truncated_tokens BIGINT, meta_json VARCHAR,
-        invocation INTEGER, references_json VARCHAR, PRIMARY KEY (run_id, sample_id, purpose))""",
+        invocation INTEGER, references_json VARCHAR)""",
     """CREATE TABLE IF NOT EXISTS ledger_requests (
         run_id VARCHAR, invocation INTEGER, purpose VARCHAR, task VARCHAR, source VARCHAR, key VARCHAR,
         sample_id VARCHAR, prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT,
@@ -62,10 +68,10 @@ _SCHEMA = [
         run_id VARCHAR, invocation INTEGER, started_at DOUBLE, wall_s DOUBLE, requests BIGINT, retries BIGINT,
         rate_limited BIGINT, transient_errors BIGINT, complete BOOLEAN, finished BOOLEAN, pid INTEGER,
         host VARCHAR, PRIMARY KEY (run_id, invocation))""",
-    "CREATE TABLE IF NOT EXISTS prompts (key VARCHAR PRIMARY KEY, prompt VARCHAR)",
+    "CREATE TABLE IF NOT EXISTS prompts (key VARCHAR, prompt VARCHAR)",
     # where a paid prompt is in the cache's prompt files (prompt_files.py); `prompts` keeps
     # the few others (failed requests) and those of caches written before
-    "CREATE TABLE IF NOT EXISTS prompt_refs (key VARCHAR PRIMARY KEY, file VARCHAR, start BIGINT, length BIGINT)",
+    "CREATE TABLE IF NOT EXISTS prompt_refs (key VARCHAR, file VARCHAR, start BIGINT, length BIGINT)",
     # provider batches (runners/batch.py), recorded the moment they are created so that a
     # crashed or interrupted run re-attaches to them instead of submitting twice
     """CREATE TABLE IF NOT EXISTS batches (
@@ -104,7 +110,9 @@ def migrate(db: Connection) -> None:
             _from_v3(db)
         if int(row[0]) <= 4:
             _from_v4(db)
-        _from_v5(db)
+        if int(row[0]) <= 5:
+            _from_v5(db)
+        _from_v6(db)
 
 
 def _refuse_foreign(db: Connection) -> None:
@@ -164,7 +172,32 @@ def _from_v5(db: Connection) -> None:
         db.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS sent_at DOUBLE")
         db.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS ttft_ms DOUBLE")
     db.con.execute("ALTER TABLE responses ADD COLUMN IF NOT EXISTS itl_ms DOUBLE[]")
-    db.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+    db.con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+
+
+# the tables v7 keeps without a primary key, and the DDL of each (from _SCHEMA)
+UNINDEXED = ("responses", "results", "prompts", "prompt_refs")
+
+
+def _from_v6(db: Connection) -> None:
+    """v7 drops the primary keys of the tables that grow with the cache (see above).
+    DuckDB cannot drop a constraint, so each table is copied into one created without
+    it, by column name (an older file's columns were appended in the DDL's order), in
+    one transaction: a crash midway leaves the v6 file as it was."""
+    con = db.con
+    ddl = {t: stmt for stmt in _SCHEMA for t in UNINDEXED if f"EXISTS {t} (" in stmt}
+    with db.transaction():
+        for table in UNINDEXED:
+            keyed = con.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = ? "
+                                "AND constraint_type = 'PRIMARY KEY'", [table]).fetchone()
+            if keyed == (0,):
+                continue
+            columns = ", ".join(con.table(table).columns)
+            con.execute(f"ALTER TABLE {table} RENAME TO {table}_v6")
+            con.execute(ddl[table])
+            con.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {table}_v6")
+            con.execute(f"DROP TABLE {table}_v6")
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
 
 
 def _from_v1(db: Connection) -> None:
