@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 # A run's store (keep_open) makes small writes and point lookups: one DuckDB thread (with
 # one per core the batches' JSON reads allocated per-thread buffers: a run of 40 KB prompts
 # peaked 390 MB, 300 with one), and a memory limit, so that the blocks its lookups scan
-# stay few whatever else the shared cache holds (schema.py v7): a 20k run peaked 275 MB
-# into a cache of 1M other answers without one, against 175 MB into an empty cache. A
-# journal line may then be at most MAX_JSON_LINE bytes (DuckDB's JSON reader allocates
+# stay few whatever else the shared cache holds (schema.py v7): a 20k run into a cache of
+# 1M other answers peaked 275 MB without one, 179 MB with 48 MB, 154 MB into an empty
+# cache (bench/memory_cache_size.md). A journal line may then be at most MAX_JSON_LINE bytes (DuckDB's JSON reader allocates
 # twice that under the limit: journal.py).
 RUN_MEMORY_LIMIT_MB = 64
 RUN_CONFIG = {"threads": 1, "memory_limit": f"{RUN_MEMORY_LIMIT_MB}MB"}
