@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..atomic import open_replacing, replacing
 from ..errors import UserError
-from .connection import Part, in_session, insert_missing, unnest
+from .connection import Part, in_session, insert_missing
 from .rows import RESPONSE_COLUMNS, CachedResponse, CacheStats, FailureRow, ModelStats, ResponseRow
 from .schema import SCHEMA_VERSION
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 # cache (bench/memory_cache_size.md). A journal line may then be at most MAX_JSON_LINE bytes (DuckDB's JSON reader allocates
 # twice that under the limit: journal.py).
 RUN_MEMORY_LIMIT_MB = 64
-RUN_CONFIG = {"threads": 1, "memory_limit": f"{RUN_MEMORY_LIMIT_MB}MB"}
+RUN_CONFIG: dict[str, str | bool | int | float | list[str]] = {"threads": 1, "memory_limit": f"{RUN_MEMORY_LIMIT_MB}MB"}
 MAX_JSON_LINE = RUN_MEMORY_LIMIT_MB // 4 * 2**20
 # How long an operation waits for another process to release the file before giving up.
 LOCK_WAIT_S = float(os.environ.get("ASYNCBENCH_LOCK_WAIT_S", "120"))

@@ -27,7 +27,6 @@ import socket
 from pathlib import Path
 from typing import IO
 
-import duckdb
 import orjson
 
 from ..ledger import RequestEntry
