@@ -50,7 +50,7 @@ def compose_spec(
     max_total_tokens: int = DEFAULT_MAX_TOTAL_TOKENS,
     data_dir: str | None = None,
     build_context: str = DEFAULT_BUILD_CONTEXT,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The compose document as plain dicts and lists (no `version:`: the Compose Specification)."""
     _check(replicas >= 1, f"--replicas must be at least 1, got {replicas}")
     _check(gpus_per_replica >= 1, f"--gpus-per-replica must be at least 1, got {gpus_per_replica}")
@@ -64,7 +64,7 @@ def compose_spec(
         _check(value is None or _is_word(value), f"{flag} must be one word with no spaces, got {value!r}")
 
     tgi = [f"tgi-{i}" for i in range(replicas)]
-    services: dict[str, Any] = {}
+    services: dict[str, object] = {}
     for i, name in enumerate(tgi):
         gpus = [str(g) for g in range(i * gpus_per_replica, (i + 1) * gpus_per_replica)]
         services[name] = _tgi_service(tgi_image, model_id, gpus, max_input_tokens, max_total_tokens)
@@ -101,11 +101,11 @@ def compose_spec(
         "XDG_CACHE_HOME": f"{RESULTS}/.cache",
         **RAY_AUTH,
     }
-    volumes: list[dict[str, Any]] = [{"type": "volume", "source": "results", "target": RESULTS}]
+    volumes: list[dict[str, object]] = [{"type": "volume", "source": "results", "target": RESULTS}]
     if data_dir:
         environment["ASYNCBENCH_DATA_DIR"] = DATA_MOUNT
         volumes.append({"type": "bind", "source": data_dir, "target": DATA_MOUNT, "read_only": True})
-    depends_on: dict[str, Any] = {name: {"condition": "service_healthy"} for name in tgi}
+    depends_on: dict[str, object] = {name: {"condition": "service_healthy"} for name in tgi}
     depends_on["ray-head"] = {"condition": "service_started"}
     services["evaluator"] = {
         "build": build,
@@ -118,7 +118,7 @@ def compose_spec(
     return {"name": "asyncbench", "services": services, "volumes": {"hf-cache": {}, "results": {}}}
 
 
-def _tgi_service(image: str, model_id: str, gpus: list[str], max_input: int, max_total: int) -> dict[str, Any]:
+def _tgi_service(image: str, model_id: str, gpus: list[str], max_input: int, max_total: int) -> dict[str, object]:
     """One replica: its own GPUs, the shared weight cache, ready once /health answers."""
     command = ["--model-id", model_id, "--max-input-tokens", str(max_input),
                "--max-total-tokens", str(max_total), "--port", "80"]
@@ -158,14 +158,14 @@ _PLAIN = re.compile(r"(--?)?[A-Za-z_/][A-Za-z0-9_./=:@+-]*\Z")
 _RESERVED = {"y", "n", "yes", "no", "true", "false", "on", "off", "null"}
 
 
-def to_yaml(doc: dict[str, Any]) -> str:
+def to_yaml(doc: dict[str, object]) -> str:
     """`doc` as a YAML block document."""
     lines: list[str] = []
     _emit(doc, 0, lines)
     return "\n".join(lines) + "\n"
 
 
-def _emit(node: dict[str, Any] | list[Any], depth: int, lines: list[str]) -> None:
+def _emit(node: dict[str, object] | list[object], depth: int, lines: list[str]) -> None:
     pad = "  " * depth
     items = node.items() if isinstance(node, dict) else ((None, v) for v in node)
     for key, value in items:

@@ -130,11 +130,11 @@ class ProviderBase:
         """Close pooled connections."""
 
     # -- batch API (providers with `batch_limits`) ------------------------------------
-    def batch_entry(self, request: Request, custom_id: str) -> dict[str, Any]:
+    def batch_entry(self, request: Request, custom_id: str) -> dict[str, object]:
         """One request as a line of this provider's batch input."""
         raise NotImplementedError
 
-    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str],
+    async def batch_submit(self, base_url: str, entries: list[dict[str, object]], meta: dict[str, str],
                            on_uploaded: Callable[[str], None] = lambda file_id: None) -> str:
         """Submit one batch; returns its id. `meta` goes in the batch's metadata where the
         API has it (OpenAI); `on_uploaded` hears the input file's id before the batch is

@@ -87,12 +87,12 @@ class HTTPClient:
         except HTTPFailure as exc:
             raise ProviderError("transient", f"{failed} {url}: {exc}", unreachable=exc.connect) from None
 
-    async def post_json(self, url: str, body: dict[str, Any], timeout: float) -> tuple[Any, dict[str, float], dict[str, str]]:
+    async def post_json(self, url: str, body: dict[str, object], timeout: float) -> tuple[Any, dict[str, float], dict[str, str]]:
         """POST JSON; return (parsed body, parsed rate-limit headers, headers with lower-case
         names) or raise ProviderError."""
         return await self.post_stream(url, body, timeout, None)
 
-    async def post_stream(self, url: str, body: dict[str, Any], timeout: float, sink: Sink | None,
+    async def post_stream(self, url: str, body: dict[str, object], timeout: float, sink: Sink | None,
                           stream_caps: tuple[int, int] | None = None) -> tuple[Any, dict[str, float], dict[str, str]]:
         """POST JSON asking for a streamed answer: a 2xx `text/event-stream` body goes to
         `sink` piece by piece, under the call's one deadline and `stream_caps` (bytes,
@@ -116,7 +116,7 @@ class HTTPClient:
             raise ProviderError("transient", f"malformed response body from {url}: {exc}") from None
         return data, info, answer.headers
 
-    async def get_json(self, url: str, timeout: float = 10.0) -> dict[str, Any]:
+    async def get_json(self, url: str, timeout: float = 10.0) -> dict[str, object]:
         answer = await self._call("GET", url, None, timeout, "cannot reach")
         if 300 <= answer.status < 400:
             raise redirect_refused(url, answer.status, answer.headers.get("location"))
@@ -191,7 +191,7 @@ class SyncClient:
             self._local.conn = conn
         return conn
 
-    def call(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
+    def call(self, method: str, url: str, body: dict[str, object] | None = None) -> Any:
         """The parsed JSON answer to one call; SyncCallError for anything else. A kept
         connection the server has closed meanwhile is replaced once."""
         path = request_path(urlsplit(url))
@@ -228,7 +228,7 @@ class SyncClient:
             raise SyncCallError(f"malformed JSON answer: {exc}") from None
 
 
-def post_object(client: SyncClient, url: str, body: dict[str, Any]) -> dict[str, Any]:
+def post_object(client: SyncClient, url: str, body: dict[str, object]) -> dict[str, object]:
     """POST `body` with a server tokenizer's client (called from a worker thread) and
     return the JSON object it answers; anything else, an HTTP error or a reply that is
     not an object, is a fatal ProviderError naming the URL."""

@@ -38,7 +38,7 @@ class VLLMTokenizer:
         self._around: tuple[int, int] | None = None
         self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, path: str, body: dict[str, object]) -> dict[str, object]:
         return post_object(self.client, f"{self.root}{path}", {"model": self.model, **body})
 
     def tokenize(self, text: str, special: bool) -> list[int]:
@@ -102,7 +102,7 @@ class OpenAICompatProvider(ProviderBase):
         as raw text (vLLM, TGI and llama.cpp all serve it), the rest as one chat message."""
         return self.api == "completion" or not chat
 
-    async def _models(self, base_url: str) -> dict[str, Any] | None:
+    async def _models(self, base_url: str) -> dict[str, object] | None:
         """The server's `/v1/models` body, or None when it does not answer one."""
         try:
             return await self.http.get_json(f"{base_url.rstrip('/')}/models")
@@ -132,7 +132,7 @@ class OpenAICompatProvider(ProviderBase):
             return None
         return tok
 
-    async def _first_models(self, base_urls: list[str]) -> list[Any]:
+    async def _first_models(self, base_urls: list[str]) -> list[object]:
         """The `data` entries of the first replica's `/v1/models` that answers; [] if none does."""
         for url in base_urls:
             if (models := await self._models(url)) is not None:

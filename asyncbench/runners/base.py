@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 JSON: TypeAlias = "str | int | float | bool | list[JSON] | dict[str, JSON] | None"
 
 # map_chunks(fn, [args, ...]) -> [fn(*args), ...], possibly on other machines.
-MapChunks = Callable[[Callable[..., Any], list[tuple[Any, ...]]], list[Any]]
+MapChunks = Callable[[Callable[..., Any], list[tuple[Any, ...]]], list[object]]
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ def connect(ray: Any, address: str | None, timeout_s: float,
     # every 5 s while a head is silent) unless told a level, its Python side at WARNING;
     # what goes wrong is said in one line here. A user's own level is kept.
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
-    kwargs: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False,
+    kwargs: dict[str, object] = {"logging_level": logging.ERROR, "log_to_driver": False,
                               "include_dashboard": False}
     if address:
         kwargs["address"] = address

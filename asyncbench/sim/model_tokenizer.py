@@ -39,7 +39,7 @@ class ModelTokenizer:
     def count(self, text: str, special: bool = True) -> int:
         return len(self.ids(text, special))
 
-    def tgi_tokens(self, text: str, special: bool = True) -> list[dict[str, Any]]:
+    def tgi_tokens(self, text: str, special: bool = True) -> list[dict[str, object]]:
         """TGI's /tokenize answer: byte offsets, as its Rust router sees them (the Python
         binding gives character offsets, converted here)."""
         enc = self._tok.encode(text, add_special_tokens=special)
@@ -57,7 +57,7 @@ class ModelTokenizer:
         """vLLM's /detokenize: special tokens kept."""
         return str(self._tok.decode(ids, skip_special_tokens=False))
 
-    def chat_prompt(self, messages: list[dict[str, Any]]) -> str:
+    def chat_prompt(self, messages: list[dict[str, object]]) -> str:
         """The Llama-2 chat template's text for these messages."""
         system = ""
         turns = list(messages)

@@ -41,8 +41,8 @@ class SimStats:
     # server saw across several simulators
     times: list[float] = field(default_factory=list)
 
-    def as_dict(self, with_log: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("routes", "log", "times")}
+    def as_dict(self, with_log: bool = False) -> dict[str, object]:
+        out: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("routes", "log", "times")}
         out["routes"] = dict(self.routes)
         out["unique_prompts"] = len(set(self.log))
         if with_log:
