@@ -47,7 +47,7 @@ def read_json_file(path: Path, *, hint: str, what: str = "file") -> Any:
     return parse_json(read_text_file(path, what=what, kind="JSON file"), str(path), hint)
 
 
-def _lone_surrogate(row: dict[str, object]) -> bool:
+def _lone_surrogate(row: dict[str, Any]) -> bool:
     """Whether a parsed row holds a string no UTF-8 encoder takes (an escaped lone
     surrogate such as "\\ud800": valid JSON, but not text a request can carry)."""
     try:
@@ -58,7 +58,7 @@ def _lone_surrogate(row: dict[str, object]) -> bool:
 
 
 def iter_json_objects(path: Path, *, hint: str = "write one JSON object per line",
-                      what: str = "file") -> Iterator[tuple[int, dict[str, object]]]:
+                      what: str = "file") -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for each non-blank line of `path`."""
     try:
         fh = path.open("rb", buffering=1 << 20)  # 40 KB prompt lines: a few reads each, not one per 8 KB
@@ -94,7 +94,7 @@ def iter_json_objects(path: Path, *, hint: str = "write one JSON object per line
             yield lineno, row
 
 
-def read_json_object(path: Path, *, hint: str) -> dict[str, object]:
+def read_json_object(path: Path, *, hint: str) -> dict[str, Any]:
     """A whole-file JSON object (prompt tables, MiniLongBench sample files)."""
     data = read_json_file(path, hint=hint)
     if not isinstance(data, dict):

@@ -43,7 +43,7 @@ MEASURES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_tokens", "prompt_t
 # fewest measured requests per prompt-token bin (fewer requests: fewer bins than ten)
 PER_BIN = 5
 
-LengthBin = Callable[[Mapping[str, object]], "str | None"]
+LengthBin = Callable[[Mapping[str, Any]], "str | None"]
 # one live answer on the prefill curve: (prompt tokens, TTFT ms, TPOT ms), None where undefined
 Point = tuple[int, "float | None", "float | None"]
 
@@ -195,7 +195,7 @@ def serving_figures(requests: Sequence[Measured], length_bin: LengthBin | None,
     return out
 
 
-def serving_lines(serving: Mapping[str, object]) -> list[str]:
+def serving_lines(serving: Mapping[str, Any]) -> list[str]:
     """The terminal's lines for run.json's `serving` block: TTFT and TPOT percentiles and
     the throughputs per context-length bin and overall; what was not measured said."""
     measured = int(serving.get("measured") or 0)

@@ -40,7 +40,7 @@ class AnthropicProvider(ProviderBase):
 
     def __init__(self, model: str, api_key: str | None, api: ApiKind = "chat") -> None:
         super().__init__(model, api_key, api)
-        self._clients: dict[str, object] = {}
+        self._clients: dict[str, Any] = {}
         # the SDK's import takes seconds of CPU: here, not inside the first request's deadline
         import anthropic  # noqa: F401
         self.batch_cut_at: dict[str, list[str]] = {}  # custom_id -> whitespace stops to apply
@@ -58,7 +58,7 @@ class AnthropicProvider(ProviderBase):
         # the documented minimum cacheable prompt: 2,048 tokens for Haiku, 1,024 for the others
         return 2048 if "haiku" in self.model else 1024
 
-    def _params(self, request: Request) -> tuple[dict[str, object], list[str]]:
+    def _params(self, request: Request) -> tuple[dict[str, Any], list[str]]:
         """The messages API parameters (as sent in a body) and the whitespace stop
         sequences applied to the answer here instead."""
         messages = request.messages or [{"role": "user", "content": request.prompt or ""}]
@@ -70,7 +70,7 @@ class AnthropicProvider(ProviderBase):
         cut_at = [s for s in stops if not s.strip()]
         if kept := [s for s in stops if s.strip()]:
             params["stop_sequences"] = kept
-        turns: list[dict[str, object]] = [m for m in messages if m["role"] != "system"]
+        turns: list[dict[str, Any]] = [m for m in messages if m["role"] != "system"]
         if request.cache_prefix and len(turns) == 1 and isinstance(turns[0].get("content"), str):
             # --prompt-cache: the shared prefix as its own block, marked; the two blocks
             # together are exactly the prompt
@@ -78,7 +78,7 @@ class AnthropicProvider(ProviderBase):
             turns = [{"role": turns[0]["role"], "content": [
                 {"type": "text", "text": text[:cut], "cache_control": {"type": "ephemeral"}},
                 {"type": "text", "text": text[cut:]}]}]
-        body: dict[str, object] = {"model": self.model, "max_tokens": request.max_tokens,
+        body: dict[str, Any] = {"model": self.model, "max_tokens": request.max_tokens,
                                 "messages": turns,
                                 "temperature": request.temperature, **params}
         if "top_p" in body and one_sampler_only(self.model):  # refused beside temperature: module docstring
@@ -94,7 +94,7 @@ class AnthropicProvider(ProviderBase):
         # The 2.x SDK no longer lists `temperature` as an argument; the messages API still
         # takes it, so greedy decoding and the other parameters go in the body.
         named = ("model", "max_tokens", "messages", "system")
-        body: dict[str, object] = {k: params.pop(k) for k in named if k in params}
+        body: dict[str, Any] = {k: params.pop(k) for k in named if k in params}
         body["extra_body"] = params
         t0, sent_at = time.perf_counter(), time.time()
         reply = AnthropicStream(f"{base_url}/v1/messages", request.max_tokens, self.max_response_bytes) \
@@ -125,8 +125,8 @@ class AnthropicProvider(ProviderBase):
         resp.timing = reply.timing(t0, sent_at) if reply is not None and reply.events else Timing(sent_at)
         return resp
 
-    async def _streamed(self, base_url: str, body: dict[str, object], timeout: float,
-                        reply: AnthropicStream) -> tuple[dict[str, object], dict[str, float]]:
+    async def _streamed(self, base_url: str, body: dict[str, Any], timeout: float,
+                        reply: AnthropicStream) -> tuple[dict[str, Any], dict[str, float]]:
         """The message asked as a stream (`stream: true`), read through the SDK's raw
         byte stream (its transport's caps and the scheduler's deadline hold) into
         `reply`; the message body it assembles. A server that answers JSON instead is
@@ -140,13 +140,13 @@ class AnthropicProvider(ProviderBase):
         return reply.message(), info
 
     # -- Message Batches: the requests in one POST, results as JSONL at results_url ----
-    def batch_entry(self, request: Request, custom_id: str) -> dict[str, object]:
+    def batch_entry(self, request: Request, custom_id: str) -> dict[str, Any]:
         params, cut_at = self._params(request)
         if cut_at:  # applied to the answer when the results come (this or a later process)
             self.batch_cut_at[custom_id] = cut_at
         return {"custom_id": custom_id, "params": params}
 
-    async def batch_submit(self, base_url: str, entries: list[dict[str, object]], meta: dict[str, str],
+    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str],
                            on_uploaded: Callable[[str], None] = lambda file_id: None) -> str:
         async with _errors():
             batch = await self._client(base_url).messages.batches.create(requests=entries)
@@ -212,7 +212,7 @@ class AnthropicProvider(ProviderBase):
             await client.close()
 
 
-def parse_message(data: dict[str, object], cut_at: list[str]) -> Response:
+def parse_message(data: dict[str, Any], cut_at: list[str]) -> Response:
     """A messages API answer (live or from a batch) as a Response (latency to be set).
 
     Only a message is an answer: a body with an `error` beside its content, or whose
@@ -267,9 +267,9 @@ class AnthropicStream(StreamReply):
 
     def __init__(self, url: str, max_tokens: int, max_bytes: int) -> None:
         super().__init__(url, max_tokens, max_bytes)
-        self.started: dict[str, object] | None = None
-        self.usage: dict[str, object] = {}
-        self.blocks: dict[int, dict[str, object]] = {}
+        self.started: dict[str, Any] | None = None
+        self.usage: dict[str, Any] = {}
+        self.blocks: dict[int, dict[str, Any]] = {}
         self.stop_reason: Any = None
         self.stopped = False
 
@@ -278,7 +278,7 @@ class AnthropicStream(StreamReply):
         kind = data.get("type", name)
         if kind == "error" or name == "error":
             found = data.get("error")
-            err: dict[str, object] = found if isinstance(found, dict) else {}
+            err: dict[str, Any] = found if isinstance(found, dict) else {}
             etype = str(err.get("type") or "")
             raise classify_status(ERROR_STATUS.get(etype, 500), f"{etype}: {err.get('message') or ''} (in the stream)",
                                   code=etype)
@@ -302,7 +302,7 @@ class AnthropicStream(StreamReply):
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ProviderError("transient", f"unexpected stream event from {self.url}: {type(exc).__name__}: {exc}") from None
 
-    def message(self) -> dict[str, object]:
+    def message(self) -> dict[str, Any]:
         if self.started is None or not self.stopped:
             raise self.incomplete("message_start and message_stop")
         if "output_tokens" not in self.usage or "input_tokens" not in self.usage:

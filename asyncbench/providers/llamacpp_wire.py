@@ -28,13 +28,13 @@ from .http import SyncCallError, SyncClient, post_object
 OWNED_BY = "llamacpp"
 
 
-def is_llamacpp(models: dict[str, object]) -> bool:
+def is_llamacpp(models: dict[str, Any]) -> bool:
     """Whether a `/v1/models` body is llama-server's (every entry `owned_by: llamacpp`)."""
     entries = [m for m in models.get("data") or [] if isinstance(m, dict)]
     return bool(entries) and all(m.get("owned_by") == OWNED_BY for m in entries)
 
 
-def slot_context(models: dict[str, object], model: str) -> int | None:
+def slot_context(models: dict[str, Any], model: str) -> int | None:
     """One slot's context (`meta.n_ctx`) of the named model, else of the first one."""
     entries = [m for m in models.get("data") or [] if isinstance(m, dict)]
     mine = [m for m in entries if m.get("id") == model] or entries[:1]
@@ -69,11 +69,11 @@ class LlamaCppTokenizer:
         self.strip_space = self._text(self._tokenize("a", add_special=False)).startswith(" ")
         self.byte_base = self._byte_base()
 
-    def _post(self, path: str, body: dict[str, object]) -> dict[str, object]:
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return post_object(self.client, f"{self.root}{path}", body)
 
     def _tokenize(self, content: str | list[int], *, add_special: bool, parse_special: bool = True,
-                  pieces: bool = False) -> list[object]:
+                  pieces: bool = False) -> list[Any]:
         tokens = self._post("/tokenize", {"content": content, "add_special": add_special,
                                           "parse_special": parse_special, "with_pieces": pieces}).get("tokens")
         if not isinstance(tokens, list):
@@ -104,7 +104,7 @@ class LlamaCppTokenizer:
                 ids.add(int(parsed[0]))
         return frozenset(ids)
 
-    def _props(self) -> dict[str, object]:
+    def _props(self) -> dict[str, Any]:
         try:
             data = self.client.call("GET", f"{self.root}/props")
         except SyncCallError:
@@ -125,7 +125,7 @@ class LlamaCppTokenizer:
     def _is_byte(self, tok: int, piece: bytes) -> bool:
         return self.byte_base is not None and len(piece) == 1 and tok - self.byte_base == piece[0]
 
-    def _text(self, ids: list[object]) -> str:
+    def _text(self, ids: list[Any]) -> str:
         return b"".join(p for _, p in self._pieces([int(t) for t in ids])).decode("utf-8", "replace")
 
     def encode(self, text: str) -> list[int]:

@@ -41,7 +41,7 @@ class OpenAIProvider(ProviderBase):
 
     def __init__(self, model: str, api_key: str | None, api: ApiKind = "chat") -> None:
         super().__init__(model, api_key, api)
-        self._clients: dict[str, object] = {}
+        self._clients: dict[str, Any] = {}
         # the SDK's import takes seconds of CPU: here, not inside the first request's deadline
         import openai  # noqa: F401
 
@@ -60,7 +60,7 @@ class OpenAIProvider(ProviderBase):
         # a shared prefix gets a `prompt_cache_key` so that its requests route alike
         return None if self.api == "completion" else 1024
 
-    def _body(self, request: Request, stream: bool = False) -> tuple[dict[str, object], bool]:
+    def _body(self, request: Request, stream: bool = False) -> tuple[dict[str, Any], bool]:
         """The request body, and whether it goes to the completions endpoint."""
         completion = self.api == "completion" or request.messages is None
         body = request_body(request, "completion" if completion else "chat", stream=stream)
@@ -120,12 +120,12 @@ class OpenAIProvider(ProviderBase):
                         finish_reason=finish, endpoint=base_url, ratelimit=info, timing=timing)
 
     # -- OpenAI Batch: a JSONL file of requests, then a batch over it ------------------
-    def batch_entry(self, request: Request, custom_id: str) -> dict[str, object]:
+    def batch_entry(self, request: Request, custom_id: str) -> dict[str, Any]:
         body, completion = self._body(request)
         return {"custom_id": custom_id, "method": "POST",
                 "url": "/v1/completions" if completion else "/v1/chat/completions", "body": body}
 
-    async def batch_submit(self, base_url: str, entries: list[dict[str, object]], meta: dict[str, str],
+    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str],
                            on_uploaded: Callable[[str], None] = lambda file_id: None) -> str:
         client = self._client(base_url)
         data = "".join(json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in entries).encode()
@@ -187,11 +187,11 @@ class OpenAIProvider(ProviderBase):
             elif resp.get("status_code"):
                 body = resp.get("body") or {}
                 found = body.get("error")
-                e: dict[str, object] = found if isinstance(found, dict) else {}
+                e: dict[str, Any] = found if isinstance(found, dict) else {}
                 out[cid] = classify_status(int(resp["status_code"]), str(e.get("message") or body),
                                            code=e.get("code") if isinstance(e.get("code"), str) else None)
             else:  # batch_expired, batch_cancelled: not run, send it again
-                why: dict[str, object] = err if isinstance(err, dict) else {}
+                why: dict[str, Any] = err if isinstance(err, dict) else {}
                 out[cid] = ProviderError("transient",
                                          f"{why.get('code') or 'not run'}: {why.get('message') or ''}")
         return out

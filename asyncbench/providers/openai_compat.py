@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from ..errors import ProviderError
+from ..json_values import as_list
 from ..types import ApiKind, Request, Response, Timing
 from .base import ProviderBase
 from .http import HTTPClient, SyncClient, post_object
@@ -38,7 +39,7 @@ class VLLMTokenizer:
         self._around: tuple[int, int] | None = None
         self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
 
-    def _post(self, path: str, body: dict[str, object]) -> dict[str, object]:
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return post_object(self.client, f"{self.root}{path}", {"model": self.model, **body})
 
     def tokenize(self, text: str, special: bool) -> list[int]:
@@ -102,7 +103,7 @@ class OpenAICompatProvider(ProviderBase):
         as raw text (vLLM, TGI and llama.cpp all serve it), the rest as one chat message."""
         return self.api == "completion" or not chat
 
-    async def _models(self, base_url: str) -> dict[str, object] | None:
+    async def _models(self, base_url: str) -> dict[str, Any] | None:
         """The server's `/v1/models` body, or None when it does not answer one."""
         try:
             return await self.http.get_json(f"{base_url.rstrip('/')}/models")
@@ -132,7 +133,7 @@ class OpenAICompatProvider(ProviderBase):
             return None
         return tok
 
-    async def _first_models(self, base_urls: list[str]) -> list[object]:
+    async def _first_models(self, base_urls: list[str]) -> list[Any]:
         """The `data` entries of the first replica's `/v1/models` that answers; [] if none does."""
         for url in base_urls:
             if (models := await self._models(url)) is not None:
@@ -174,7 +175,7 @@ class OpenAICompatProvider(ProviderBase):
                     totals.append(n_ctx)
                     fields.add("meta.n_ctx")
                 continue
-            models = [m for m in data.get("data") or [] if isinstance(m, dict)]
+            models = [m for m in as_list(data.get("data")) if isinstance(m, dict)]
             mine = [m for m in models if m.get("id") == self.model] or models[:1]
             if mine and isinstance(mine[0].get("max_model_len"), int):
                 totals.append(int(mine[0]["max_model_len"]))

@@ -13,11 +13,11 @@ from .base import error_text
 from .stream_reply import StreamReply
 
 
-def request_body(request: Request, api: ApiKind, stream: bool = False) -> dict[str, object]:
+def request_body(request: Request, api: ApiKind, stream: bool = False) -> dict[str, Any]:
     """The body of `request`; `stream`: asked as a stream whose last chunk carries the
     usage (`stream_options.include_usage`, OpenAI's API reference; vLLM, llama.cpp's
     server and TGI's Messages API take it too)."""
-    body: dict[str, object] = {"model": request.model, "max_tokens": request.max_tokens,
+    body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens,
                             "temperature": request.temperature}
     body.update(request.params)
     if stream:
@@ -29,7 +29,7 @@ def request_body(request: Request, api: ApiKind, stream: bool = False) -> dict[s
     return body
 
 
-def parse_body(data: dict[str, object]) -> tuple[str, Usage, str | None]:
+def parse_body(data: dict[str, Any]) -> tuple[str, Usage, str | None]:
     """(text, usage, finish_reason) from a chat.completion or text_completion body.
 
     A 200 is an answer only when it is one: a body with an `error` object beside its

@@ -87,7 +87,7 @@ class StreamReply:
     def on_event(self, name: str, payload: bytes, now: float) -> None:
         raise NotImplementedError
 
-    def payload(self, data: bytes) -> dict[str, object]:
+    def payload(self, data: bytes) -> dict[str, Any]:
         """An event's JSON object; a malformed one is a failed attempt (transient, as a
         malformed body is), one nested past any parser's depth refused (fatal)."""
         try:

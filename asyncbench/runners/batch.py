@@ -94,7 +94,7 @@ class _Call:
     on_event: OnEvent
     stats: SchedulerStats
     by_key: dict[str, Job] = field(default_factory=dict)
-    entries: dict[str, object] = field(default_factory=dict)  # the provider's batch line per key
+    entries: dict[str, Any] = field(default_factory=dict)  # the provider's batch line per key
     attempts: dict[str, int] = field(default_factory=dict)
     reserved: dict[str, float] = field(default_factory=dict)
     outcomes: set[int] = field(default_factory=set)

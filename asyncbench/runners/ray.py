@@ -112,7 +112,7 @@ class RayRunner:
         self._worker_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(GenerationWorker)
         self._apply = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_apply)
         self._groups: dict[tuple[str, str], _WorkerGroup] = {}
-        self._limiters: dict[str, object] = {}  # one limiter actor per provider account (client.account_key)
+        self._limiters: dict[str, Any] = {}  # one limiter actor per provider account (client.account_key)
 
     def _on_driver_node(self) -> Any:
         """Scheduling on the driver's node: the limiter lives and dies with the run."""
@@ -210,14 +210,14 @@ class RayRunner:
                 **self.placement()}
 
     # -- scoring --------------------------------------------------------------------
-    def map_chunks(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[object]:
+    def map_chunks(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
         """`[fn(*args) for args in calls]`, each call a Ray task on one CPU, spread over
         the nodes; at most TASK_TIMEOUT_S for the lot."""
         ray = self.ray
         fn_ref = ray.put(fn)
         refs = [self._apply.remote(fn_ref, *args) for args in calls]
         try:
-            results: list[object] = ray.get(refs, timeout=TASK_TIMEOUT_S)
+            results: list[Any] = ray.get(refs, timeout=TASK_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
             for ref in refs:
                 ray.cancel(ref, force=True)
@@ -262,7 +262,7 @@ class _WorkerGroup:
         self.workers = [self._new_worker(k, nodes[k % len(nodes)]) for k in range(backend.n_workers)]
         self.node_of = [""] * len(self.workers)
         self.node_ip: dict[str, str] = {}
-        self.health: dict[int, list[dict[str, object]]] = {}
+        self.health: dict[int, list[dict[str, Any]]] = {}
         self.replaced = 0
         self.resent = 0
         self.batches = 0  # actor calls carrying jobs

@@ -63,7 +63,7 @@ class SharedLimiters:
         self.where = where
         self.ttl_s = ttl_s
         self.driver = uuid.uuid4().hex
-        self.handles: dict[str, object] = {}  # actor name -> handle
+        self.handles: dict[str, Any] = {}  # actor name -> handle
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

@@ -72,7 +72,7 @@ class SimFile:
     data: bytes
     created_at: int
 
-    def meta(self) -> dict[str, object]:
+    def meta(self) -> dict[str, Any]:
         return {"id": self.id, "object": "file", "bytes": len(self.data), "created_at": self.created_at,
                 "filename": self.filename, "purpose": self.purpose, "status": "processed", "status_details": None}
 
@@ -82,11 +82,11 @@ class SimBatch:
     id: str
     api: str  # "openai" | "anthropic"
     endpoint: str
-    requests: list[tuple[str, dict[str, object]]]  # (custom_id, body)
+    requests: list[tuple[str, dict[str, Any]]]  # (custom_id, body)
     created_at: int
     expire: bool
-    info: dict[str, object] = field(default_factory=dict)  # OpenAI: the batch object's mutable fields
-    results: list[dict[str, object]] = field(default_factory=list)  # Anthropic result lines
+    info: dict[str, Any] = field(default_factory=dict)  # OpenAI: the batch object's mutable fields
+    results: list[dict[str, Any]] = field(default_factory=list)  # Anthropic result lines
     cancelled: bool = False
     task: asyncio.Task[None] | None = None
 
@@ -299,7 +299,7 @@ class BatchService:
         await self._hold("created", request)
         return _json(self._openai_object(batch))
 
-    def _openai_object(self, b: SimBatch) -> dict[str, object]:
+    def _openai_object(self, b: SimBatch) -> dict[str, Any]:
         info = b.info
         return {"id": b.id, "object": "batch", "endpoint": b.endpoint, "errors": info["errors"],
                 "input_file_id": info["input_file_id"], "completion_window": "24h", "status": info["status"],
@@ -311,7 +311,7 @@ class BatchService:
                 "cancelled_at": info.get("cancelled_at"), "request_counts": dict(info["request_counts"]),
                 "metadata": info["metadata"]}
 
-    def _validate_openai(self, b: SimBatch, data: bytes) -> list[dict[str, object]]:
+    def _validate_openai(self, b: SimBatch, data: bytes) -> list[dict[str, Any]]:
         """The input file's lines as the real service checks them; errors as it lists them."""
         cfg = self.server.config
         if len(data) > cfg.openai_batch_max_bytes:
@@ -323,7 +323,7 @@ class BatchService:
         if len(lines) > cfg.openai_batch_max_requests:
             return [{"code": "too_many_requests", "message": f"The batch has {len(lines)} requests; the maximum "
                      f"is {cfg.openai_batch_max_requests}.", "param": None, "line": None}]
-        errors: list[dict[str, object]] = []
+        errors: list[dict[str, Any]] = []
         seen: set[str] = set()
         model = None
         for n, raw in enumerate(lines, 1):
@@ -377,8 +377,8 @@ class BatchService:
         b.info.update(status="in_progress", in_progress_at=int(time.time()))
         self.server.stats.batch_requests += len(b.requests)
         await asyncio.sleep(turnaround / 2)
-        out: list[dict[str, object]] = []
-        err: list[dict[str, object]] = []
+        out: list[dict[str, Any]] = []
+        err: list[dict[str, Any]] = []
         todo = b.requests[: (len(b.requests) + 1) // 2] if b.expire else b.requests
         fmt = ROUTES[b.endpoint]
         for i, (cid, body) in enumerate(todo):
@@ -470,7 +470,7 @@ class BatchService:
         await self._hold("created", request)
         return _json(self._anthropic_object(batch, request))
 
-    def _anthropic_object(self, b: SimBatch, request: web.BaseRequest) -> dict[str, object]:
+    def _anthropic_object(self, b: SimBatch, request: web.BaseRequest) -> dict[str, Any]:
         ended = b.info["processing_status"] == "ended"
         base = f"{request.scheme}://{request.host}"
         return {"id": b.id, "type": "message_batch", "processing_status": b.info["processing_status"],
@@ -510,7 +510,7 @@ class BatchService:
 
     # ------------------------------------------------------------------ one request
 
-    def answer(self, fmt: WireFormat, body: Any, custom_id: str) -> tuple[int, dict[str, object]]:
+    def answer(self, fmt: WireFormat, body: Any, custom_id: str) -> tuple[int, dict[str, Any]]:
         """One request of a batch, answered as the live route would (status, body)."""
         server = self.server
         raw = json.dumps(body).encode()

@@ -675,7 +675,7 @@ class SimHandle:
             self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join(timeout=10)
 
-    def stats(self) -> dict[str, object]:
+    def stats(self) -> dict[str, Any]:
         """The counters, read without going through HTTP."""
         return self.server.stats.as_dict(with_log=True)
 
@@ -685,7 +685,7 @@ def run_sim_in_thread(config: SimConfig | None = None) -> Iterator[SimHandle]:
     """Run a simulator on its own event loop in a daemon thread for the `with` block."""
     config = config or SimConfig()
     ready = threading.Event()
-    box: dict[str, object] = {}
+    box: dict[str, Any] = {}
 
     async def main() -> None:
         try:

@@ -54,21 +54,21 @@ def _openai_finish(a: Answer) -> str:
     return "length" if a.finish == "length" else "stop"
 
 
-def openai_stream(call: Call, answers: list[Answer], request_id: str, usage: dict[str, object]) -> tuple[bytes, list[bytes], bytes]:
+def openai_stream(call: Call, answers: list[Answer], request_id: str, usage: dict[str, Any]) -> tuple[bytes, list[bytes], bytes]:
     chat = call.route == "chat"
     options = call.body.get("stream_options") or {}
     with_usage = isinstance(options, dict) and bool(options.get("include_usage"))
     created = int(time.time())
     if chat:
-        envelope: dict[str, object] = {"id": f"chatcmpl-{request_id}", "object": "chat.completion.chunk",
+        envelope: dict[str, Any] = {"id": f"chatcmpl-{request_id}", "object": "chat.completion.chunk",
                                     "created": created, "model": call.model, "system_fingerprint": "fp_asyncbench_sim"}
     else:
         envelope = {"id": f"cmpl-{request_id}", "object": "text_completion", "created": created, "model": call.model}
     if with_usage:
         envelope["usage"] = None
 
-    def chunk(index: int, delta: dict[str, object] | str, finish: str | None) -> bytes:
-        choice: dict[str, object] = {"index": index}
+    def chunk(index: int, delta: dict[str, Any] | str, finish: str | None) -> bytes:
+        choice: dict[str, Any] = {"index": index}
         if chat:
             choice["delta"] = delta
         else:
@@ -113,7 +113,7 @@ def tgi_stream(call: Call, answer: Answer, finish: str) -> tuple[bytes, list[byt
     events = []
     for i, p in enumerate(parts):
         last = i == len(parts) - 1
-        event: dict[str, object] = {"index": i + 1, "token": {"id": 1000 + i, "text": p, "logprob": 0.0, "special": False},
+        event: dict[str, Any] = {"index": i + 1, "token": {"id": 1000 + i, "text": p, "logprob": 0.0, "special": False},
                                  "generated_text": None, "details": None}
         if last:
             event["generated_text"] = call.prompts[0] + a.text if params.get("return_full_text") else a.text

@@ -20,7 +20,7 @@ from ..store.runs import SamplePage
 PAGE_MAX = 500  # samples on one page at most
 
 
-def _headline(summary: dict[str, object]) -> tuple[float | None, list[float] | None]:
+def _headline(summary: dict[str, Any]) -> tuple[float | None, list[float] | None]:
     """A run's overall score and its 95% interval, where it has them."""
     scores = summary.get("scores") or {}
     value = scores.get("overall")
@@ -31,7 +31,7 @@ def _headline(summary: dict[str, object]) -> tuple[float | None, list[float] | N
     return (float(value) if isinstance(value, (int, float)) else None), interval
 
 
-def runs(store: Store) -> list[dict[str, object]]:
+def runs(store: Store) -> list[dict[str, Any]]:
     """Every run, newest first: what the runs table shows."""
     out = []
     with store.session():
@@ -48,7 +48,7 @@ def runs(store: Store) -> list[dict[str, object]]:
     return out
 
 
-def run(store: Store, wanted: str) -> dict[str, object]:
+def run(store: Store, wanted: str) -> dict[str, Any]:
     """One run: its row, run.json as stored (None until an invocation ends), its tasks and
     what its ledger holds so far (live while it runs)."""
     with store.session():
@@ -60,7 +60,7 @@ def run(store: Store, wanted: str) -> dict[str, object]:
                 "tasks": store.runs.tasks(run_id), "live": store.runs.progress(run_id)}
 
 
-def samples(store: Store, wanted: str, task: str | None, page: SamplePage) -> dict[str, object]:
+def samples(store: Store, wanted: str, task: str | None, page: SamplePage) -> dict[str, Any]:
     """One page of a run's samples (at most PAGE_MAX), with how many the filters select."""
     page = SamplePage(max(0, page.offset), min(max(1, page.limit), PAGE_MAX), page.status or None,
                       page.search or None)
@@ -71,7 +71,7 @@ def samples(store: Store, wanted: str, task: str | None, page: SamplePage) -> di
             "samples": [asdict(r) for r in records]}
 
 
-def side_by_side(store: Store, first: str, second: str, offset: int, limit: int) -> dict[str, object]:
+def side_by_side(store: Store, first: str, second: str, offset: int, limit: int) -> dict[str, Any]:
     """Two runs on the samples both scored: those whose scores differ first (largest
     difference first), then the rest, each by task and id."""
     with store.session():
