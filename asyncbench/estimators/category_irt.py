@@ -71,7 +71,7 @@ def fit_category_irt(scores: np.ndarray, embeddings: np.ndarray, dims: int = DIM
     return CategoryIrt(disc, diff)
 
 
-def estimate_category_irt(model: CategoryIrt, anchors: np.ndarray, anchor_scores: np.ndarray) -> dict[str, Any]:
+def estimate_category_irt(model: CategoryIrt, anchors: np.ndarray, anchor_scores: np.ndarray) -> dict[str, object]:
     """Per category: θ_c from its anchors, its items predicted, the anchors' scores kept."""
     full = np.zeros(N_ITEMS)
     y = np.asarray(anchor_scores, dtype=float)

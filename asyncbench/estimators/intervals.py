@@ -35,7 +35,7 @@ from numpy.typing import NDArray
 Array = NDArray[np.float64]
 # A tree as run.json holds scores: nested dicts whose leaves are numbers (here: arrays of
 # resampled values, or None where the benchmark reports no number).
-Tree = dict[str, Any]
+Tree = dict[str, object]
 Combine = Callable[[Mapping[str, Array]], Tree]
 
 LEVEL = 0.95
@@ -209,7 +209,7 @@ def compare(a: Plan, b: Plan, level: float = LEVEL, n_resamples: int = N_RESAMPL
     perm_a, perm_b = _swapped(a.strata, b.strata, n_resamples, rng)
     null = _leaves(b.combine(perm_b), np.subtract, a.combine(perm_a))
 
-    def leaf(va: Array, vb: Array, diffs: Array, null_diffs: Array) -> dict[str, Any]:
+    def leaf(va: Array, vb: Array, diffs: Array, null_diffs: Array) -> dict[str, object]:
         d = float(vb - va)
         ci = _bounds(diffs, level)
         extreme = int(np.sum(np.abs(null_diffs) >= abs(d) - 1e-9))

@@ -50,7 +50,7 @@ _OPENAI_ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 _EXPIRED_MSG = "This request could not be executed before the completion window expired."
 
 
-def _json(data: Any, status: int = 200) -> web.Response:
+def _json(data: object, status: int = 200) -> web.Response:
     return web.Response(body=json.dumps(data, separators=(",", ":")).encode(), status=status,
                         content_type="application/json")
 
@@ -72,7 +72,7 @@ class SimFile:
     data: bytes
     created_at: int
 
-    def meta(self) -> dict[str, Any]:
+    def meta(self) -> dict[str, object]:
         return {"id": self.id, "object": "file", "bytes": len(self.data), "created_at": self.created_at,
                 "filename": self.filename, "purpose": self.purpose, "status": "processed", "status_details": None}
 

@@ -13,8 +13,8 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..json_values import as_object
 from ..sampling_rules import ANTHROPIC_BOTH_SAMPLERS, one_sampler_only
 from .limits import anthropic_headers, openai_headers
 
@@ -37,7 +37,7 @@ class Call:
     prompts: list[str]  # one per choice (legacy completions accept a list of prompts)
     max_tokens: int
     stop: list[str] = field(default_factory=list)
-    body: dict[str, Any] = field(default_factory=dict)
+    body: dict[str, object] = field(default_factory=dict)
     # Anthropic: the prompt text up to the end of each block marked with `cache_control`
     # (prefixes of `text()`), shortest first
     cache_marks: list[str] = field(default_factory=list)
@@ -61,7 +61,7 @@ class Answer:
     cache_puts: list[bytes] = field(default_factory=list, repr=False)
 
 
-def _content_text(content: Any) -> str:
+def _content_text(content: object) -> str:
     """Text of an OpenAI/Anthropic message content: a string or a list of text blocks
     (concatenated as they are: a prompt split into blocks reads as the prompt)."""
     if isinstance(content, str):
@@ -75,7 +75,7 @@ def _content_text(content: Any) -> str:
     raise BadRequest("message content must be a string or a list of content blocks")
 
 
-def _int_param(body: dict[str, Any], name: str, default: int | None) -> int | None:
+def _int_param(body: dict[str, object], name: str, default: int | None) -> int | None:
     value = body.get(name, default)
     if value is None:
         return None
@@ -84,7 +84,7 @@ def _int_param(body: dict[str, Any], name: str, default: int | None) -> int | No
     return value
 
 
-def _stops(value: Any) -> list[str]:
+def _stops(value: object) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -94,7 +94,7 @@ def _stops(value: Any) -> list[str]:
     raise BadRequest("'stop' must be a string or a list of strings")
 
 
-def _stream(body: dict[str, Any], options: bool = False) -> bool:
+def _stream(body: dict[str, object], options: bool = False) -> bool:
     """Whether the call asks for a stream. OpenAI refuses `stream_options` without
     `stream` ("The 'stream_options' parameter is only allowed when 'stream' is enabled.")."""
     stream = body.get("stream")
@@ -108,7 +108,7 @@ def _stream(body: dict[str, Any], options: bool = False) -> bool:
 # ---------------------------------------------------------------- OpenAI
 
 
-def parse_chat(body: dict[str, Any]) -> Call:
+def parse_chat(body: dict[str, object]) -> Call:
     stream = _stream(body, options=True)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -123,7 +123,7 @@ def parse_chat(body: dict[str, Any]) -> Call:
                 stream=stream)
 
 
-def parse_completions(body: dict[str, Any]) -> Call:
+def parse_completions(body: dict[str, object]) -> Call:
     stream = _stream(body, options=True)
     prompt = body.get("prompt")
     prompts = [prompt] if isinstance(prompt, str) else prompt
@@ -134,7 +134,7 @@ def parse_completions(body: dict[str, Any]) -> Call:
                 stream=stream)
 
 
-def openai_usage(answers: list[Answer]) -> dict[str, Any]:
+def openai_usage(answers: list[Answer]) -> dict[str, object]:
     prompt = sum(a.prompt_tokens for a in answers)
     completion = sum(a.completion_tokens for a in answers)
     return {
@@ -150,7 +150,7 @@ def _openai_finish(answer: Answer) -> str:
     return "length" if answer.finish == "length" else "stop"
 
 
-def render_chat(call: Call, answers: list[Answer], request_id: str) -> dict[str, Any]:
+def render_chat(call: Call, answers: list[Answer], request_id: str) -> dict[str, object]:
     return {
         "id": f"chatcmpl-{request_id}",
         "object": "chat.completion",
@@ -170,7 +170,7 @@ def render_chat(call: Call, answers: list[Answer], request_id: str) -> dict[str,
     }
 
 
-def render_completions(call: Call, answers: list[Answer], request_id: str) -> dict[str, Any]:
+def render_completions(call: Call, answers: list[Answer], request_id: str) -> dict[str, object]:
     return {
         "id": f"cmpl-{request_id}",
         "object": "text_completion",
@@ -184,14 +184,14 @@ def render_completions(call: Call, answers: list[Answer], request_id: str) -> di
     }
 
 
-def openai_error(status: int, kind: str, message: str, code: str | None = None) -> dict[str, Any]:
+def openai_error(status: int, kind: str, message: str, code: str | None = None) -> dict[str, object]:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
 # ---------------------------------------------------------------- Anthropic
 
 
-def parse_messages(body: dict[str, Any]) -> Call:
+def parse_messages(body: dict[str, object]) -> Call:
     stream = _stream(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -223,7 +223,7 @@ def anthropic_stop_reason(a: Answer) -> str:
     return {"length": "max_tokens", "stop_sequence": "stop_sequence"}.get(a.finish, "end_turn")
 
 
-def render_messages(call: Call, answers: list[Answer], request_id: str) -> dict[str, Any]:
+def render_messages(call: Call, answers: list[Answer], request_id: str) -> dict[str, object]:
     a = answers[0]
     stop_reason = anthropic_stop_reason(a)
     return {
@@ -243,7 +243,7 @@ def render_messages(call: Call, answers: list[Answer], request_id: str) -> dict[
     }
 
 
-def anthropic_error(status: int, kind: str, message: str, code: str | None = None) -> dict[str, Any]:
+def anthropic_error(status: int, kind: str, message: str, code: str | None = None) -> dict[str, object]:
     """The Messages API's error body: the error and the request's id (`req_...`), as the
     API answers, e.g. BerriAI/litellm#15097's 400 for claude-sonnet-4-5."""
     return {"type": "error", "error": {"type": kind, "message": message}, "request_id": f"req_{uuid.uuid4().hex[:24]}"}
@@ -255,7 +255,7 @@ def anthropic_error(status: int, kind: str, message: str, code: str | None = Non
 TGI_DEFAULT_MAX_NEW_TOKENS = 100
 
 
-def parse_generate(body: dict[str, Any]) -> Call:
+def parse_generate(body: dict[str, object]) -> Call:
     if body.get("stream"):  # /generate answers whole; /generate_stream streams
         raise BadRequest("Input validation error: `stream` is not supported on /generate: use /generate_stream",
                          422, "validation")
@@ -273,7 +273,7 @@ def parse_generate(body: dict[str, Any]) -> Call:
     return Call("generate", "", [inputs], max_new or TGI_DEFAULT_MAX_NEW_TOKENS, stops, body)
 
 
-def parse_generate_stream(body: dict[str, Any]) -> Call:
+def parse_generate_stream(body: dict[str, object]) -> Call:
     """TGI's `/generate_stream`: the body of /generate, answered as events (streams.py)."""
     call = parse_generate({k: v for k, v in body.items() if k != "stream"})
     call.stream = True
@@ -284,11 +284,11 @@ def tgi_finish(a: Answer) -> str:
     return {"length": "length", "stop_sequence": "stop_sequence"}.get(a.finish, "eos_token")
 
 
-def render_generate(call: Call, answers: list[Answer], request_id: str) -> dict[str, Any]:
+def render_generate(call: Call, answers: list[Answer], request_id: str) -> dict[str, object]:
     a = answers[0]
-    params = call.body.get("parameters") or {}
+    params = as_object(call.body.get("parameters"))
     text = call.prompts[0] + a.text if params.get("return_full_text") else a.text
-    out: dict[str, Any] = {"generated_text": text}
+    out: dict[str, object] = {"generated_text": text}
     if params.get("details"):
         finish = tgi_finish(a)
         pieces = [a.text[i : i + 4] for i in range(0, len(a.text), 4)]
@@ -302,7 +302,7 @@ def render_generate(call: Call, answers: list[Answer], request_id: str) -> dict[
     return out
 
 
-def tgi_error(status: int, kind: str, message: str, code: str | None = None) -> dict[str, Any]:
+def tgi_error(status: int, kind: str, message: str, code: str | None = None) -> dict[str, object]:
     return {"error": message, "error_type": kind}
 
 
@@ -314,9 +314,9 @@ class WireFormat:
     """Everything the server needs to know about one API."""
 
     api: str  # "openai" | "anthropic" | "tgi"
-    parse: Callable[[dict[str, Any]], Call]
-    render: Callable[[Call, list[Answer], str], dict[str, Any]]
-    error: Callable[[int, str, str, str | None], dict[str, Any]]
+    parse: Callable[[dict[str, object]], Call]
+    render: Callable[[Call, list[Answer], str], dict[str, object]]
+    error: Callable[[int, str, str, str | None], dict[str, object]]
     ratelimit_headers: Callable[[dict[str, float]], dict[str, str]]
 
 

@@ -21,8 +21,6 @@ What each rule copies:
 
 from __future__ import annotations
 
-from typing import Any
-
 
 class ModelTokenizer:
     """A tokenizer.json, and the model's chat template when it is a Llama-2 one."""
@@ -76,7 +74,7 @@ class ModelTokenizer:
         return "".join(out)
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ..errors import UserError
+from ..json_values import as_list
 from . import streams
 from .answerer import answer
 from .formats import ROUTES, Answer, BadRequest, Call, WireFormat, anthropic_stop_reason, openai_usage, tgi_finish
@@ -142,7 +143,7 @@ class SimConfig:
         return bool(self.error_rate or self.drop_rate or self.stall_rate or self.malformed_rate or self.jitter_ms)
 
 
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+def _json(data: object, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     body = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     return web.Response(body=body, status=status, headers=headers, content_type=_JSON)
 
@@ -378,7 +379,8 @@ class SimServer:
         if tok is None:
             return [count_tokens(p) for p in call.prompts]
         if call.route == "chat":
-            return [tok.count(tok.chat_prompt(call.body.get("messages") or []), special=False)]
+            messages = [m for m in as_list(call.body.get("messages")) if isinstance(m, dict)]
+            return [tok.count(tok.chat_prompt(messages), special=False)]
         return [tok.count(p) for p in call.prompts]
 
     def answers(self, fmt: WireFormat, call: Call, fingerprint: str, raw: bytes) -> list[Answer]:
@@ -675,7 +677,7 @@ class SimHandle:
             self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join(timeout=10)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> dict[str, object]:
         """The counters, read without going through HTTP."""
         return self.server.stats.as_dict(with_log=True)
 

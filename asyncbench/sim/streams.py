@@ -29,19 +29,19 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
+from ..json_values import as_object
 from .formats import Answer, Call
 
 EVENT_STREAM = "text/event-stream; charset=utf-8"
 
 
-def _data(value: Any, space: bool = True) -> bytes:
+def _data(value: object, space: bool = True) -> bytes:
     return b"data:" + (b" " if space else b"") + json.dumps(value, ensure_ascii=False,
                                                              separators=(",", ":")).encode("utf-8") + b"\n\n"
 
 
-def _event(name: str, value: Any) -> bytes:
+def _event(name: str, value: object) -> bytes:
     return f"event: {name}\n".encode() + _data(value)
 
 
@@ -54,21 +54,21 @@ def _openai_finish(a: Answer) -> str:
     return "length" if a.finish == "length" else "stop"
 
 
-def openai_stream(call: Call, answers: list[Answer], request_id: str, usage: dict[str, Any]) -> tuple[bytes, list[bytes], bytes]:
+def openai_stream(call: Call, answers: list[Answer], request_id: str, usage: dict[str, object]) -> tuple[bytes, list[bytes], bytes]:
     chat = call.route == "chat"
     options = call.body.get("stream_options") or {}
     with_usage = isinstance(options, dict) and bool(options.get("include_usage"))
     created = int(time.time())
     if chat:
-        envelope: dict[str, Any] = {"id": f"chatcmpl-{request_id}", "object": "chat.completion.chunk",
+        envelope: dict[str, object] = {"id": f"chatcmpl-{request_id}", "object": "chat.completion.chunk",
                                     "created": created, "model": call.model, "system_fingerprint": "fp_asyncbench_sim"}
     else:
         envelope = {"id": f"cmpl-{request_id}", "object": "text_completion", "created": created, "model": call.model}
     if with_usage:
         envelope["usage"] = None
 
-    def chunk(index: int, delta: dict[str, Any] | str, finish: str | None) -> bytes:
-        choice: dict[str, Any] = {"index": index}
+    def chunk(index: int, delta: dict[str, object] | str, finish: str | None) -> bytes:
+        choice: dict[str, object] = {"index": index}
         if chat:
             choice["delta"] = delta
         else:
@@ -108,12 +108,12 @@ def anthropic_stream(call: Call, answer: Answer, request_id: str, stop_reason: s
 
 def tgi_stream(call: Call, answer: Answer, finish: str) -> tuple[bytes, list[bytes], bytes]:
     a = answer
-    params = call.body.get("parameters") or {}
+    params = as_object(call.body.get("parameters"))
     parts = pieces(a.text) or [""]
     events = []
     for i, p in enumerate(parts):
         last = i == len(parts) - 1
-        event: dict[str, Any] = {"index": i + 1, "token": {"id": 1000 + i, "text": p, "logprob": 0.0, "special": False},
+        event: dict[str, object] = {"index": i + 1, "token": {"id": 1000 + i, "text": p, "logprob": 0.0, "special": False},
                                  "generated_text": None, "details": None}
         if last:
             event["generated_text"] = call.prompts[0] + a.text if params.get("return_full_text") else a.text
