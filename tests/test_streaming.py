@@ -213,3 +213,51 @@ def test_a_run_streamed_stores_and_scores_what_it_does_unstreamed(tmp_path: Path
     assert streamed["scores"] == whole["scores"]
     assert _rows(tmp_path / "on.duckdb") == _rows(tmp_path / "off.duckdb")
     assert streamed["tokens"] == whole["tokens"]
+
+
+@pytest.mark.parametrize("kind", ["openai chat", "anthropic"])
+def test_an_sdk_stream_may_take_what_its_tokens_need_and_no_more(sim: Any, kind: str) -> None:
+    """A stream repeats its envelope per token, so its bytes grow with the tokens asked:
+    the SDKs' transport caps a streamed answer at stream_caps(max_tokens) (as our HTTP/1.1
+    client does), not at the whole-body cap, which still holds for an unstreamed answer.
+    The cap travels as a header that the transport takes off before the request leaves."""
+    cls, model, suffix, chat = KINDS[kind]
+    request = _request(cls, model, chat, max_tokens=200)
+
+    async def go(stream: bool, cap: int) -> Response:
+        provider = cls(model, "sk-test", api="chat")
+        provider.stream, provider.max_response_bytes = stream, cap
+        try:
+            return await provider.send(request, sim.base_url + suffix, 30.0)
+        finally:
+            await provider.aclose()
+
+    whole = asyncio.run(go(False, 1 << 20))
+    streamed_bytes = 150 * whole.usage.completion_tokens  # at least this much of envelope per token
+    small = streamed_bytes // 4
+    assert len(whole.text.encode()) + 400 < small  # the unstreamed body fits the small cap...
+    assert asyncio.run(go(False, small)).text == whole.text
+    assert asyncio.run(go(True, small)).text == whole.text  # ...and so does the longer stream
+    with pytest.raises(ProviderError, match="too large|over|cap|bytes"):
+        asyncio.run(go(False, 64))  # the whole-body cap still holds
+
+
+def test_the_body_cap_header_never_leaves_the_transport() -> None:
+    import httpx2
+
+    from asyncbench.providers.sdk_transport import BoundedTransport, stream_headers
+
+    seen: list[httpx2.Headers] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers)
+        return httpx2.Response(200, content=b"x" * 5000)
+
+    async def go(headers: dict[str, str]) -> int:
+        async with httpx2.AsyncClient(transport=BoundedTransport(httpx2.MockTransport(answer), 1000)) as client:
+            return len((await client.get("http://127.0.0.1:9/v1/x", headers=headers)).content)
+
+    assert asyncio.run(go(stream_headers(8000))) == 5000  # its own cap, above the transport's
+    with pytest.raises(Exception, match="1,000|1000|large"):
+        asyncio.run(go({}))  # the transport's cap
+    assert seen and all("x-asyncbench-body-cap" not in h for h in seen)

@@ -22,8 +22,8 @@ from ..types import ApiKind, Request, Response, Timing, Usage
 from .base import BatchResult, BatchStatus, ProviderBase, classify_status, error_text
 from .bounded import Refused, refusal_cause
 from .http import JSONTooDeep, json_value
-from .sdk_transport import connection_reason, sdk_http_client, stream_into
-from .stream_reply import StreamReply
+from .sdk_transport import connection_reason, sdk_http_client, stream_headers, stream_into
+from .stream_reply import StreamReply, stream_caps
 
 # How far the provider's clock may be behind ours when walking its list of batches.
 CLOCK_SKEW_S = 600.0
@@ -132,7 +132,9 @@ class AnthropicProvider(ProviderBase):
         `reply`; the message body it assembles. A server that answers JSON instead is
         read whole."""
         client = self._client(base_url)
-        async with client.messages.with_streaming_response.create(**body, stream=True, timeout=timeout) as raw:
+        cap, _ = stream_caps(reply.max_tokens, self.max_response_bytes)
+        async with client.messages.with_streaming_response.create(**body, stream=True, timeout=timeout,
+                                                                  extra_headers=stream_headers(cap)) as raw:
             info = parse_ratelimit_headers(raw.headers)
             if not raw.headers.get("content-type", "").lower().startswith("text/event-stream"):
                 return json_value(await raw.read()), info

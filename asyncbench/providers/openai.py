@@ -21,7 +21,8 @@ from .base import BatchResult, BatchStatus, ProviderBase, classify_status
 from .bounded import Refused, refusal_cause
 from .http import JSONTooDeep, json_value
 from .openai_wire import OpenAIStream, parse_body, request_body
-from .sdk_transport import connection_reason, sdk_http_client, stream_into
+from .sdk_transport import connection_reason, sdk_http_client, stream_headers, stream_into
+from .stream_reply import stream_caps
 
 # The batch metadata key holding the client-made id of a submission (runners/batch.py),
 # and how far the provider's clock may be behind ours when walking its list of batches.
@@ -85,7 +86,9 @@ class OpenAIProvider(ProviderBase):
         try:
             if reply is not None:
                 # the raw byte stream (the transport's caps and the scheduler's deadline hold)
-                async with endpoint.with_streaming_response.create(**body, timeout=timeout) as raw:
+                cap, _ = stream_caps(request.max_tokens, self.max_response_bytes)
+                async with endpoint.with_streaming_response.create(**body, timeout=timeout,
+                                                                   extra_headers=stream_headers(cap)) as raw:
                     info = parse_ratelimit_headers(raw.headers)
                     if raw.headers.get("content-type", "").lower().startswith("text/event-stream"):
                         await stream_into(raw, reply.feed)

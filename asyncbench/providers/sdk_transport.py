@@ -5,7 +5,8 @@ The SDKs read a response whole, and httpx2 inflates gzip itself; this transport 
 `gzip, deflate`, inflates here through `bounded.BoundedDecoder`, and gives the SDK an
 identity body that stops with BodyTooLarge at the cap (the SDK wraps it in its
 connection error; `refusal_cause` finds it again). A batch's result file is a
-download, capped at BATCH_DOWNLOAD_MAX_BYTES instead.
+download, capped at BATCH_DOWNLOAD_MAX_BYTES instead; a streamed answer at its own cap,
+which grows with the tokens asked (`stream_headers`), as on our HTTP/1.1 client.
 
 The SDKs' clients follow redirects. One to another origin (scheme, host or port) is
 refused here, before httpx2 follows it: httpx2 drops the Authorization header on the way
@@ -32,6 +33,16 @@ from .bounded import (
     declared_too_large,
     refusal_cause,
 )
+
+# A streamed request's own body cap (stream_reply.stream_caps: it grows with the tokens
+# asked, as a stream repeats its envelope per token), set by the provider on the call
+# and taken off here before the request leaves: the server never sees it.
+BODY_CAP_HEADER = "x-asyncbench-body-cap"
+
+
+def stream_headers(cap: int) -> dict[str, str]:
+    """The `extra_headers` of an SDK call whose body may take `cap` bytes."""
+    return {BODY_CAP_HEADER: str(cap)}
 
 
 def _is_download(path: str) -> bool:
@@ -81,6 +92,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         request.headers["Accept-Encoding"] = ACCEPT_ENCODING
+        own_cap = request.headers.pop(BODY_CAP_HEADER, None)
         response = await self.inner.handle_async_request(request)
         url = f"{request.url.scheme}://{request.url.netloc.decode()}{request.url.path}"
         if response.is_redirect and "location" in response.headers:
@@ -93,7 +105,8 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
                 raise RedirectRefused(f"{url} answered {response.status_code}, a redirect to another origin "
                                       f"({response.headers['location'][:200]}); asyncbench does not send a prompt "
                                       "there: give the URL that answers as the base URL")
-        limit = max(self.limit, BATCH_DOWNLOAD_MAX_BYTES) if _is_download(request.url.path) else self.limit
+        limit = max(self.limit, BATCH_DOWNLOAD_MAX_BYTES) if _is_download(request.url.path) else \
+            max(self.limit, int(own_cap)) if own_cap and own_cap.isdigit() else self.limit
         try:
             declared_too_large(response.headers, limit, url)
             decoder = BoundedDecoder(response.headers.get("content-encoding"), limit, url)

@@ -50,7 +50,7 @@ class StreamReply:
     """The events of one answer so far: its content pieces and their arrival times."""
 
     def __init__(self, url: str, max_tokens: int, max_bytes: int) -> None:
-        self.url = url
+        self.url, self.max_tokens = url, max_tokens
         limit, _ = stream_caps(max_tokens, max_bytes)
         self.sse = SSEDecoder(limit, url)
         self.max_events = EVENT_SLACK + EVENTS_PER_TOKEN * (max(0, int(max_tokens)) + COMPLETION_SLACK)
