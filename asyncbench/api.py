@@ -14,58 +14,28 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack, overload
+from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
 
-from .config import RUN_FIELDS, RunConfig, run_fields
+from .config import RunConfig, RunOptions, run_options
 from .errors import UserError
 from .report.samples import SampleRecord, load_samples
 from .run_summary import RunSummary
 from .store import Store, default_cache_path
-from .types import ApiKind, Backend, BatchFallback, PromptCacheMode, StreamMode
 
 if TYPE_CHECKING:
     import pandas
 
 
-class Options(TypedDict, total=False):
+class Options(RunOptions, total=False):
     """`evaluate`'s keyword options: `asyncbench run`'s flags by their long names, with
     dashes as underscores (`--max-cost` -> max_cost); benchmark-specific ones are accepted
-    for their benchmark only."""
+    for their benchmark only.
 
-    # the run (RunConfig)
-    judge: str
-    base_urls: Sequence[str]
-    judge_base_urls: Sequence[str]
-    endpoint_id: str
-    api: ApiKind
-    data_dir: str | Path
-    cache: str | Path
-    out: str | Path
-    limit: int
-    concurrency: int
-    rpm: float
-    tpm: float
-    max_cost: float
-    dry_run: bool
-    timeout_s: float
-    max_attempts: int
-    max_response_bytes: int
-    max_input_tokens: int
-    tokenizer: str
-    official_model: str
-    temperature: float
-    repeat: int
-    prices: str | Path
-    progress: bool
-    backend: Backend
-    ray_address: str
-    ray_workers: int
-    ray_shared_limiter: str
-    batch: bool
-    batch_fallback: BatchFallback
-    no_wait: bool
-    prompt_cache: PromptCacheMode
-    stream: StreamMode
+    What `evaluate` accepts, checks and passes on is made from the declarations (config.py's
+    run options, typed for the checker in its RunOptions; each benchmark's OPTIONS).
+    tests/test_run_options.py and tests/test_benchmark_options.py check these types are
+    exactly the declarations."""
+
     # Each benchmark's OPTIONS, by key and typed by kind (mypy needs them written out);
     # tests/test_benchmark_options.py checks they are exactly the declarations.
     # BAMBOO
@@ -127,17 +97,18 @@ class EvalResult:
 def _config(benchmark: str, model: str, options: Options) -> RunConfig:
     from .benchmarks import benchmark_options, option_keys
 
-    given: dict[str, Any] = dict(options)
+    given: dict[str, object] = dict(options)
     bench_keys = option_keys()
-    unknown = sorted(k for k in given if k not in RUN_FIELDS and k not in bench_keys)
+    run_keys = run_options()
+    unknown = sorted(k for k in given if k not in run_keys and k not in bench_keys)
     if unknown:
         raise UserError(f"unknown option {unknown[0]!r} for asyncbench.evaluate; the options are run's flags "
-                        f"with underscores (e.g. max_cost, lengths): {', '.join(sorted(Options.__annotations__))}")
+                        f"with underscores (e.g. max_cost, lengths): {', '.join(sorted([*run_keys, *bench_keys]))}")
+    tokenizer = given.get("tokenizer")
     extra = benchmark_options(benchmark, {k: v for k, v in given.items() if k in bench_keys}, model,
-                              given.get("tokenizer"))
-    run = run_fields(given)
-    run.setdefault("progress", False)
-    return RunConfig(benchmark=benchmark, model=model, extra=extra, **run).validate()
+                              tokenizer if isinstance(tokenizer, str) else None)
+    run = {"progress": False, **{k: v for k, v in given.items() if k in run_keys}}
+    return RunConfig.build(benchmark, model, run, extra).validate()
 
 
 Names = list[str] | tuple[str, ...]  # several benchmarks or models: an eval set (run/eval_set.py)
@@ -170,7 +141,7 @@ async def evaluate_async(benchmark: str | Names, model: str | Names,
             summary = await run(cfg, sim_url)
         if not isinstance(summary, RunSummary):
             raise UserError("dry_run=True sends nothing and stores no run; use `asyncbench run --dry-run` to price one")
-        return load_run(summary.run_id, cache=cfg.cache)
+        return load_run(summary.run_id, cache=cfg.storage.cache)
     return await _evaluate_set([benchmark] if isinstance(benchmark, str) else list(benchmark),
                                [model] if isinstance(model, str) else list(model), options)
 
@@ -193,7 +164,7 @@ async def _evaluate_set(benchmarks: list[str], models: list[str], options: Optio
     failed = [f"{r.model} on {r.benchmark}: {r.error}" for r in result.runs if r.status == "failed"]
     if failed:
         raise UserError("; ".join(failed) + f" (the set's other runs are stored: {result.out / 'set.json'})")
-    return [load_run(r.run_id, cache=cfgs[0].cache) for r in result.runs]
+    return [load_run(r.run_id, cache=cfgs[0].storage.cache) for r in result.runs]
 
 
 @overload
@@ -223,21 +194,21 @@ def evaluate(benchmark: str | Names, model: str | Names,
         asyncio.get_running_loop()
     except RuntimeError:
         return anyio.run(go)
-    box: dict[str, Any] = {}
+    results: list[EvalResult | list[EvalResult]] = []
+    errors: list[BaseException] = []
 
     def worker() -> None:
         try:
-            box["result"] = anyio.run(go)
+            results.append(anyio.run(go))
         except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
+            errors.append(exc)
 
     thread = threading.Thread(target=worker, name="asyncbench-evaluate")
     thread.start()
     thread.join()
-    if "error" in box:
-        raise box["error"]
-    result: EvalResult | list[EvalResult] = box["result"]
-    return result
+    if errors:
+        raise errors[0]
+    return results[0]
 
 
 def load_run(run_id: str, cache: str | Path | None = None) -> EvalResult:

@@ -9,39 +9,41 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any
 
 import anyio
 
-from .config import RunConfig
 from .errors import UserError
 from .limits import RateLimiter, TokenBucket
 from .pricing import Price, PriceTable
 from .prompt_cache import PrefixPlan, mark_requests, plan_prefixes, prompt_text
 from .providers import ModelSpec, ProviderBase, api_key_for, key_variable, make_provider, provider_class
+from .providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
 from .scheduler import EndpointPool
 from .tokenizers import Tokenizer, approx_count, get_tokenizer, tiktoken_encoding_for
 from .types import Request
 
 
 class ModelClient:
-    """Everything needed to talk to one model: provider, endpoint pool, limiter, price."""
+    """Everything needed to talk to one model: provider, endpoint pool, limiter, price.
+    Made by planning from what it decided for this model (its limits, its requests in
+    flight per endpoint, the largest answer it takes), never from the run's whole config."""
 
-    def __init__(self, spec: ModelSpec, provider: ProviderBase, cfg: RunConfig, prices: PriceTable,
-                 rpm: float | None, tpm: float | None, api_key: str | None = None,
+    def __init__(self, spec: ModelSpec, provider: ProviderBase, prices: PriceTable, *, concurrency: int,
+                 rpm: float | None = None, tpm: float | None = None,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES, api_key: str | None = None,
                  key_env: str = "ASYNCBENCH_API_KEY") -> None:
         self.spec = spec
         # what an authentication error tells the user to fix
         self.key_hint = f"check {key_env}" if api_key else f"no API key was sent: set {key_env}"
         self.provider = provider
-        provider.max_response_bytes = cfg.max_response_bytes
+        provider.max_response_bytes = max_response_bytes
         self.api_key = api_key  # handed to Ray workers only; never stored or printed
         self.price: Price = prices.price(spec.model, by_prefix=provider.priced_by_prefix,
                                          billed=provider.bills_per_token, provider=spec.provider)
         # one request alone first (no limit configured): a refused key stops the run after
         # it, and its rate-limit headers set the pace before the others open with a burst
         self.limiter: RateLimiter = AccountLimiter(rpm, tpm)
-        self.pool = EndpointPool(spec.base_urls, cfg.concurrency)
+        self.pool = EndpointPool(spec.base_urls, concurrency)
         # Token counting for TPM: tiktoken for OpenAI models, ceil(chars/4) otherwise.
         enc = tiktoken_encoding_for(spec.model) if provider.tiktoken_counts else None
         self.counter: Tokenizer | None = get_tokenizer(enc) if enc else None
@@ -97,7 +99,7 @@ class ModelClient:
     def request(self, *, prompt: str | None = None, messages: list[dict[str, str]] | None = None,
                 max_tokens: int, temperature: float = 0.0, repeat: int = 0, chat: bool = True,
                 task: str | None = None, stop: list[str] | None = None,
-                params: dict[str, Any] | None = None) -> Request:
+                params: dict[str, object] | None = None) -> Request:
         """A Request in the shape this provider takes: one plain user message for chat APIs,
         raw text for completion endpoints and for TGI's non-chat prompts."""
         if messages is None:
@@ -111,11 +113,13 @@ class ModelClient:
                        repeat=repeat, task=task, params={**(params or {}), **({"stop": list(stop)} if stop else {})})
 
 
-def make_client(spec: ModelSpec, cfg: RunConfig, prices: PriceTable, rpm: float | None,
-                 tpm: float | None) -> ModelClient:
+def make_client(spec: ModelSpec, prices: PriceTable, *, concurrency: int, rpm: float | None = None,
+                tpm: float | None = None, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> ModelClient:
+    """The client of `spec`, its provider holding the API key its variable gives."""
     cls = provider_class(spec.provider)
     key = api_key_for(cls, spec.base_urls)
-    return ModelClient(spec, make_provider(spec, key), cfg, prices, rpm, tpm, key, key_variable(cls, spec.base_urls))
+    return ModelClient(spec, make_provider(spec, key), prices, concurrency=concurrency, rpm=rpm, tpm=tpm,
+                       max_response_bytes=max_response_bytes, api_key=key, key_env=key_variable(cls, spec.base_urls))
 
 
 async def check_reachable(client: ModelClient) -> None:

@@ -10,6 +10,7 @@ wall vs the ideal set by A's limit and the 429s each way, as Markdown rows.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import tempfile
 import time
@@ -70,8 +71,8 @@ def one(shared: bool, rpm: int, n: int) -> dict[str, float]:
             async def separately() -> None:
                 async with anyio.create_task_group() as tg:
                     for i, cfg in enumerate(cfgs):
-                        cfg.out = str(tmp / f"run{i}")
-                        tg.start_soon(run, cfg, None)
+                        own = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, out=str(tmp / f"run{i}")))
+                        tg.start_soon(run, own, None)
 
             Store(tmp / "c.duckdb").close()  # made once: six first migrations at once would collide
             started = time.monotonic()

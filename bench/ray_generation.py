@@ -31,7 +31,6 @@ from typing import Any
 import anyio
 
 from asyncbench.client import make_client
-from asyncbench.config import RunConfig
 from asyncbench.pricing import PriceTable
 from asyncbench.providers import parse_model_spec
 from asyncbench.runners.local import LocalRunner
@@ -91,9 +90,8 @@ def main() -> None:
     args = parser.parse_args()
     sim, url = start_sim_subprocess(["--latency-ms", "0"])
     try:
-        cfg = RunConfig(benchmark="jsonl:x", model="openai-compat:sim", base_urls=[url + "/v1"],
-                        concurrency=args.concurrency)
-        client = make_client(parse_model_spec("openai-compat:sim", [url + "/v1"]), cfg, PriceTable(), None, None)
+        client = make_client(parse_model_spec("openai-compat:sim", [url + "/v1"]), PriceTable(),
+                             concurrency=args.concurrency)
         ray_runner = RayRunner(None, workers=2, concurrency=args.concurrency, timeout_s=60, max_attempts=3)
         runners: dict[str, Any] = {"local": LocalRunner(60, 3), "ray": ray_runner}
         if args.before:

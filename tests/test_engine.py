@@ -397,8 +397,8 @@ def test_ray_backend_without_ray_is_one_clear_line(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
     with pytest.raises(UserError, match=r"pip install 'asyncbench\[ray\]'"):
-        runner_for(RunConfig(benchmark="minilongbench", model="sim", backend="ray"))
-    assert isinstance(runner_for(RunConfig(benchmark="minilongbench", model="sim")), LocalRunner)
+        runner_for(RunConfig.build("minilongbench", "sim", {"backend": "ray"}))
+    assert isinstance(runner_for(RunConfig.build("minilongbench", "sim")), LocalRunner)
 
 
 def test_journal_lines_reach_the_os_as_each_answer_arrives(tmp_path):

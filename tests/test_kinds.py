@@ -50,6 +50,6 @@ def test_api_completion_reaches_the_completions_endpoint(tmp_path: Path, start_s
 ])
 def test_every_closed_choice_is_checked_where_the_config_is_made(option: str, value: str, accepted: str) -> None:
     with pytest.raises(UserError) as err:
-        RunConfig(benchmark="minilongbench", model="sim", **{option: value}).validate()
+        RunConfig.build("minilongbench", "sim", {option: value}).validate()
     message = str(err.value)
     assert f"--{option.replace('_', '-')}" in message and repr(value) in message and accepted in message

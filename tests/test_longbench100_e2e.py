@@ -17,9 +17,9 @@ LENGTHS = ["2k", "4k", "6k", "8k", "16k"]
 
 
 def test_run_against_simulator_reports_scores_longscore_exclusions_and_judge_cost(tmp_path: Path) -> None:
-    cfg = RunConfig(benchmark="100-longbench", model="sim", judge="sim", data_dir=str(DATA),
-                    cache=str(tmp_path / "cache.duckdb"), out=str(tmp_path / "out"), progress=False,
-                    extra={"lengths": LENGTHS, "rows": 2})
+    cfg = RunConfig.build("100-longbench", "sim", {"judge": "sim", "data_dir": str(DATA), "cache": str(tmp_path / "cache.duckdb"),
+                                                   "out": str(tmp_path / "out"), "progress": False},
+                          {"lengths": LENGTHS, "rows": 2})
     with sim_subprocess([]) as sim_url:  # what `asyncbench run --model sim` starts
         summary = anyio.run(run, cfg, sim_url).to_json()
     assert summary["samples"]["failed"] == 0 and summary["complete"]

@@ -26,9 +26,10 @@ TASK = "kv_retrieval"  # scored without a judge
 
 
 def run(tmp_path: Path, model: str, base_url: str, lengths: list[str]) -> dict[str, Any]:
-    cfg = RunConfig(benchmark=f"100-longbench:{TASK}", model=model, base_urls=[base_url], data_dir=str(DATA),
-                    cache=str(tmp_path / "cache.duckdb"), out=str(tmp_path / "out"), progress=False,
-                    max_attempts=1, extra={"lengths": lengths, "rows": 2})
+    cfg = RunConfig.build(f"100-longbench:{TASK}", model,
+                          {"base_urls": [base_url], "data_dir": str(DATA), "cache": str(tmp_path / "cache.duckdb"),
+                           "out": str(tmp_path / "out"), "progress": False, "max_attempts": 1},
+                          {"lengths": lengths, "rows": 2})
     summary: dict[str, Any] = anyio.run(run_config, cfg).to_json()
     return summary
 

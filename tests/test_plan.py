@@ -20,6 +20,7 @@ from asyncbench.run_summary import RunSummary
 PACKAGE = Path(__file__).resolve().parents[1] / "asyncbench"
 # below planning: none of these may import RunConfig or take it as a parameter
 BELOW_PLANNING = ["run/execute.py", "run/generate.py", "run_summary.py", "run/record.py", "run/prompting.py", "run/dry_run.py",
+                  "client.py", "run/resolve.py",
                   "ledger.py", "store", "runners", "report/summary.py", "report/score_lines.py"]
 
 
@@ -58,8 +59,8 @@ def test_plan_is_frozen_and_run_json_is_the_summary_key_for_key(tmp_path: Path, 
     data.write_text("".join(json.dumps({"id": f"q{i}", "prompt": f"Question {i}?", "answers": [f"a{i}"],
                                         "max_tokens": 4}) + "\n" for i in range(5)))
     cache, out = tmp_path / "c.duckdb", tmp_path / "o"
-    cfg = RunConfig(benchmark=f"jsonl:{data}", model="openai-compat:sim", base_urls=[sim.base_url + "/v1"],
-                    cache=str(cache), out=str(out), progress=False)
+    cfg = RunConfig.build(f"jsonl:{data}", "openai-compat:sim", {"base_urls": [sim.base_url + "/v1"], "cache": str(cache),
+                                                                 "out": str(out), "progress": False})
 
     async def planned() -> RunPlan:
         p = await plan(cfg)

@@ -323,15 +323,13 @@ PULL_SCRIPT = r"""
 import json, sys, time
 import anyio
 from asyncbench.client import make_client
-from asyncbench.config import RunConfig
 from asyncbench.pricing import PriceTable
 from asyncbench.providers import parse_model_spec
 from asyncbench.runners.ray import RayRunner
 from asyncbench.scheduler import Budget, Job, Outcome
 
 address, url, mode = sys.argv[1], sys.argv[2], sys.argv[3]
-cfg = RunConfig(benchmark="jsonl:x", model="openai-compat:sim", base_urls=[url], concurrency=4)
-client = make_client(parse_model_spec("openai-compat:sim", [url]), cfg, PriceTable(), None, None)
+client = make_client(parse_model_spec("openai-compat:sim", [url]), PriceTable(), concurrency=4)
 delays = (0.4, 0.0) if mode == "slow" else ()
 runner = RayRunner(address, workers=2, concurrency=4, timeout_s=60, max_attempts=3, worker_delays=delays)
 events = []

@@ -33,5 +33,5 @@ def test_a_bad_name_is_one_line(bad):
 
 def test_it_goes_with_the_ray_backend_only():
     with pytest.raises(UserError, match="--ray-shared-limiter goes with --backend ray"):
-        RunConfig(benchmark="minilongbench", model="sim", ray_shared_limiter="team").validate()
-    RunConfig(benchmark="minilongbench", model="sim", backend="ray", ray_shared_limiter="team").validate()
+        RunConfig.build("minilongbench", "sim", {"ray_shared_limiter": "team"}).validate()
+    RunConfig.build("minilongbench", "sim", {"backend": "ray", "ray_shared_limiter": "team"}).validate()

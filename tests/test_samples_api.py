@@ -124,15 +124,13 @@ def test_api_rejects_unknown_and_misplaced_options(tmp_path):
 
 
 def test_the_api_options_are_the_cli_flags():
-    """Options (the TypedDict) names every RunConfig field and every benchmark option."""
-    import dataclasses
-
+    """Options (the TypedDict) names every run option and every benchmark option
+    (tests/test_run_options.py checks their types)."""
     from asyncbench.api import Options
     from asyncbench.benchmarks import option_keys
-    from asyncbench.config import RunConfig
+    from asyncbench.config import run_options
 
-    run_fields = {f.name for f in dataclasses.fields(RunConfig)} - {"benchmark", "model", "extra"}
-    assert set(Options.__annotations__) == run_fields | set(option_keys())
+    assert set(Options.__annotations__) == set(run_options()) | set(option_keys())
 
 
 def test_evaluate_works_inside_a_running_event_loop(tmp_path, start_sim):

@@ -84,10 +84,10 @@ def test_run_json_records_the_sampling_sent(tmp_path, start_sim, monkeypatch) ->
     sim = start_sim()  # a dry run sends nothing; the URL keeps it off the real API all the same
     seen = {}
     for model in ("claude-haiku-4-5", "claude-3-5-haiku-20241022"):
-        cfg = RunConfig(benchmark="100-longbench:kv_retrieval", model=f"anthropic:{model}", data_dir=str(data),
-                        base_urls=[sim.base_url],
-                        dry_run=True, progress=False, cache=str(tmp_path / "c.duckdb"),
-                        extra={"lengths": ["2k"], "rows": 1})
+        cfg = RunConfig.build("100-longbench:kv_retrieval", f"anthropic:{model}",
+                              {"data_dir": str(data), "base_urls": [sim.base_url], "dry_run": True, "progress": False,
+                               "cache": str(tmp_path / "c.duckdb")},
+                              {"lengths": ["2k"], "rows": 1})
         seen[model] = anyio.run(run, cfg)["truncation"]["release_requests"]
     assert seen["claude-haiku-4-5"]["top_p"] is None and "refuses" in seen["claude-haiku-4-5"]["top_p_not_sent"]
     assert seen["claude-3-5-haiku-20241022"]["top_p"] == 0.9 and seen["claude-haiku-4-5"]["temperature"] == 0.9

@@ -172,8 +172,9 @@ def test_a_model_longbench_does_not_list_keeps_today_s_requests(tmp_path: Path,
     for model_id in ("Qwen/Qwen2-7B-Instruct", "meta-llama/Llama-2-7b-chat-hf"):
         config = SimConfig(model_id=model_id, max_context_tokens=4096, tokenizer_file=str(LLAMA2_TOKENIZER))
         with run_sim_in_thread(config) as handle:
-            cfg = RunConfig(benchmark="minilongbench:trec", model="tgi:served", base_urls=[handle.base_url],
-                            data_dir=str(DATA), dry_run=True, progress=False, cache=str(tmp_path / "c.duckdb"))
+            cfg = RunConfig.build("minilongbench:trec", "tgi:served",
+                                  {"base_urls": [handle.base_url], "data_dir": str(DATA), "dry_run": True,
+                                   "progress": False, "cache": str(tmp_path / "c.duckdb")})
             found[model_id] = anyio.run(run, cfg)["truncation"]
         said[model_id] = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     unknown = found["Qwen/Qwen2-7B-Instruct"]
@@ -296,8 +297,9 @@ def test_a_prompt_that_cannot_fit_is_said_once_before_sending(tmp_path: Path,
     config = SimConfig(model_id="meta-llama/Llama-2-7b-chat-hf", max_context_tokens=515,
                        tokenizer_file=str(LLAMA2_TOKENIZER))
     with run_sim_in_thread(config) as handle:
-        cfg = RunConfig(benchmark="minilongbench:gov_report", model="tgi:llama", base_urls=[handle.base_url],
-                        data_dir=str(DATA), dry_run=True, progress=False, limit=2, cache=str(tmp_path / "c.duckdb"))
+        cfg = RunConfig.build("minilongbench:gov_report", "tgi:llama",
+                              {"base_urls": [handle.base_url], "data_dir": str(DATA), "dry_run": True,
+                               "progress": False, "limit": 2, "cache": str(tmp_path / "c.duckdb")})
         trunc = anyio.run(run, cfg)["truncation"]
         sent = handle.stats()["requests"]
     said = [line for line in capsys.readouterr().err.splitlines() if "leave no room" in line]

@@ -7,7 +7,7 @@ import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -106,7 +106,7 @@ _ACTIONS: dict[str, Callable[[Store, argparse.Namespace], None]] = {
     "stats": _stats, "runs": _runs, "clear": _clear, "export": _export}
 
 
-def _rounded(value: Any) -> Any:
+def _rounded(value: object) -> object:
     """Sums of float dollars (0.3789462000000005) to 6 decimals, as run.json rounds them."""
     if isinstance(value, float):
         return round(value, 6)

@@ -23,9 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..estimators.methods import DEFAULT_METHOD, FOLDS, METHODS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,15 +51,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CV folds over the models that choose the stacking weights and calibrate the intervals")
 
 
-def _load_npy(path: str, what: str) -> Any:
+def _load_npy(path: str, what: str, member: str | None = None) -> np.ndarray:
+    """The array in a .npy file, or `member` of a .npz archive."""
     import numpy as np
 
     from ..errors import UserError
 
     try:
-        return np.load(path)
-    except (OSError, ValueError) as exc:
+        loaded = np.load(path)
+        array = loaded[member] if member is not None and isinstance(loaded, np.lib.npyio.NpzFile) else loaded
+    except (OSError, ValueError, KeyError) as exc:
         raise UserError(f"{path}: cannot read {what} ({exc})") from None
+    if not isinstance(array, np.ndarray):
+        raise UserError(f"{path}: expected one array of {what} (a .npy file), not an archive")
+    return array
 
 
 def _read_texts(path: Path) -> list[str]:
@@ -81,8 +89,7 @@ def main(args: argparse.Namespace) -> int:
     from ..estimators.irt import N_ITEMS, token_cost
     from ..estimators.unseen import learn
 
-    data = _load_npy(args.scores, "scores")
-    scores = data["scores"] if hasattr(data, "files") else data
+    scores = _load_npy(args.scores, "scores", member="scores")
     if scores.ndim != 2 or scores.shape[1] != N_ITEMS or scores.min() < 0 or scores.max() > 1:
         raise UserError(f"{args.scores}: expected `scores` of shape (models, {N_ITEMS}) in [0, 1], got {scores.shape}")
     if args.embeddings:
@@ -116,7 +123,7 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_anchors(path: Path) -> Any:
+def _read_anchors(path: Path) -> np.ndarray:
     """Sorted anchor indices from an anchors.json (`sorted_anchors` or `anchors`)."""
     import numpy as np
 

@@ -12,89 +12,78 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
-
-from ..providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..config import RunConfig, RunOption
     from ..run_summary import DryRunSummary, RunSummary
 
 
+# --help lists the flags in this order: the run options (config.py declares them) by
+# name, and the command's own flags. A run option not named here follows the named ones.
+HELP_ORDER = ("--model", "--set", "base_urls", "endpoint_id", "api", "data_dir", "cache", "out", "--resume",
+              "limit", "concurrency", "rpm", "tpm", "max_cost", "dry_run", "timeout_s", "max_attempts",
+              "max_response_bytes", "max_input_tokens", "tokenizer", "official_model", "temperature", "repeat",
+              "judge", "judge_base_urls", "prices", "--base-urls-file", "backend", "ray_address", "ray_workers",
+              "ray_shared_limiter", "batch", "no_wait", "batch_fallback", "prompt_cache", "stream", "progress")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..config import run_options
+
     p.add_argument("benchmark", nargs="?",
                    help="longbench[:t1,t2] | longbench-e | minilongbench | bamboo | 100-longbench | jsonl:PATH "
                         "(not needed with --resume); several, comma-separated, make an eval set")
-    p.add_argument("--model", action="append", default=None,
-                   help="provider:model, 'sim', or 'auto' (default); repeat for an eval set of several models")
-    p.add_argument("--set", dest="set_file", metavar="FILE.toml",
-                   help="an eval set file: models (with their own base_url, rpm, tpm) x benchmarks, shared "
-                        "options (examples/eval_set.toml)")
-    p.add_argument("--base-url", action="append", default=[], dest="base_urls",
-                   help="endpoint URL; repeat for a pool of replicas")
-    p.add_argument("--endpoint-id", help="cache identity of the endpoint(s) (default: the sorted URLs)")
-    p.add_argument("--api", choices=("chat", "completion"), default="chat",
-                   help="chat (default) or completion endpoint for base models")
-    p.add_argument("--data-dir", help="benchmark data directory (default: $ASYNCBENCH_DATA_DIR, else the hub)")
-    p.add_argument("--cache", help="DuckDB cache file (default: ~/.cache/asyncbench/cache.duckdb)")
-    p.add_argument("--out", help="output directory for run.json (default: runs/RUN_ID; runs/RUN_ID-CACHE with a --cache other than the default)")
-    p.add_argument("--resume", metavar="RUN_ID", help="continue a stored run (id or unique prefix) with its stored "
-                   "settings")
-    p.add_argument("--limit", type=int, help="run the first N samples of each task only")
-    p.add_argument("--concurrency", type=int, default=32,
-                   help="max in-flight requests per endpoint (default 32, at most 4096)")
-    p.add_argument("--rpm", type=float, help="requests per minute limit of the endpoint group")
-    p.add_argument("--tpm", type=float, help="tokens per minute limit (prompt + max_tokens per request)")
-    p.add_argument("--max-cost", type=float, metavar="USD", help="stop issuing requests before spend passes USD")
-    p.add_argument("--dry-run", action="store_true", help="print requests, tokens and cost (each exact or an upper "
-                   "bound; answers, judge and prior calls in the cache are free); send nothing")
-    p.add_argument("--timeout", type=float, default=120.0, dest="timeout_s", help="per-request timeout, s")
-    p.add_argument("--max-attempts", type=int, default=6, help="attempts per request for transient failures")
-    p.add_argument("--max-response-bytes", type=int, default=DEFAULT_MAX_RESPONSE_BYTES, metavar="N",
-                   help="refuse an answer whose (decoded) body is over N bytes (default 4 MiB)")
-    p.add_argument("--max-input-tokens", type=int, help="truncate prompts in the middle to this many tokens")
-    p.add_argument("--tokenizer", help="tokenizer for truncation: cl100k_base, o200k_base, hf:REPO, or a "
-                   "model's tokenizer.json (file or folder)")
-    p.add_argument("--official-model", metavar="NAME",
-                   help="LongBench: the served model is pred.py's NAME (model2maxlen.json, e.g. llama2-7b-chat-4k): "
-                        "its budget, build_chat text and cut (default: found from the server's /info or /v1/models)")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--repeat", type=int, default=0, help="repeat index (a new cache key for a new sample)")
-    p.add_argument("--judge", help="judge model spec for LLM-as-judge benchmarks")
-    p.add_argument("--judge-base-url", action="append", default=[], dest="judge_base_urls")
-    p.add_argument("--prices", help="price file overriding the shipped table")
-    p.add_argument("--base-urls-file", metavar="FILE",
-                   help="a fleet of endpoints: one URL per line (# comments allowed), added to --base-url")
-    p.add_argument("--backend", choices=("local", "ray"), default="local",
-                   help="local (default): this process; ray: requests and scoring on Ray workers")
-    p.add_argument("--ray-address", help="Ray cluster: auto | HOST:PORT | ray://HOST:10001 (default: start a local one)")
-    p.add_argument("--ray-workers", type=int, default=2, help="generation workers with --backend ray (default 2)")
-    p.add_argument("--ray-shared-limiter", metavar="NAME",
-                   help="with --backend ray: one RPM/TPM limiter shared by every run on the cluster that names it "
-                        "(same model, endpoints and key); the last run to end removes it")
-    p.add_argument("--batch", action="store_true",
-                   help="send uncached requests through the provider's batch API (OpenAI, Anthropic): half "
-                        "price, results within 24 h; an interrupted run is re-attached by the same command")
-    p.add_argument("--no-wait", action="store_true",
-                   help="with --batch: submit the batches and exit (exit 3, partial); the same command later "
-                        "collects the results")
-    p.add_argument("--batch-fallback", choices=("batch", "live"), default="batch",
-                   help="requests a batch did not answer (expired, server error): in the next batch (default) "
-                        "or live at list price")
-    p.add_argument("--prompt-cache", choices=("auto", "off"), default="auto",
-                   help="auto (default): prompts sharing a long prefix (a context several questions ask about) "
-                        "mark it for the provider's prompt cache (Anthropic cache_control, OpenAI "
-                        "prompt_cache_key): cached input costs 10-50%%; off: send prompts unmarked")
-    p.add_argument("--stream", choices=("on", "off"), default="on",
-                   help="on (default): live answers are streamed where the provider streams, which times "
-                        "each one (time to first token, time per output token: the summary and report show "
-                        "their percentiles by context length); the answer, usage and cache key are those of "
-                        "the unstreamed request. off: answers come whole (no TTFT)")
-    p.add_argument("--no-progress", action="store_false", dest="progress", default=None,
-                   help="no progress bar (default: shown on a terminal only)")
-    p.add_argument("--progress", action="store_true", dest="progress",
-                   help="show the progress bar also when stderr is not a terminal (CI logs)")
+    own: dict[str, Callable[[], object]] = {
+        "--model": lambda: p.add_argument(
+            "--model", action="append", default=None,
+            help="provider:model, 'sim', or 'auto' (default); repeat for an eval set of several models"),
+        "--set": lambda: p.add_argument(
+            "--set", dest="set_file", metavar="FILE.toml",
+            help="an eval set file: models (with their own base_url, rpm, tpm) x benchmarks, shared options "
+                 "(examples/eval_set.toml)"),
+        "--resume": lambda: p.add_argument(
+            "--resume", metavar="RUN_ID", help="continue a stored run (id or unique prefix) with its stored settings"),
+        "--base-urls-file": lambda: p.add_argument(
+            "--base-urls-file", metavar="FILE",
+            help="a fleet of endpoints: one URL per line (# comments allowed), added to --base-url"),
+    }
+    options = run_options()
+    for name in [*HELP_ORDER, *(n for n in options if n not in HELP_ORDER)]:
+        if name in own:
+            own[name]()
+        elif name in options:
+            _add_option(p, options[name])
     p.add_argument("--json", action="store_true", help="print run.json (or the dry run) as JSON instead of a table")
     _add_benchmark_options(p)
+
+
+def _add_option(p: argparse.ArgumentParser, opt: RunOption) -> None:
+    """A run option's flag, as its declaration says (config.py)."""
+    from ..config import Kind
+
+    shape, how = opt.shape, opt.how
+    helped, metavar = how.help, how.metavar
+    if shape.kind is Kind.BOOL:
+        if how.off_flag:  # yes, no, or unset (None): the "no" flag first, so unset stays the default
+            p.add_argument(how.off_flag, action="store_false", dest=opt.name, default=opt.default, help=how.off_help)
+        p.add_argument(opt.flag, action="store_true", dest=opt.name, help=helped)
+    elif shape.kind is Kind.LIST:
+        p.add_argument(opt.flag, action="append", default=[], dest=opt.name, help=helped, metavar=metavar)
+    elif shape.kind is Kind.CHOICE:
+        p.add_argument(opt.flag, choices=shape.choices, default=opt.default, dest=opt.name, help=helped,
+                       metavar=metavar)
+    else:
+        parse: type[int] | type[float] | type[str] = {Kind.INT: int, Kind.FLOAT: float}.get(shape.kind, str)
+        p.add_argument(opt.flag, type=parse, default=opt.default, dest=opt.name, help=helped, metavar=metavar)
+
+
+def given_options(args: argparse.Namespace) -> dict[str, object]:
+    """Every run option's value on the command line (its default where not given)."""
+    from ..config import run_options
+
+    return {name: getattr(args, name) for name in run_options()}
 
 
 def _add_benchmark_options(p: argparse.ArgumentParser) -> None:
@@ -116,7 +105,7 @@ def _add_benchmark_options(p: argparse.ArgumentParser) -> None:
                 group.add_argument(opt.flag, type=kind, dest=opt.key, choices=opt.choices or None, help=opt.help)
 
 
-def _extra(args: argparse.Namespace) -> dict[str, Any]:
+def _extra(args: argparse.Namespace) -> dict[str, object]:
     """The chosen benchmark's options, as it declares them (benchmarks.benchmark_options)."""
     from ..benchmarks import benchmark_options, option_keys
 
@@ -166,8 +155,7 @@ def main(args: argparse.Namespace) -> int:
     # (bench/raw_client_ratio.md). Almost nothing they hold is cyclic: collect less often.
     gc.set_threshold(100_000, 50, 1000)
 
-    from ..config import RunConfig
-    from ..errors import RunInterrupted, UserError
+    from ..errors import RunInterrupted
     from ..run.flow import run
 
     models: list[str] = args.model or []
@@ -180,41 +168,7 @@ def main(args: argparse.Namespace) -> int:
 
             return main_set(args, models, benchmarks, _fleet_urls(args.base_urls_file) if args.base_urls_file else [])
     args.model = models[0] if models else "auto"
-    if args.resume:
-        from ..store import Store, default_cache_path
-
-        with Store(args.cache or default_cache_path()) as store:
-            stored_json = store.runs.config_json(store.runs.find_run(args.resume))
-        stored = json.loads(stored_json) if stored_json else None
-        if stored is None:
-            raise UserError(f"run {args.resume!r} has no stored settings; run its command again instead")
-        # the stored endpoint_id is the resolved identity (the --endpoint-id given, else the
-        # one derived from the same URLs): kept, so the resumed run has the same id
-        stored.pop("resolved_model", None)
-        stored.update(cache=args.cache, progress=args.progress, dry_run=False, backend=args.backend,
-                      ray_address=args.ray_address, ray_workers=args.ray_workers, batch=args.batch,
-                      ray_shared_limiter=args.ray_shared_limiter, no_wait=args.no_wait, batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache,
-                      max_response_bytes=args.max_response_bytes, stream=args.stream)
-        cfg = RunConfig(**stored)
-    else:
-        if not args.benchmark:
-            raise UserError("name a benchmark (e.g. `asyncbench run minilongbench --model sim`), or --resume RUN_ID")
-        base_urls = args.base_urls + (_fleet_urls(args.base_urls_file) if args.base_urls_file else [])
-        cfg = RunConfig(
-            benchmark=args.benchmark, model=args.model, base_urls=base_urls, endpoint_id=args.endpoint_id,
-            api=args.api, data_dir=args.data_dir, cache=args.cache, out=args.out, limit=args.limit,
-            concurrency=args.concurrency, rpm=args.rpm, tpm=args.tpm, max_cost=args.max_cost,
-            dry_run=args.dry_run, timeout_s=args.timeout_s, max_attempts=args.max_attempts,
-            max_input_tokens=args.max_input_tokens, tokenizer=args.tokenizer, official_model=args.official_model,
-            temperature=args.temperature,
-            repeat=args.repeat, judge=args.judge, judge_base_urls=args.judge_base_urls, prices=args.prices,
-            progress=args.progress,
-            backend=args.backend, ray_address=args.ray_address,
-            ray_workers=args.ray_workers, ray_shared_limiter=args.ray_shared_limiter, batch=args.batch,
-            no_wait=args.no_wait,
-            batch_fallback=args.batch_fallback, prompt_cache=args.prompt_cache, extra=_extra(args),
-            max_response_bytes=args.max_response_bytes, stream=args.stream,
-        )
+    cfg = run_config(args)
     from ..sim.testing import sim_if
 
     cfg.validate()  # before the simulator starts
@@ -229,11 +183,35 @@ def main(args: argparse.Namespace) -> int:
         import shlex
 
         again = shlex.join(["asyncbench", *sys.argv[1:]])
-        what = "a dry run" if cfg.dry_run else "the run had not started"
+        what = "a dry run" if cfg.mode.dry_run else "the run had not started"
         print(f"asyncbench: interrupted ({what}): nothing was sent or recorded; to start again: {again}",
               file=sys.stderr)
         return 130
     return _show(result, args.json)
+
+
+def run_config(args: argparse.Namespace) -> RunConfig:
+    """The run the command line names (one model), or with --resume the stored run's
+    settings with the options it takes from the command line (Opt.resume)."""
+    from ..config import RunConfig
+    from ..errors import UserError
+
+    if args.resume:
+        from ..store import Store, default_cache_path
+
+        with Store(args.cache or default_cache_path()) as store:
+            stored_json = store.runs.config_json(store.runs.find_run(args.resume))
+        stored = json.loads(stored_json) if stored_json else None
+        if not isinstance(stored, dict):
+            raise UserError(f"run {args.resume!r} has no stored settings; run its command again instead")
+        # the stored endpoint_id is the resolved identity (the --endpoint-id given, else the
+        # one derived from the same URLs): kept, so the resumed run has the same id
+        return RunConfig.from_stored(stored, given_options(args))
+    if not args.benchmark:
+        raise UserError("name a benchmark (e.g. `asyncbench run minilongbench --model sim`), or --resume RUN_ID")
+    values = given_options(args)
+    values["base_urls"] = [*args.base_urls, *(_fleet_urls(args.base_urls_file) if args.base_urls_file else [])]
+    return RunConfig.build(args.benchmark, args.model, values, _extra(args))
 
 
 def _show(result: RunSummary | DryRunSummary, as_json: bool) -> int:

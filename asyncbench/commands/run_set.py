@@ -6,34 +6,29 @@ when installed) or each run's line and the set's totals."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..config import RunConfig
-    from ..run.eval_set import SetSummary
+    from ..run.eval_set import SetDryRun, SetSummary
 
 EXIT_PARTIAL = 3  # as a single run's (commands/run.py)
 
 
-def _flag_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The run flags the user gave (those different from RunConfig's defaults, so a set
-    file's [options] are not overridden by defaults), and the benchmark options given."""
+def _flag_options(args: argparse.Namespace) -> dict[str, object]:
+    """The run flags the user gave (those different from their defaults, so a set file's
+    [options] are not overridden by defaults), and the benchmark options given."""
     from ..benchmarks import option_keys
-    from ..config import RunConfig
+    from ..config import run_options
 
-    fields = {f.name: f for f in dataclasses.fields(RunConfig)}
-    out: dict[str, Any] = {}
-    for name, f in fields.items():
-        if name in ("benchmark", "model", "extra") or not hasattr(args, name):
-            continue
+    out: dict[str, object] = {}
+    for name, opt in run_options().items():
         value = getattr(args, name)
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        if value != default:
+        if opt.coerce(value) != opt.default:
             out[name] = value
     for key in option_keys():
         value = getattr(args, key, None)
@@ -51,7 +46,8 @@ def set_configs(args: argparse.Namespace, models: list[str], benchmarks: list[st
 
     options = _flag_options(args)
     if fleet:
-        options["base_urls"] = [*options.get("base_urls", []), *fleet]
+        given = options.get("base_urls")
+        options["base_urls"] = [*(given if isinstance(given, list) else []), *fleet]
     if args.set_file:
         if benchmarks or args.model:
             raise UserError("--set FILE lists the models and benchmarks; drop BENCHMARK and --model")
@@ -68,7 +64,7 @@ def main_set(args: argparse.Namespace, models: list[str], benchmarks: list[str],
 
     cfgs = set_configs(args, models, benchmarks, fleet)
     # on a terminal (or with --progress) one live display, a row per run
-    shared = not cfgs[0].dry_run and args.progress is not False and (args.progress or sys.stderr.isatty())
+    shared = not cfgs[0].mode.dry_run and args.progress is not False and (args.progress or sys.stderr.isatty())
     try:
         with sim_if(any(c.uses_sim() for c in cfgs)) as sim_url, one_display(bool(shared)):
             result = anyio.run(_go, cfgs, sim_url)
@@ -81,7 +77,7 @@ def main_set(args: argparse.Namespace, models: list[str], benchmarks: list[str],
     if isinstance(result, dict):
         _show_dry_run(result, args.json)
         return 0
-    return _show(result, args.json, Path(cfgs[0].cache).expanduser() if cfgs[0].cache else None)
+    return _show(result, args.json, Path(cfgs[0].storage.cache).expanduser() if cfgs[0].storage.cache else None)
 
 
 def _interrupted(exc: BaseException, kind: type[BaseException]) -> bool:
@@ -92,12 +88,12 @@ def _interrupted(exc: BaseException, kind: type[BaseException]) -> bool:
     return bool(inner) and all(_interrupted(e, kind) for e in inner)
 
 
-async def _go(cfgs: list[RunConfig], sim_url: str | None) -> SetSummary | dict[str, Any]:
+async def _go(cfgs: list[RunConfig], sim_url: str | None) -> SetSummary | SetDryRun:
     from ..run.eval_set import dry_run_set, execute_set, plan_set
 
     sp = await plan_set(cfgs, sim_url)
     try:
-        return await dry_run_set(sp) if cfgs[0].dry_run else await execute_set(sp)
+        return await dry_run_set(sp) if cfgs[0].mode.dry_run else await execute_set(sp)
     finally:
         await sp.aclose()
 
@@ -106,7 +102,7 @@ def _usd(v: object) -> str:
     return f"${v:,.4f}" if isinstance(v, (int, float)) else str(v)
 
 
-def _show_dry_run(priced: dict[str, Any], as_json: bool) -> None:
+def _show_dry_run(priced: SetDryRun, as_json: bool) -> None:
     """Each (model, benchmark) priced in each mode, then the set's total."""
     if as_json:
         json.dump(priced, sys.stdout, indent=2, default=str)

@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 _SORTING = ("showssort", "reportsumsort")
 
 
-def _check_pred(record: dict[str, Any], name: str, where: str) -> None:
+def _check_pred(record: dict[str, object], name: str, where: str) -> None:
     """'pred' is a string; a sorting dataset's may be the parsed list of integers."""
     pred = record["pred"]
     sorting = name in _SORTING
@@ -51,7 +51,7 @@ def _check_pred(record: dict[str, Any], name: str, where: str) -> None:
         raise UserError(f"{where}: 'pred' must be a string" + (" or a list of integers" if sorting else ""))
 
 
-def _order(answer: Any, name: str, where: str) -> list[int]:
+def _order(answer: object, name: str, where: str) -> list[int]:
     """A sorting dataset's answer: the list of indices in the original order (or its JSON)."""
     if isinstance(answer, str):
         try:
@@ -63,7 +63,7 @@ def _order(answer: Any, name: str, where: str) -> list[int]:
     return answer
 
 
-def _check_answer(record: dict[str, Any], name: str, where: str) -> None:
+def _check_answer(record: dict[str, object], name: str, where: str) -> None:
     from ..benchmarks.bamboo import metrics as M
 
     if "answer" not in record:
@@ -80,7 +80,7 @@ def _check_answer(record: dict[str, Any], name: str, where: str) -> None:
         raise UserError(f"{where}: 'answer' must be a string")
 
 
-def _check(record: dict[str, Any], where: str) -> dict[str, Any]:
+def _check(record: dict[str, object], where: str) -> dict[str, object]:
     from ..benchmarks.bamboo import metrics as M
 
     missing = [k for k in ("dataset", "pred") if k not in record]
@@ -99,7 +99,7 @@ def _check(record: dict[str, Any], where: str) -> dict[str, Any]:
     return record
 
 
-def read_predictions(path: Path) -> list[dict[str, Any]]:
+def read_predictions(path: Path) -> list[dict[str, object]]:
     """Parse and validate the predictions file; UserError names the file and line."""
     records = [_check(record, f"{path}:{lineno}") for lineno, record in
                iter_json_objects(path, hint="write one JSON object with dataset, pred, answer per line",
@@ -196,7 +196,7 @@ def main(args: argparse.Namespace) -> int:
         options["sandbox_python"] = args.sandbox_python
     if args.sandbox_own_python:
         options["sandbox_own_python"] = True
-    needs_data = any(r["dataset"].startswith("private_eval_") for r in records)
+    needs_data = any(str(r["dataset"]).startswith("private_eval_") for r in records)
     data_dir = resolve_data_dir(args.data_dir) if needs_data else None
     report = anyio.run(score_records, records, data_dir, options)
     if args.json:

@@ -22,13 +22,13 @@ from collections.abc import AsyncIterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import anyio
 import tomllib
 
 from ..client import ModelClient, SharedEndpoints
-from ..config import RUN_FIELDS, RunConfig, run_fields
+from ..config import RunConfig, run_options, run_values
 from ..errors import RunInterrupted, UserError
 from ..run_summary import DryRunSummary, RunSummary
 from ..runners import Runner
@@ -38,10 +38,12 @@ from ..store import Store
 from .execute import execute
 from .plan import RUN_ID, RunPlan, SetShared, dry_run, open_in_background, plan, runner_for
 
-# What a set file's [[models]] entry may set for its model alone; everything else is the
-# set's (one cache, one budget, one backend, the same samples for every model).
-MODEL_KEYS = ("base_urls", "endpoint_id", "api", "rpm", "tpm", "concurrency", "max_input_tokens", "tokenizer",
-              "official_model", "timeout_s", "max_attempts", "judge", "judge_base_urls")
+
+def model_keys() -> tuple[str, ...]:
+    """What a set file's [[models]] entry may set for its model alone (the run options
+    declared `per_model`); everything else is the set's (one cache, one budget, one
+    backend, the same samples for every model)."""
+    return tuple(name for name, o in run_options().items() if o.how.per_model)
 
 
 def split_benchmarks(arg: str) -> list[str]:
@@ -63,37 +65,44 @@ def split_benchmarks(arg: str) -> list[str]:
     return out
 
 
-def run_configs(benchmarks: Sequence[str], models: Sequence[Mapping[str, Any]],
-                options: Mapping[str, Any]) -> list[RunConfig]:
-    """One validated RunConfig per (model, benchmark): the set's `options` (run flags and
-    benchmark options by key) with each model's own MODEL_KEYS over them. A benchmark
-    option reaches the benchmarks that declare it; one that none of them reads is an error."""
+def run_configs(benchmarks: Sequence[str], models: Sequence[Mapping[str, object]],
+                options: Mapping[str, object]) -> list[RunConfig]:
+    """One validated RunConfig per (model, benchmark): the set's `options` (run options
+    and benchmark options by key) with each model's own (`model_keys`) over them. A
+    benchmark option reaches the benchmarks that declare it; one that none of them reads
+    is an error."""
     from ..benchmarks import benchmark_classes, benchmark_options, family_of
 
     given = _benchmark_given(benchmarks, options)
-    shared = run_fields(options)
+    shared = run_values(options)
     cfgs = []
     for entry in models:
         model, own = _model_entry(entry)
+        values = {**shared, **run_values(own)}
+        tokenizer = values.get("tokenizer")
         for bench in benchmarks:
-            mine = {o.key for o in benchmark_classes().get(family_of(bench), _NoOptions).OPTIONS}
+            chosen = benchmark_classes().get(family_of(bench))
+            mine = {o.key for o in chosen.OPTIONS} if chosen is not None else set()
             extra = benchmark_options(bench, {k: v for k, v in given.items() if k in mine}, model,
-                                      own.get("tokenizer") or shared.get("tokenizer"))
-            cfgs.append(RunConfig(benchmark=bench, model=model, extra=extra,
-                                  **{**shared, **run_fields(own)}).validate())
+                                      tokenizer if isinstance(tokenizer, str) else None)
+            cfgs.append(RunConfig.build(bench, model, values, extra).validate())
     return cfgs
 
 
-def _benchmark_given(benchmarks: Sequence[str], options: Mapping[str, Any]) -> dict[str, Any]:
-    """The benchmark options given; an unknown option, or one no benchmark of the set
-    reads, is one UserError."""
+def _benchmark_given(benchmarks: Sequence[str], options: Mapping[str, object]) -> dict[str, object]:
+    """The benchmark options given; an unknown option, one a set file may not set, or one
+    no benchmark of the set reads, is one UserError."""
     from ..benchmarks import benchmark_classes, family_of, option_keys
 
     bench_keys = option_keys()
-    unknown = sorted(k for k in options if k not in RUN_FIELDS and k not in bench_keys)
+    run = run_options()
+    unknown = sorted(k for k in options if k not in run and k not in bench_keys)
     if unknown:
         raise UserError(f"unknown option {unknown[0]!r} in the set; the options are run's flags with underscores "
                         "(e.g. max_cost, limit) and the benchmarks' options")
+    barred = sorted(k for k in options if k in run and not run[k].how.set_file)
+    if barred:
+        raise UserError(f"{barred[0]!r} cannot be set in a set file; give {run[barred[0]].flag} on the command line")
     given = {k: v for k, v in options.items() if k in bench_keys and v not in (None, False)}
     families = {family_of(b) for b in benchmarks}
     declared = {o.key for name, cls in benchmark_classes().items() if name in families for o in cls.OPTIONS}
@@ -103,32 +112,29 @@ def _benchmark_given(benchmarks: Sequence[str], options: Mapping[str, Any]) -> d
     return given
 
 
-def _model_entry(entry: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """A set's model: its spec and its own options (MODEL_KEYS only)."""
+def _model_entry(entry: Mapping[str, object]) -> tuple[str, dict[str, object]]:
+    """A set's model: its spec and its own options (`model_keys` only)."""
     model = entry.get("model")
     if not isinstance(model, str) or not model:
         raise UserError(f"each model of a set needs `model = \"provider:name\"` (text; got {model!r:.60})")
     own = {k: v for k, v in entry.items() if k != "model"}
     if "base_url" in own:  # one endpoint, as `--base-url URL` names it
         own["base_urls"] = [*_listed(own.pop("base_url")), *_listed(own.get("base_urls", []))]
-    bad = sorted(k for k in own if k not in MODEL_KEYS)
+    allowed = model_keys()
+    bad = sorted(k for k in own if k not in allowed)
     if bad:
         raise UserError(f"model {model}: {bad[0]!r} cannot be set per model; per-model options are "
-                        f"{', '.join(MODEL_KEYS)} (put the others under [options])")
+                        f"{', '.join(allowed)} (put the others under [options])")
     return model, own
 
 
-def _listed(value: Any) -> list[Any]:
+def _listed(value: object) -> list[object]:
     return [value] if isinstance(value, str) else list(value) if isinstance(value, list) else [value]
 
 
-class _NoOptions:
-    OPTIONS: tuple[Any, ...] = ()
-
-
-def load_set_file(path: str | Path, overrides: Mapping[str, Any] | None = None) -> list[RunConfig]:
+def load_set_file(path: str | Path, overrides: Mapping[str, object] | None = None) -> list[RunConfig]:
     """A set file (TOML): `benchmarks = [...]`, `[[models]]` entries (`model = "..."` and
-    its own MODEL_KEYS) and `[options]` shared by every run; `overrides` (the command
+    its own `model_keys`) and `[options]` shared by every run; `overrides` (the command
     line's run flags) win over [options]."""
     file = Path(path).expanduser()
     try:
@@ -197,8 +203,8 @@ class SetPlan:
 
 def set_out(cfgs: Sequence[RunConfig]) -> Path:
     """The set's folder: --out, else runs/set-<hash of its (model, benchmark) pairs>."""
-    if cfgs[0].out:
-        return Path(cfgs[0].out).expanduser()
+    if cfgs[0].storage.out:
+        return Path(cfgs[0].storage.out).expanduser()
     digest = hashlib.sha256(json.dumps(sorted((c.model, c.benchmark) for c in cfgs)).encode()).hexdigest()[:12]
     return Path("runs") / f"set-{digest}"
 
@@ -213,22 +219,25 @@ async def plan_set(cfgs: Sequence[RunConfig], sim_url: str | None = None) -> Set
     if not cfgs:
         raise UserError("an eval set needs at least one model and one benchmark")
     first = cfgs[0]
-    out = None if first.dry_run else set_out(cfgs)
+    dry = first.mode.dry_run
+    out = None if dry else set_out(cfgs)
     endpoints = SharedEndpoints()
-    runner = runner_for(first) if first.backend == "ray" and not first.dry_run else None
+    runner = runner_for(first) if first.sending.backend == "ray" and not dry else None
     opening = None
-    if not first.dry_run:  # one store for the set: one connection, so two runs' writes never collide
+    if not dry:  # one store for the set: one connection, so two runs' writes never collide
         from ..store import default_cache_path
 
-        opening = open_in_background(Path(first.cache).expanduser() if first.cache else default_cache_path())
+        opening = open_in_background(Path(first.storage.cache).expanduser() if first.storage.cache
+                                     else default_cache_path())
     shared = SetShared(endpoints, _Borrowed(runner) if runner is not None else None, opening)
-    sp = SetPlan([], out, first.max_cost, endpoints, runner, opening)
+    sp = SetPlan([], out, first.limits.max_cost, endpoints, runner, opening)
     try:
         for cfg in cfgs:
             if out is not None:
                 # the run id in the name: models "m/x", "m_x" and "m x" slug alike, and names
                 # equal in their first 80 characters cut alike; run ids differ
-                cfg = dataclasses.replace(cfg, out=str(out / f"{_slug(cfg.model)}--{_slug(cfg.benchmark)}--{RUN_ID}"))
+                named = str(out / f"{_slug(cfg.model)}--{_slug(cfg.benchmark)}--{RUN_ID}")
+                cfg = dataclasses.replace(cfg, storage=dataclasses.replace(cfg.storage, out=named))
             try:
                 p = await plan(cfg, sim_url, shared)
             except UserError as exc:
@@ -364,13 +373,21 @@ def _one_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [""])[0] or type(exc).__name__
 
 
-async def dry_run_set(sp: SetPlan) -> dict[str, Any]:
+class SetDryRun(TypedDict):
+    """A set's dry run (`run --set ... --dry-run --json` prints it)."""
+
+    dry_run: bool
+    runs: list[DryRunSummary]
+    totals: dict[str, float | str]  # requests, and USD in each mode ("unpriced": a model has no price)
+
+
+async def dry_run_set(sp: SetPlan) -> SetDryRun:
     """Each run priced as `run --dry-run` prices it (list, batch, prompt cache), and the
     set's totals: requests to send (every purpose's), and the cost in each mode
     ("unpriced" when a model has no price)."""
     runs: list[DryRunSummary] = [await dry_run(p) for p in sp.plans]
     modes = ("list", "batch", "prompt_cache", "batch_prompt_cache")
-    totals: dict[str, object] = {"requests": sum(int(r["estimated_requests"]) for r in runs)}
+    totals: dict[str, float | str] = {"requests": sum(int(r["estimated_requests"]) for r in runs)}
     costs = [r["estimated_cost_usd"] for r in runs]
     totals["estimated_cost_usd"] = "unpriced" if "unpriced" in costs else round(sum(float(c) for c in costs), 6)
     for mode in modes:

@@ -16,6 +16,6 @@ async def run(cfg: RunConfig, sim_url: str | None = None) -> RunSummary | DryRun
     `--model sim` (config.uses_sim), which the run path never starts itself."""
     p = await plan(cfg, sim_url)
     try:
-        return await dry_run(p) if cfg.dry_run else await execute(p)
+        return await dry_run(p) if cfg.mode.dry_run else await execute(p)
     finally:
         await p.aclose()

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -159,27 +159,27 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | N
     cfg.validate()
     from ..datadir import resolve_data_dir
 
-    data_dir = resolve_data_dir(cfg.data_dir)
+    data_dir = resolve_data_dir(cfg.storage.data_dir)
     benchmark, tasks = parse_benchmark(cfg.benchmark, cfg.extra, data_dir)
     caps = capabilities(benchmark)
     judge_needed = benchmark.needs_judge(tasks)
-    if judge_needed and not cfg.judge and not cfg.dry_run:  # before any sample is built or run recorded
+    if judge_needed and not cfg.target.judge and not cfg.mode.dry_run:  # before any sample is built or run recorded
         raise UserError(judge_needed)
-    cache_path = Path(cfg.cache).expanduser() if cfg.cache else default_cache_path()
-    opening = None if cfg.dry_run else _opening(cache_path, shared)
+    cache_path = Path(cfg.storage.cache).expanduser() if cfg.storage.cache else default_cache_path()
+    opening = None if cfg.mode.dry_run else _opening(cache_path, shared)
     clients: list[ModelClient] = []
     runner: Runner | None = None
     try:
-        opts = LoadOptions(data_dir=data_dir, tasks=tasks, limit=cfg.limit, extra=cfg.extra)
+        opts = LoadOptions(data_dir=data_dir, tasks=tasks, limit=cfg.limits.limit, extra=dict(cfg.extra))
         source = await _source(cfg, caps, benchmark, opts)
-        prices = PriceTable(cfg.prices)
+        prices = PriceTable(cfg.storage.prices)
         client, judge = _clients(cfg, prices, sim_url, clients, shared)
         unpriced = _check_prices(cfg, clients)
-        if cfg.batch and not client.has_batch_api:
+        if cfg.sending.batch and not client.has_batch_api:
             from ..runners.batch import no_batch_api
 
             raise no_batch_api(client.spec.label)
-        if not cfg.dry_run:
+        if not cfg.mode.dry_run:
             runner = _runner(cfg, shared)
         run_id = cfg.run_id(client.spec.endpoint_id, source.data_id, client.spec.label,
                             judge.spec.label if judge is not None else None)
@@ -187,9 +187,10 @@ async def plan(cfg: RunConfig, sim_url: str | None = None, shared: SetShared | N
         return RunPlan(
             benchmark=benchmark, benchmark_name=cfg.benchmark, caps=caps,
             samples=source, client=client, judge=judge, judge_needed=judge_needed, prompting=prompting,
-            runner=runner, run_id=run_id, out=None if cfg.dry_run else out_dir(cfg.out, run_id, cache_path),
-            cache_path=cache_path, opening=opening, prices=prices, unpriced=tuple(unpriced), max_cost=cfg.max_cost,
-            progress=cfg.progress, prompt_cache=cfg.prompt_cache == "auto", options={"judge": cfg.judge, **cfg.extra},
+            runner=runner, run_id=run_id, out=None if cfg.mode.dry_run else out_dir(cfg.storage.out, run_id, cache_path),
+            cache_path=cache_path, opening=opening, prices=prices, unpriced=tuple(unpriced), max_cost=cfg.limits.max_cost,
+            progress=cfg.mode.progress, prompt_cache=cfg.generation.prompt_cache == "auto",
+            options={"judge": cfg.target.judge, **cfg.extra},
             stored_config=public_config(cfg, client.spec), started=started)
     except BaseException:
         try:
@@ -213,12 +214,12 @@ async def _source(cfg: RunConfig, caps: Capabilities, benchmark: Benchmark, opts
     digest."""
     if caps.generate is not None:
         def say(line: str) -> None:
-            if cfg.progress is not False:
+            if cfg.mode.progress is not False:
                 print(f"asyncbench: {cfg.benchmark}: {line}", file=sys.stderr, flush=True)
 
         generating = caps.generate(opts, say)
         say(generating.what)
-        if cfg.dry_run:
+        if cfg.mode.dry_run:
             return SampleSource(None, generating.samples, generating.fingerprint, generating.total)
         heads = Loaded(generating.heads(), generating.notes)
         return SampleSource(None, None, generating.fingerprint, len(heads), heads, generating.select)
@@ -244,16 +245,24 @@ def _clients(cfg: RunConfig, prices: PriceTable, sim_url: str | None, opened: li
     one limiter and pool for both); each appended to `opened` as it is made, and pointed
     at its provider account's limiter and pool when an eval set shares them (`shared`)."""
     shared = set_shared.endpoints if set_shared is not None else None
-    spec = resolve_model(cfg.model, cfg.base_urls, cfg, sim_url)
-    client = make_client(spec, cfg, prices, cfg.rpm, cfg.tpm)
+    target, limits = cfg.target, cfg.limits
+
+    def resolved(model: str, base_urls: tuple[str, ...]) -> ModelSpec:
+        return resolve_model(model, base_urls, sim_url, endpoint_id=target.endpoint_id, api=target.api,
+                             stream=cfg.generation.stream == "on")
+
+    spec = resolved(cfg.model, target.base_urls)
+    client = make_client(spec, prices, concurrency=limits.concurrency, rpm=limits.rpm, tpm=limits.tpm,
+                         max_response_bytes=limits.max_response_bytes)
     opened.append(client)
     if shared is not None:
         shared.attach(client)
-    if not cfg.judge:
+    if not target.judge:
         return client, None
-    if cfg.judge == cfg.model and not cfg.judge_base_urls:
+    if target.judge == cfg.model and not target.judge_base_urls:
         return client, client
-    judge = make_client(resolve_model(cfg.judge, cfg.judge_base_urls, cfg, sim_url), cfg, prices, None, None)
+    judge = make_client(resolved(target.judge, target.judge_base_urls), prices, concurrency=limits.concurrency,
+                        max_response_bytes=limits.max_response_bytes)
     opened.append(judge)
     if shared is not None:
         shared.attach(judge)
@@ -269,13 +278,14 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
     maxlen_path = rules.budget_table.path(data_dir) if rules.budget_table is not None else None
     open_model, official_info = None, None
     if rules.open_models and rules.budget_table is not None:  # pred.py's open-model prompts (official_models.py)
-        open_model, official_info = await official_model(cfg, spec, client.provider, maxlen_path,
-                                                         rules.budget_table.folder)
-    elif cfg.official_model:
+        open_model, official_info = await official_model(cfg.target.official_model, spec, client.provider,
+                                                         maxlen_path, rules.budget_table.folder)
+    elif cfg.target.official_model:
         raise UserError(f"--official-model is LongBench pred.py's model name; {cfg.benchmark} does not use it")
     release = rules.release
     budget = (PromptBudget(None, None, "none: the release sends prompts uncut") if release is not None
-              else await prompt_budget(cfg, spec, client.provider, maxlen_path, open_model))
+              else await prompt_budget(cfg.generation.max_input_tokens, spec, client.provider, maxlen_path,
+                                       open_model))
     if release is None and budget.input is None and budget.total is None and rules.needs_context:
         raise UserError(client.unreachable or  # a down server, said first
                         f"cannot find {spec.label}'s context length (not in the benchmark's model2maxlen.json or "
@@ -285,7 +295,8 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
     tokenizer: Tokenizer | None = None
     tokenizer_name, stand_in = "none", False
     if budget.input is not None or budget.total is not None:
-        tokenizer, tokenizer_name, stand_in = await truncation_tokenizer(cfg, spec, client.provider, open_model)
+        tokenizer, tokenizer_name, stand_in = await truncation_tokenizer(cfg.generation.tokenizer, cfg.limits.timeout_s,
+                                                                         spec, client.provider, open_model)
     limits: dict[str, object] = {"budget": budget.describe(), "tokenizer": tokenizer_name,
                                  "tokenizer_stand_in": stand_in}
     if official_info is not None:
@@ -293,7 +304,8 @@ async def _prompting(cfg: RunConfig, caps: Capabilities, client: ModelClient, da
     if release is not None:
         limits["release_requests"] = _as_sent(spec, release.describe(spec.provider, client.serves_open_models))
     newline = await newline_stop(client.provider, spec.base_urls, tokenizer) if open_model else None
-    return Prompting(client, cfg.temperature, cfg.repeat, rules, budget, tokenizer, open_model, newline, limits)
+    return Prompting(client, cfg.generation.temperature, cfg.generation.repeat, rules, budget, tokenizer, open_model,
+                     newline, limits)
 
 
 def _as_sent(spec: ModelSpec, described: dict[str, object]) -> dict[str, object]:
@@ -327,31 +339,32 @@ def _say(line: str) -> None:
 def runner_for(cfg: RunConfig) -> Runner:
     """The runner the config names: the provider's batch API (--batch), this process
     (local) or Ray workers (imported only when chosen: Ray is an optional extra)."""
-    if cfg.batch:
-        if cfg.backend != "local":
+    sending, limits = cfg.sending, cfg.limits
+    if sending.batch:
+        if sending.backend != "local":
             raise UserError("--batch sends through the provider's batch API: it takes no --backend")
         from ..runners.batch import BatchRunner
 
-        return BatchRunner(cfg.timeout_s, cfg.max_attempts, wait=not cfg.no_wait, fallback=cfg.batch_fallback,
-                           progress=cfg.progress)
-    if cfg.backend == "local":
-        return LocalRunner(cfg.timeout_s, cfg.max_attempts)
-    if cfg.backend != "ray":
-        raise UserError(f"unknown backend {cfg.backend!r}; use local or ray")
+        return BatchRunner(limits.timeout_s, limits.max_attempts, wait=not sending.no_wait,
+                           fallback=sending.batch_fallback, progress=cfg.mode.progress)
+    if sending.backend == "local":
+        return LocalRunner(limits.timeout_s, limits.max_attempts)
+    if sending.backend != "ray":
+        raise UserError(f"unknown backend {sending.backend!r}; use local or ray")
     from ..runners.ray import RayRunner
 
-    return RayRunner(cfg.ray_address, cfg.ray_workers, cfg.concurrency, cfg.timeout_s, cfg.max_attempts,
-                     shared_limiter=cfg.ray_shared_limiter)
+    return RayRunner(sending.ray_address, sending.ray_workers, limits.concurrency, limits.timeout_s,
+                     limits.max_attempts, shared_limiter=sending.ray_shared_limiter)
 
 
 def _check_prices(cfg: RunConfig, clients: list[ModelClient]) -> list[str]:
     """Models whose cost is unknown. --max-cost cannot be kept for them: refuse to start
     (nothing sent yet); without a budget, warn once and label their costs "unpriced"."""
     unpriced = list(dict.fromkeys(c.spec.label for c in clients if not c.price.priced))
-    if unpriced and cfg.max_cost is not None:
+    if unpriced and cfg.limits.max_cost is not None:
         raise UserError(f"{', '.join(unpriced)} has no price in asyncbench's table, so --max-cost cannot be kept; "
                         f"pass --prices FILE giving its USD per million tokens ({SHAPE})")
-    if unpriced and not cfg.dry_run:
+    if unpriced and not cfg.mode.dry_run:
         print(f"asyncbench: warning: {', '.join(unpriced)} has no price; its cost shows as unpriced "
               "(pass --prices FILE to price it)", file=sys.stderr)
     return unpriced
@@ -380,7 +393,7 @@ def samples_digest(samples: list[Sample]) -> str:
 
 def public_config(cfg: RunConfig, spec: ModelSpec) -> dict[str, object]:
     """The run's configuration as stored: no credentials exist in RunConfig by design."""
-    out = asdict(cfg)
+    out = cfg.flat()
     out["resolved_model"] = spec.label
     out["endpoint_id"] = spec.endpoint_id
     redacted: dict[str, object] = redact_json(out)  # URL user-info, keys echoed into paths...
