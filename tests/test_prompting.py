@@ -12,7 +12,6 @@ import anyio
 import pytest
 
 from asyncbench.client import ModelClient, make_client
-from asyncbench.config import RunConfig
 from asyncbench.pricing import PriceTable
 from asyncbench.prompt_rules import PostProcess, PromptRules, ReleaseArgs, ReleaseRequests
 from asyncbench.prompt_rules.budget import CHAT_TEMPLATE_TOKENS, PromptBudget
@@ -39,10 +38,9 @@ def clients(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, ModelClient]]
     """An open-model server (openai-compat: raw completions for untemplated samples) and a
     chat-only API (openai); made for real, never sent to, closed after."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-sent")
-    cfg = RunConfig(benchmark="jsonl:x", model="x")
-    made = {"open": make_client(parse_model_spec("openai-compat:m", ["http://127.0.0.1:9/v1"]), cfg,
-                                PriceTable(None), None, None),
-            "chat_only": make_client(parse_model_spec("openai:gpt-4o-mini", []), cfg, PriceTable(None), None, None)}
+    made = {"open": make_client(parse_model_spec("openai-compat:m", ["http://127.0.0.1:9/v1"]), PriceTable(None),
+                                concurrency=32),
+            "chat_only": make_client(parse_model_spec("openai:gpt-4o-mini", []), PriceTable(None), concurrency=32)}
     yield made
     for c in made.values():
         anyio.run(c.aclose)

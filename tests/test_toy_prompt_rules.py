@@ -73,9 +73,10 @@ def toy() -> Iterator[None]:
 
 def test_a_benchmark_s_own_prompt_rules_are_applied_end_to_end(toy: None, tmp_path: Path) -> None:
     with sim_subprocess([]) as url, CaptureProxy(url) as proxy:
-        cfg = RunConfig(benchmark="toy", model="openai-compat:toy-model", base_urls=[proxy.url + "/v1"],
-                        cache=str(tmp_path / "cache.duckdb"), out=str(tmp_path / "out"), progress=False,
-                        max_attempts=1, max_input_tokens=1000)
+        cfg = RunConfig.build("toy", "openai-compat:toy-model",
+                              {"base_urls": [proxy.url + "/v1"], "cache": str(tmp_path / "cache.duckdb"),
+                               "out": str(tmp_path / "out"), "progress": False, "max_attempts": 1,
+                               "max_input_tokens": 1000})
         summary = anyio.run(run, cfg)
         sent = [json.loads(body) for _, path, body in proxy.requests if path.endswith("/chat/completions")]
     assert isinstance(summary, RunSummary) and summary.complete
