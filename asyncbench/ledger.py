@@ -23,25 +23,27 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict, get_args
 
-from .types import Purpose
+from .types import Purpose, RequestSource, SampleStatus
 
-# A sample's one status. The first four are settled (its score counts); the rest leave
-# its task, and so the run, partial.
-SAMPLE_STATUSES = ("answered", "from_cache", "shared", "excluded", "failed", "skipped_budget")
-SETTLED = frozenset({"answered", "from_cache", "shared", "excluded"})
-# answered: a request was sent for it in this run; from_cache: its answer was stored before
-# this run; shared: the same request as another sample of this run (sent once);
-# excluded: left out, with its reason in the row's error: a malformed data row (file, line,
-# parse error: a re-run cannot fix it) or the benchmark's own rule (100-LongBench's
-# prior-knowledge filter); failed: no answer after the retries; skipped_budget: not sent,
-# --max-cost reached.
-# Caches written before bad rows were excluded hold "skipped_bad_row": counted as excluded.
-LEGACY_STATUSES = {"skipped_bad_row": "excluded"}
+# A sample's one status (types.SampleStatus, which says what each means), in the order
+# every table lists them. The first four are settled (its score counts).
+SAMPLE_STATUSES: tuple[SampleStatus, ...] = tuple(SampleStatus)
+SETTLED = frozenset(s for s in SampleStatus if s.settled)
+# Where old stored rows are read: caches written before bad rows were excluded hold
+# "skipped_bad_row", counted as excluded.
+LEGACY_STATUSES = {"skipped_bad_row": SampleStatus.EXCLUDED}
+
+
+def stored_status(status: str) -> SampleStatus:
+    """A stored row's status, as this version names it (LEGACY_STATUSES)."""
+    return LEGACY_STATUSES.get(status) or SampleStatus(status)
+
+
+_HAS_ANSWER = frozenset(s for s in SampleStatus if s.has_answer)
 
 PURPOSES: tuple[Purpose, ...] = get_args(Purpose)
-# What became of one request: sent and answered, served from the cache, the same as an
-# earlier request of the same call (sent once), failed after its attempts, not sent.
-REQUEST_SOURCES = ("sent", "from_cache", "shared", "failed", "skipped_budget")
+# What became of one request (types.RequestSource).
+REQUEST_SOURCES: tuple[RequestSource, ...] = tuple(RequestSource)
 NO_TASK = "-"  # a judge or prior request no task claimed
 
 # What fixes a sample that did not settle, where something does (besides running again).
@@ -75,11 +77,11 @@ def next_step(unsettled: list[SampleEntry], uncut: bool = False) -> str | None:
     return f"run the same command again to retry the {len(unsettled)} unsettled sample(s)"
 
 
-def hint_for(status: str, error: str | None, uncut: bool = False) -> str | None:
+def hint_for(status: SampleStatus, error: str | None, uncut: bool = False) -> str | None:
     """The flag or fix for a sample that did not settle, where one is known. `uncut`: the
     benchmark sends its prompts uncut, as its release does, where --max-input-tokens
     would change nothing (UNCUT_CONTEXT_HINT instead of CONTEXT_HINT)."""
-    if status == "skipped_budget":
+    if status == SampleStatus.SKIPPED_BUDGET:
         return BUDGET_HINT
     if "context too long" in (error or "").lower():
         return UNCUT_CONTEXT_HINT if uncut else CONTEXT_HINT
@@ -92,7 +94,7 @@ def hint_for(status: str, error: str | None, uncut: bool = False) -> str | None:
 class SampleEntry:
     sample_id: str
     task: str
-    status: str  # one of SAMPLE_STATUSES
+    status: SampleStatus
     invocation: int
     error: str | None = None
 
@@ -102,7 +104,7 @@ class RequestEntry:
     invocation: int
     purpose: Purpose
     task: str
-    source: str  # one of REQUEST_SOURCES
+    source: RequestSource
     key: str = ""
     sample_id: str | None = None
     prompt_tokens: int = 0
@@ -318,9 +320,9 @@ class Account(TypedDict):
 
 
 def status_counts(counts: Iterable[StatusCount]) -> dict[str, int]:
-    out = dict.fromkeys(SAMPLE_STATUSES, 0)
+    out: dict[str, int] = dict.fromkeys(SAMPLE_STATUSES, 0)
     for c in counts:
-        out[LEGACY_STATUSES.get(c.status, c.status)] += c.n
+        out[stored_status(c.status)] += c.n
     out["total"] = sum(out.values())
     out["settled"] = sum(out[s] for s in SETTLED)
     return out
@@ -414,12 +416,12 @@ def merge_sample(previous: SampleEntry | None, new: SampleEntry, paid: tuple[int
     recording its samples (`paid`: that invocation and the sample it was sent for) is
     booked as the uninterrupted run would have: "answered" for the sample it was sent
     for, "shared" for its twins, in that invocation."""
-    if new.status not in ("from_cache", "shared"):
+    if new.status not in (SampleStatus.FROM_CACHE, SampleStatus.SHARED):
         return new
-    if previous is not None and previous.status in ("answered", "shared", "from_cache"):
+    if previous is not None and previous.status in _HAS_ANSWER:
         return previous
     if paid is not None:
         invocation, payer = paid
-        return SampleEntry(new.sample_id, new.task, "answered" if payer in (None, new.sample_id) else "shared",
-                           invocation)
+        return SampleEntry(new.sample_id, new.task,
+                           SampleStatus.ANSWERED if payer in (None, new.sample_id) else SampleStatus.SHARED, invocation)
     return new

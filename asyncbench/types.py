@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Literal
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10: members that are their value wherever a string is made of them
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return str(self.value)
+
+        def __format__(self, spec: str) -> str:
+            return format(str(self.value), spec)
 
 # The closed choices of a run, one typed value each. RunConfig.validate checks the
 # user-facing ones where a config is made (a misspelt one is an error, never a silent
@@ -17,7 +29,99 @@ BatchFallback = Literal["batch", "live"]  # a request a batch did not answer goe
 PromptCacheMode = Literal["auto", "off"]  # mark shared prompt prefixes for the provider's cache, or not
 StreamMode = Literal["on", "off"]  # live answers streamed (timed: TTFT, TPOT), or whole
 Purpose = Literal["eval", "judge", "prior"]  # what a request is for (ledger.py)
-ResultStatus = Literal["ok", "failed", "skipped"]  # a scored sample (SampleResult)
+
+
+class SampleStatus(StrEnum):
+    """A sample's one status, from the moment its request is settled to the stored row
+    and the samples export (a StrEnum: stored and exported as the same strings as ever).
+    The first four are settled (its score counts); the rest leave its task, and so the
+    run, partial. answered: a request was sent for it in this run; from_cache: its answer
+    was stored before this run; shared: the same request as another sample of this run
+    (sent once); excluded: left out, with its reason in the row's error (a malformed data
+    row, or the benchmark's own rule); failed: no answer after the retries, or scoring it
+    failed (retried on resume); skipped_budget: not sent, --max-cost reached."""
+
+    ANSWERED = "answered"
+    FROM_CACHE = "from_cache"
+    SHARED = "shared"
+    EXCLUDED = "excluded"
+    FAILED = "failed"
+    SKIPPED_BUDGET = "skipped_budget"
+
+    @property
+    def settled(self) -> bool:
+        return self in _SETTLED
+
+    @property
+    def has_answer(self) -> bool:
+        """Whether the sample has the model's answer (sent now, cached, or a twin's)."""
+        return self in _ANSWERED
+
+
+_SETTLED = frozenset({SampleStatus.ANSWERED, SampleStatus.FROM_CACHE, SampleStatus.SHARED, SampleStatus.EXCLUDED})
+_ANSWERED = frozenset({SampleStatus.ANSWERED, SampleStatus.FROM_CACHE, SampleStatus.SHARED})
+
+
+class RequestSource(StrEnum):
+    """What became of one request: sent and answered, served from the cache, the same as
+    an earlier request of the same call (sent once), failed after its attempts, not sent
+    (--max-cost reached). Stored in the ledger's request rows as these strings."""
+
+    SENT = "sent"
+    FROM_CACHE = "from_cache"
+    SHARED = "shared"
+    FAILED = "failed"
+    SKIPPED_BUDGET = "skipped_budget"
+
+    def sample_status(self) -> SampleStatus:
+        """The status of the sample this request was made for."""
+        return SampleStatus(self.value) if self is not RequestSource.SENT else SampleStatus.ANSWERED
+
+
+class _Unset(Enum):
+    UNSET = "unset"
+
+
+UNSET = _Unset.UNSET  # a SampleScore's `parsed` where the metric reads the answer whole
+JudgeCall = dict[str, object]  # one judge call as the per-sample view shows it (metrics/judge.py)
+Parsed = str | bool | list[int] | None  # the answer as the metric read it (None: nothing it could read)
+
+
+@dataclass(frozen=True, slots=True)
+class SampleScore:
+    """What a benchmark's `score` makes of one prediction: `value` in [0, 1] (None where
+    no score could be made), the answer as the metric read it (`parsed`; UNSET where the
+    metric reads the answer whole), the judge calls that scored it, the verdict of a
+    program run on it, and `error`: scoring itself failed (a sandbox that could not run
+    the program), never the model's fault, so the sample is failed and retried on resume.
+
+    The run path reads it into the SampleResult; the per-sample view finds the parsed
+    answer, judge calls, verdict and error in the stored row's meta (`stored_meta`),
+    under the keys they have always had there."""
+
+    value: float | None
+    parsed: Parsed | _Unset = UNSET
+    judge: tuple[JudgeCall, ...] | None = None
+    verdict: str | None = None
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Scoring failed (not the answer): the sample is failed, and scored again on resume."""
+        return self.value is None and bool(self.error)
+
+    def stored_meta(self) -> dict[str, object]:
+        """The score's part of the stored row's meta, in the order it was always written."""
+        out: dict[str, object] = {}
+        if self.parsed is not UNSET:
+            out["parsed"] = self.parsed
+        if self.judge is not None:
+            out["judge"] = list(self.judge)
+        if self.verdict is not None:
+            out["verdict"] = self.verdict
+        if self.error is not None:
+            out["score_error"] = self.error
+        return out
 
 
 @dataclass
@@ -27,10 +131,9 @@ class Sample:
     `prompt` is the filled template (not yet truncated). `chat` says whether an official
     implementation wraps it in the model's chat template (LongBench: not for few-shot and
     code tasks); chat-only APIs get one plain user message either way. `meta` carries
-    whatever the metric needs (all_classes, length, language, the BAMBOO row...); scoring
-    adds what the per-sample view shows beside the raw output: `parsed`, the answer as
-    the metric read it, and `judge`, one record per judge call (prompt name, reference,
-    reply, verdict).
+    whatever the metric needs (all_classes, length, language, the BAMBOO row...): input
+    only, written where samples are built (loaders; tests/test_architecture.py holds
+    every other module to it). What scoring finds travels back as a SampleScore.
     """
 
     id: str
@@ -166,7 +269,7 @@ class SampleResult:
 
     sample_id: str
     task: str
-    status: ResultStatus
+    status: SampleStatus
     prediction: str | None = None
     score: float | None = None
     cached: bool = False
@@ -178,6 +281,12 @@ class SampleResult:
     cost_usd: float = 0.0
     latency_ms: float | None = None
     truncated_tokens: int = 0
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)  # the sample's (input only)
     # the sample's reference answers (in memory, for aggregates that rescore)
     references: list[str] = field(default_factory=list)
+    # what the benchmark's score made of the answer beyond `score` (parsed, judge, error)
+    scored: SampleScore | None = None
+
+    def stored_meta(self) -> dict[str, Any]:
+        """The meta the sample's stored row keeps: the sample's, then what scoring found."""
+        return self.meta if self.scored is None else {**self.meta, **self.scored.stored_meta()}

@@ -121,6 +121,87 @@ def test_no_hasattr_or_getattr_on_a_benchmark() -> None:
     assert not offenders, f"{len(offenders)} probe(s) of a benchmark:\n" + "\n".join(offenders)
 
 
+# Where a sample's `meta` may be written: the functions that build Samples (loaders), by
+# module and name. Everything else reads it; what scoring finds travels back as a
+# SampleScore, what prompting decides in its own values.
+META_WRITERS = {
+    "benchmarks/longbench/benchmark.py": {"load_minilongbench"},
+    "benchmarks/bamboo/benchmark.py": {"_samples"},
+    "commands/score_bamboo.py": {"score_records"},  # a predictions file's rows as BAMBOO samples
+}
+# Writes another part of issue 37 removes (the post-processing decided at prompt time moves
+# to the execution's own values on the prompt-rules branch): delete the entry once merged.
+META_WRITES_PENDING = {"run/prompting.py": {"_build_open"}}
+
+
+def _meta_target(node: ast.AST) -> bool:
+    """`meta` itself, or a `.meta` attribute (`s.meta`, `samples[i].meta`)."""
+    return (isinstance(node, ast.Name) and node.id == "meta") or (isinstance(node, ast.Attribute)
+                                                                  and node.attr == "meta")
+
+
+def _meta_writes(tree: ast.AST) -> Iterator[tuple[ast.AST, str | None]]:
+    """Every write into a meta mapping (`meta[k] = v`, `meta[k] += v`, `del meta[k]`,
+    `.update`, `.setdefault`, `.pop`, `.clear`, `.popitem` on it), each with the function
+    it is in (the outermost, None at module level)."""
+    mutators = {"update", "setdefault", "pop", "popitem", "clear"}
+
+    def walk(node: ast.AST, fn: str | None) -> Iterator[tuple[ast.AST, str | None]]:
+        for child in ast.iter_child_nodes(node):
+            inner = fn if fn is not None or not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                else child.name
+            if isinstance(child, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = child.targets if isinstance(child, (ast.Assign, ast.Delete)) else [child.target]
+                for t in targets:
+                    if isinstance(t, ast.Subscript) and _meta_target(t.value):
+                        yield child, inner
+            elif (isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute)
+                  and child.func.attr in mutators and _meta_target(child.func.value)):
+                yield child, inner
+            yield from walk(child, inner)
+
+    yield from walk(tree, None)
+
+
+def test_no_meta_write_outside_the_loaders() -> None:
+    """`Sample.meta` is input only: written where samples are built (META_WRITERS), read
+    everywhere else. A benchmark's score returns SampleScores instead of writing into the
+    samples it was given, so the run path reads typed values, not a shared dict."""
+    offenders = []
+    for path in _files("."):
+        rel = path.relative_to(PKG).as_posix()
+        allowed = META_WRITERS.get(rel, set()) | META_WRITES_PENDING.get(rel, set())
+        for node, fn in _meta_writes(ast.parse(path.read_text(encoding="utf-8"))):
+            if fn not in allowed:
+                offenders.append(f"{_where(path, node)} in {fn or 'module'}: {ast.unparse(node)[:80]}")
+    print("\n".join(offenders))
+    assert not offenders, (f"{len(offenders)} write(s) into a sample's meta outside the loaders (return a "
+                           "SampleScore, or build the meta where the sample is built):\n" + "\n".join(offenders))
+
+
+def test_the_meta_rule_sees_every_kind_of_write() -> None:
+    src = """
+meta = {}
+def loader(s):
+    meta["a"] = 1
+def score(s, samples, i):
+    s.meta["parsed"] = 1
+    samples[i].meta["judge"] = []
+    s.meta.update(x=1)
+    s.meta.setdefault("y", 2)
+    meta["n"] += 1
+    del s.meta["z"]
+    s.meta.pop("w", None)
+    def inner():
+        s.meta["deep"] = 1
+def reads(s):
+    return s.meta["a"], s.meta.get("b"), {**s.meta}
+"""
+    found = [(ast.unparse(node), fn) for node, fn in _meta_writes(ast.parse(src))]
+    assert [fn for _, fn in found] == ["loader"] + ["score"] * 8
+    assert found[-1][0] == "s.meta['deep'] = 1"
+
+
 def test_no_function_above_the_complexity_limit() -> None:
     radon = pytest.importorskip("radon.complexity", reason="radon is a test dependency: pip install -e '.[test]'")
     from radon.visitors import Class

@@ -12,7 +12,7 @@ from asyncbench.benchmarks.bamboo.benchmark import BambooBenchmark, parse_line, 
 from asyncbench.benchmarks.base import LoadOptions
 from asyncbench.cli import main as cli
 from asyncbench.errors import UserError
-from asyncbench.types import SampleResult
+from asyncbench.types import UNSET, SampleResult, SampleStatus
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 BAMBOO = DATA / "bamboo"
@@ -96,8 +96,10 @@ def test_score_and_aggregate_with_gold_and_malformed_answers():
         else:
             preds.append(" > ".join(f"[{x}]" for x in gold) if i % 4 else "[0] > [1]")
     scores = anyio.run(bench.score, samples, preds, None)
-    results = [SampleResult(sample_id=s.id, task=s.task, status="ok", prediction=p, score=sc, meta=s.meta)
-               for s, p, sc in zip(samples, preds, scores)]
+    assert all(sc.parsed is not UNSET and sc.error is None for sc in scores)  # what each metric read
+    assert not any("parsed" in s.meta for s in samples)  # the samples are read, never written
+    results = [SampleResult(sample_id=s.id, task=s.task, status=SampleStatus.ANSWERED, prediction=p, score=sc.value,
+                            meta=s.meta) for s, p, sc in zip(samples, preds, scores)]
     rep = bench.aggregate(results).to_json()
     n_odd = sum(1 for i, s in enumerate(samples) if s.task == "paperqa_4k" and i % 2)
     assert rep["by_task"]["paperqa_4k"] == round(100 * n_odd / 100, 2)

@@ -9,7 +9,7 @@ import pytest
 
 from asyncbench.benchmarks.base import LoadOptions, RunContext
 from asyncbench.benchmarks.longbench100 import LongBench100
-from asyncbench.types import Request, Response, SampleResult, Usage
+from asyncbench.types import Request, Response, SampleResult, SampleStatus, Usage
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 pytestmark = pytest.mark.skipif(not (DATA / "minilongbench").is_dir(), reason="../shared/data not available")
@@ -126,14 +126,18 @@ def test_score_and_aggregate(loaded) -> None:
             preds.append("\nAn answer.\nignored second line")
     ctx, _ = make_ctx('{"fluency": 2, "correctness": 3}', lambda p: "")
     scores = asyncio.run(bench.score(samples, preds, ctx))
-    for s, sc in zip(samples, scores):
+    assert all(sc.parsed == "An answer." for s, sc in zip(samples, scores) if s.metric != "uuid")  # the first line
+    assert all(sc.judge for s, sc in zip(samples, scores) if s.metric == "qa")  # judged: its calls kept
+    assert not any(sc.judge for s, sc in zip(samples, scores) if s.metric == "uuid")  # a rule metric: none
+    for s, sc in zip(samples, (sc.value for sc in scores)):
         if s.metric == "uuid":
             assert sc == (0.0 if "/4k/" in s.id else 1.0)
         elif s.metric == "qa":
             assert sc == 1.0
         else:
             assert sc == 0.0  # a QA-shaped verdict has no precision: a failed judgement scores 0, as the release
-    results = [SampleResult(s.id, s.task, "ok", score=sc, meta=dict(s.meta)) for s, sc in zip(samples, scores)]
+    results = [SampleResult(s.id, s.task, SampleStatus.ANSWERED, score=sc.value, meta=dict(s.meta))
+               for s, sc in zip(samples, scores)]
     rep = bench.aggregate(results).to_json()
     assert rep["by_task_length"]["kv_retrieval"] == {"2k": 100.0, "4k": 0.0, "8k": 100.0}
     assert not rep["unscored"]
@@ -190,7 +194,7 @@ def test_judge_requests_carry_the_release_s_judge_prompt(loaded) -> None:
 
     ctx = RunContext("fake:model", generate, make_request, {"judge": "fake:judge"})
     scores = asyncio.run(bench.score(qa, ["An answer."] * len(qa), ctx))
-    assert scores == [1.0] * len(qa)
+    assert [sc.value for sc in scores] == [1.0] * len(qa)
     expected = [judge_prompt.format(question=s.meta["question"], correct_answers=ref, parsed_output="An answer.")
                 for s in qa for ref in s.answers]
     assert [r.messages[-1]["content"] for r in sent] == expected

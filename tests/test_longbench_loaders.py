@@ -27,7 +27,7 @@ from asyncbench.benchmarks.longbench.benchmark import (
     MiniLongBench,
 )
 from asyncbench.errors import UserError
-from asyncbench.types import Sample, SampleResult
+from asyncbench.types import UNSET, Sample, SampleResult, SampleStatus
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 pytestmark = pytest.mark.skipif(not (DATA / "minilongbench" / "samples").is_dir(), reason="../shared/data not available")
@@ -227,13 +227,17 @@ def test_score_and_aggregate(data_dir):
     trec = [s for s in samples if s.task == "trec"]
     # official scoring keeps only the first line for trec
     preds = [s.answers[0] + "\nQuestion: anything\nType: Food" if s.task == "trec" else "zzz unrelated" for s in samples]
-    scores = anyio.run(MiniLongBench().score, samples, preds, None)
+    scored = anyio.run(MiniLongBench().score, samples, preds, None)
+    # the first line is what the metric read (the per-sample view's parsed answer); hotpotqa reads it whole
+    assert [sc.parsed for s, sc in zip(samples, scored) if s.task == "trec"] == [s.answers[0] for s in trec]
+    assert all(sc.parsed is UNSET for s, sc in zip(samples, scored) if s.task == "hotpotqa")
+    scores = [sc.value for sc in scored]
     assert [sc for s, sc in zip(samples, scores) if s.task == "trec"] == [1.0] * len(trec)
     assert all(sc == 0.0 for s, sc in zip(samples, scores) if s.task == "hotpotqa")
     results = [
-        SampleResult(sample_id=s.id, task=s.task, status="ok", score=sc, truncated_tokens=7 * i, meta=s.meta)
+        SampleResult(sample_id=s.id, task=s.task, status=SampleStatus.ANSWERED, score=sc, truncated_tokens=7 * i, meta=s.meta)
         for i, (s, sc) in enumerate(zip(samples, scores))
-    ] + [SampleResult(sample_id="x", task="trec", status="failed")]
+    ] + [SampleResult(sample_id="x", task="trec", status=SampleStatus.FAILED)]
     agg = MiniLongBench().aggregate(results).to_json()
     assert agg["truncated"] == {"n": len(samples) - 1, "tokens": 7 * sum(range(len(samples)))}
     assert agg["n_failed"] == 1 and agg["n_scored"] == len(samples)
@@ -254,7 +258,7 @@ def test_longbench_e_aggregates_by_length(data_dir):
     samples = LongBenchE().load(LoadOptions(data_dir=root, tasks=["hotpotqa"]))
     # the generated rows have length 1000 * (index + 1): 3 short, 4 medium, 6 long
     results = [
-        SampleResult(sample_id=s.id, task=s.task, status="ok", score=1.0 if s.meta["length"] < 4000 else 0.0, meta=s.meta)
+        SampleResult(sample_id=s.id, task=s.task, status=SampleStatus.ANSWERED, score=1.0 if s.meta["length"] < 4000 else 0.0, meta=s.meta)
         for s in samples
     ]
     agg = LongBenchE().aggregate(results).to_json()
@@ -263,7 +267,7 @@ def test_longbench_e_aggregates_by_length(data_dir):
     assert bins["0-4k"]["by_task"]["hotpotqa"] == 100.0
     assert bins["4-8k"]["by_task"]["hotpotqa"] == 0.0 and bins["8k+"]["by_task"]["hotpotqa"] == 0.0
     assert agg["overall_zh"] is None and agg["truncated"] == {"n": 0, "tokens": 0}
-    failed = LongBenchE().aggregate([SampleResult(sample_id="a", task="hotpotqa", status="failed", truncated_tokens=5)]).data
+    failed = LongBenchE().aggregate([SampleResult(sample_id="a", task="hotpotqa", status=SampleStatus.FAILED, truncated_tokens=5)]).data
     assert failed["overall"] is None and failed["n_failed"] == 1 and failed["truncated"] == {"n": 1, "tokens": 5}
 
 

@@ -49,7 +49,8 @@ def test_a_node_without_a_sandbox_fails_its_samples_with_the_reason(monkeypatch,
         isolation.cache_clear()
     assert report["sandbox"]["isolation"].startswith("checked on each node")
     assert sorted(calls) == [3, 3]  # six distinct programs dealt into two chunks
-    assert scores == [None] * len(samples)  # failed, never 0
-    for s in samples:
-        why = s.meta["score_error"]
+    assert [sc.value for sc in scores] == [None] * len(samples)  # failed, never 0
+    assert all(sc.failed for sc in scores)
+    for sc in scores:
+        why = sc.error or ""
         assert why.startswith("PrivateEval sandbox: error: on ") and "no sandbox here" in why and "\n" not in why, why

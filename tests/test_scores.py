@@ -116,14 +116,14 @@ def test_aggregate_returns_the_benchmark_s_own_score_type_with_its_declared_keys
     from asyncbench.benchmarks.longbench.scores import LongBenchScoresJson
     from asyncbench.benchmarks.longbench100.scores import LongBench100ScoresJson
     from asyncbench.benchmarks.scores import TaskScoresJson
-    from asyncbench.types import SampleResult
+    from asyncbench.types import SampleResult, SampleStatus
 
     declared = {"longbench": LongBenchScoresJson, "longbench-e": LongBenchScoresJson,
                 "minilongbench": LongBenchScoresJson, "bamboo": BambooScoresJson,
                 "100-longbench": LongBench100ScoresJson, "jsonl": TaskScoresJson}
-    results = [SampleResult(sample_id="t/2k/0", task="qasper", status="ok", score=0.5,
+    results = [SampleResult(sample_id="t/2k/0", task="qasper", status=SampleStatus.ANSWERED, score=0.5,
                             meta={"dataset": "qasper", "length": 3000}),
-               SampleResult(sample_id="t/2k/1", task="qasper", status="failed")]
+               SampleResult(sample_id="t/2k/1", task="qasper", status=SampleStatus.FAILED)]
     for name, cls in benchmark_classes().items():
         bench = cls("x.jsonl") if name == "jsonl" else cls.configured({}, None)
         scores = bench.aggregate(results if name != "100-longbench" else

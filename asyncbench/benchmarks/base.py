@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ProviderError
 from ..prompt_rules import PromptRules
-from ..types import Purpose, Request, Response, Sample, SampleResult
+from ..types import Purpose, Request, Response, Sample, SampleResult, SampleScore
 from .scores import ScoreSet
 
 if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
@@ -208,8 +208,10 @@ class Benchmark(ABC):
         return samples, {}
 
     @abstractmethod
-    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
-        """One score in [0, 1] per prediction; None where scoring itself failed."""
+    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[SampleScore]:
+        """One SampleScore per prediction: its value in [0, 1] and what the metric read of
+        it (parsed answer, judge calls, verdict); `error` where scoring itself failed.
+        Samples are read, never written (their meta is the loader's)."""
 
     def length_bin(self, meta: Mapping[str, Any]) -> str | None:
         """The context-length bin the benchmark reports a sample's score in, from its meta

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..errors import UserError
 from ..jsonl_io import iter_json_objects
 from ..metrics import registry as metrics
-from ..types import Sample, SampleResult
+from ..types import Sample, SampleResult, SampleScore
 from .base import Benchmark, LoadOptions, RunContext
 from .scores import TaskScores
 
@@ -145,8 +145,8 @@ class JsonlBenchmark(Benchmark):
         if not seen:
             raise UserError(f"{self.path} holds no samples")
 
-    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
-        return [metrics.score(s.metric, pred, s.answers, s.meta) if s.metric and s.answers else None
+    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[SampleScore]:
+        return [SampleScore(metrics.score(s.metric, pred, s.answers, s.meta) if s.metric and s.answers else None)
                 for s, pred in zip(samples, predictions)]
 
     def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> TaskScores:

@@ -113,7 +113,7 @@ async def score_records(records: list[dict[str, Any]], data_dir: Path | None, op
     """Score validated records through the benchmark's own score/aggregate."""
     from ..benchmarks.bamboo.benchmark import BambooBenchmark, bamboo_dir, load_private_eval
     from ..benchmarks.base import RunContext
-    from ..types import Sample, SampleResult
+    from ..types import Sample, SampleResult, SampleStatus
 
     bench = BambooBenchmark(data_dir=data_dir)
     private = load_private_eval(bamboo_dir(data_dir)) \
@@ -138,9 +138,10 @@ async def score_records(records: list[dict[str, Any]], data_dir: Path | None, op
 
     ctx = RunContext(model_spec="predictions", generate=no_model, make_request=no_request, options=options)
     scores = await bench.score(samples, preds, ctx)
-    # a sample the sandbox could not judge (meta score_error) is failed, not scored
-    results = [SampleResult(sample_id=s.id, task=s.task, status="failed" if s.meta.get("score_error") else "ok",
-                            prediction=p, score=sc, meta=s.meta, error=s.meta.get("score_error"))
+    # a sample the sandbox could not judge (its score's error) is failed, not scored
+    results = [SampleResult(sample_id=s.id, task=s.task,
+                            status=SampleStatus.FAILED if sc.error else SampleStatus.ANSWERED,
+                            prediction=p, score=sc.value, meta=s.meta, error=sc.error, scored=sc)
                for s, p, sc in zip(samples, preds, scores)]
     return bench.aggregate(results).to_json()
 

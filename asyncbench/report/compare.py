@@ -26,7 +26,7 @@ from ..benchmarks import parse_benchmark
 from ..errors import UserError
 from ..ledger import SETTLED
 from ..store import Store
-from ..types import SampleResult
+from ..types import SampleResult, SampleStatus
 from .baselines import benchmark_family
 from .data import RunReport
 
@@ -114,7 +114,7 @@ def _results(scored: dict[tuple[str, str], Scored], keys: list[tuple[str, str]])
         parsed = metas.get(meta)
         if parsed is None:
             parsed = metas[meta] = json.loads(meta or "{}")
-        out.append(SampleResult(sample_id=sid, task=task, status="ok", prediction=prediction, score=score,
+        out.append(SampleResult(sample_id=sid, task=task, status=SampleStatus.ANSWERED, prediction=prediction, score=score,
                                 meta=parsed))
     return out
 

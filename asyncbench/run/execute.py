@@ -31,7 +31,7 @@ from ..runners import Runner
 from ..scheduler import Budget
 from ..store import Store
 from ..store.journal import Journal, replay
-from ..types import Purpose, Request, Response, Sample, SampleResult
+from ..types import Purpose, Request, RequestSource, Response, Sample, SampleResult, SampleStatus
 from . import reuse
 from .generate import CacheFirst, Generated
 from .plan import RunPlan
@@ -257,7 +257,7 @@ async def _windows(p: RunPlan, engine: CacheFirst, ctx: RunContext, tally: Tally
             if not window:
                 break
             results = await _score(p, window, generated, tally, ctx)
-            await engine.in_store(partial(recorder.write, engine.store, results, generated.sources))
+            await engine.in_store(partial(recorder.write, engine.store, results))
             kept += map(slim, results)
         progress.set_total(len(kept))
     return Scored([], [], Generated([], [], []), kept, {}, recorder)
@@ -276,10 +276,12 @@ async def _score(p: RunPlan, samples: list[Sample], generated: Generated, tally:
     results: list[SampleResult] = []
     ok_samples, ok_preds, ok_results = [], [], []
     for s, ans, source, key in zip(samples, generated.answers, generated.sources, generated.keys):
-        r = SampleResult(sample_id=s.id, task=s.task, status="failed", cached=source != "sent", key=key,
-                         truncated_tokens=tally.truncated.get(s.id, 0), meta=s.meta, references=list(s.answers))
+        r = SampleResult(sample_id=s.id, task=s.task, status=SampleStatus.FAILED, cached=source != RequestSource.SENT,
+                         key=key, truncated_tokens=tally.truncated.get(s.id, 0), meta=s.meta,
+                         references=list(s.answers))
         if isinstance(ans, Response):
-            r.status = "ok"
+            # answered, read from the cache, or a twin's answer (sent once)
+            r.status = source.sample_status() if source in _ANSWERED else SampleStatus.SHARED
             r.prediction = tally.answer(s.id, ans.text)
             r.prompt_tokens = ans.usage.prompt_tokens
             r.completion_tokens = ans.usage.completion_tokens
@@ -292,13 +294,16 @@ async def _score(p: RunPlan, samples: list[Sample], generated: Generated, tally:
         elif isinstance(ans, ProviderError):
             r.error = f"{ans.kind}: {ans.message}"
         else:
-            r.status = "skipped"
+            r.status = SampleStatus.SKIPPED_BUDGET
             r.error = "budget reached (--max-cost)"
         results.append(r)
     if ok_samples:
         scores = await p.benchmark.score(ok_samples, ok_preds, ctx)
         for r, sc in zip(ok_results, scores):
-            r.score = sc
-            if sc is None and r.meta.get("score_error"):  # scoring failed, not the answer: retried on resume
-                r.status, r.error = "failed", str(r.meta["score_error"])
+            r.score, r.scored = sc.value, sc
+            if sc.failed:  # scoring failed, not the answer: retried on resume
+                r.status, r.error = SampleStatus.FAILED, sc.error
     return results
+
+
+_ANSWERED = (RequestSource.SENT, RequestSource.FROM_CACHE)

@@ -46,7 +46,7 @@ from ..store import Store
 from ..store.batch_journal import BatchJournal, finished_files, unresolved
 from ..store.journal import Journal, ingest
 from ..store.rows import CachedResponse, FailureRow, ResponseRow
-from ..types import Purpose, Request, Response, Sample, Usage
+from ..types import Purpose, Request, RequestSource, Response, Sample, Usage
 
 T = TypeVar("T")
 
@@ -76,10 +76,10 @@ class Lookup(NamedTuple):
 @dataclass
 class Generated:
     """What `CacheFirst.generate` returns, one entry per request in order; `sources` says what
-    became of each (ledger.REQUEST_SOURCES)."""
+    became of each."""
 
     answers: list[Response | ProviderError | None]
-    sources: list[str]
+    sources: list[RequestSource]
     keys: list[str]
 
 
@@ -310,7 +310,7 @@ class _Generation:
         self.progress = progress
         self.requests: list[Request] = []
         self.keys: list[str] = []
-        self.sources: list[str] = []
+        self.sources: list[RequestSource] = []
         self.hits: dict[int, Response] = {}
         self.first_index: dict[str, int] = {}
         self.duplicates: list[tuple[int, int]] = []
@@ -342,7 +342,7 @@ class _Generation:
                 chunk_keys = [r.key() for r in chunk]
                 hits, paid = self.looked_up.hits, self.looked_up.paid
             self.keys.extend(chunk_keys)
-            self.sources.extend(["skipped_budget"] * len(chunk))  # until an outcome says otherwise
+            self.sources.extend([RequestSource.SKIPPED_BUDGET] * len(chunk))  # until an outcome says otherwise
             for i, key in enumerate(chunk_keys, start=lo):
                 while self.ready:  # groups whose first answer came: before new work
                     yield self.ready.popleft()
@@ -397,7 +397,7 @@ class _Generation:
             return self.samples[i].task
         return self.requests[i].task or NO_TASK
 
-    def _entry(self, i: int, source: str, **fields: Any) -> RequestEntry:
+    def _entry(self, i: int, source: RequestSource, **fields: Any) -> RequestEntry:
         sid = self.samples[i].id if self.samples is not None else None
         return RequestEntry(invocation=self.engine.invocation, purpose=self.purpose, task=self._task(i), source=source,
                             key=self.keys[i], sample_id=sid, **fields)
@@ -409,15 +409,15 @@ class _Generation:
         if paid or hit.key in self.hit_keys:
             # sent earlier in this invocation and stored since, or a cache hit this call
             # already served to another sample: one answer, paid (or saved) once
-            self.sources[i] = "shared"
-            self.engine.pending_ledger.append(self._entry(i, "shared"))
+            self.sources[i] = RequestSource.SHARED
+            self.engine.pending_ledger.append(self._entry(i, RequestSource.SHARED))
             self.progress.add("shared")
             return
-        self.sources[i] = "from_cache"
+        self.sources[i] = RequestSource.FROM_CACHE
         self.hit_keys.add(hit.key)
         # what the answer cost when it was paid (its cache row), not today's list price
         self.engine.pending_ledger.append(self._entry(
-            i, "from_cache", prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens,
+            i, RequestSource.FROM_CACHE, prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens,
             cached_prompt_tokens=hit.cached_prompt_tokens, saved_usd=hit.cost_usd or 0.0, latency_ms=hit.latency_ms,
             usage_flag=hit.usage_flag))
         self.engine.latencies.cached.append(hit.latency_ms)
@@ -450,10 +450,10 @@ class _Generation:
         sent_at, ttft = (timing.sent_at, timing.ttft_ms) if timing is not None else (None, None)
         resp.text = engine.redact(resp.text)  # a server that echoes the key into its answer, in any form
         cost = self.client.price.cost(usage, resp.discount)
-        self.sources[i] = "sent"
+        self.sources[i] = RequestSource.SENT
         # saved: the batch discount (what the list price would have been, less what was paid)
         entry = self._entry(
-            i, "sent", prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+            i, RequestSource.SENT, prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             cached_prompt_tokens=usage.cached_prompt_tokens, cache_write_tokens=usage.cache_write_tokens, cost_usd=cost,
             saved_usd=self.client.price.cost(usage) - cost if resp.discount != 1.0 else 0.0,
             latency_ms=resp.latency_ms, attempts=attempts, usage_flag=resp.usage_flag, sent_at=sent_at, ttft_ms=ttft)
@@ -484,8 +484,8 @@ class _Generation:
         self.engine.pending_prompts.append((self.keys[i], self._prompt_text(i)))
 
     def _failed(self, i: int, err: ProviderError, attempts: int) -> None:
-        self.sources[i] = "failed"
-        self.engine.pending_ledger.append(self._entry(i, "failed", attempts=attempts))
+        self.sources[i] = RequestSource.FAILED
+        self.engine.pending_ledger.append(self._entry(i, RequestSource.FAILED, attempts=attempts))
         self._keep_prompt(i)
         sid = self.samples[i].id if self.samples is not None else None
         self.engine.pending_failures.append(FailureRow(key=self.keys[i], run_id=self.engine.run_id, sample_id=sid,
@@ -501,13 +501,14 @@ class _Generation:
             answers[o.index] = o.response if o.response is not None else o.error
         copies = {i for i, _ in self.duplicates}
         for i, source in enumerate(self.sources):
-            if source == "skipped_budget" and i not in copies:  # never sent, with or without an outcome
-                self.engine.pending_ledger.append(self._entry(i, "skipped_budget"))
+            if source == RequestSource.SKIPPED_BUDGET and i not in copies:  # never sent, with or without an outcome
+                self.engine.pending_ledger.append(self._entry(i, RequestSource.SKIPPED_BUDGET))
                 self.progress.add("skipped_budget")
         for i, j in self.duplicates:
             answers[i] = answers[j]
-            self.sources[i] = "shared" if self.sources[j] in ("sent", "from_cache") else self.sources[j]
-            self.engine.pending_ledger.append(self._entry(i, "shared"))
+            self.sources[i] = (RequestSource.SHARED if self.sources[j] in (RequestSource.SENT, RequestSource.FROM_CACHE)
+                               else self.sources[j])
+            self.engine.pending_ledger.append(self._entry(i, RequestSource.SHARED))
             self.progress.add(self.sources[i])
         return Generated(answers, self.sources, self.keys)
 

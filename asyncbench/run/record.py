@@ -11,12 +11,12 @@ import time
 from dataclasses import dataclass
 
 from ..benchmarks.base import notes_of
-from ..ledger import LEGACY_STATUSES, SETTLED, InvocationEntry, SampleEntry, merge_sample
+from ..ledger import SETTLED, InvocationEntry, SampleEntry, merge_sample, stored_status
 from ..run_summary import Closing, RunSummary, Truncation, interrupted_summary, run_summary, write_out
 from ..serving import serving_figures
 from ..store import Store
 from ..store.rows import ResultRow
-from ..types import Sample, SampleResult
+from ..types import Sample, SampleResult, SampleStatus
 from .generate import CacheFirst, Generated
 from .plan import RunPlan
 from .prompting import Tally
@@ -52,30 +52,29 @@ class Recorder:
     def __init__(self, run_id: str, invocation: int, earlier: bool) -> None:
         self.run_id, self.invocation, self.earlier = run_id, invocation, earlier
 
-    def write(self, store: Store, results: list[SampleResult], sources: list[str]) -> None:
-        """Book the window's results (each with what became of its request)."""
+    def write(self, store: Store, results: list[SampleResult]) -> None:
+        """Book the window's results."""
         run_id, ids = self.run_id, [r.sample_id for r in results]
         with store.session(), store.transaction():
             stored = store.runs.stored_results(run_id, ids) if self.earlier else {}
-            previous = {sid: SampleEntry(sid, row.task, LEGACY_STATUSES.get(row.status or "", row.status or ""),
-                                         row.invocation or 1, row.error) for sid, row in stored.items()}
-            statuses = _statuses(results, sources)
+            previous = {sid: SampleEntry(sid, row.task, stored_status(row.status or ""), row.invocation or 1, row.error)
+                        for sid, row in stored.items() if row.status}
             # the payments that count: of samples read from the cache that this run has not settled
-            unsettled = [r.key for r, status in zip(results, statuses) if r.key and status in ("from_cache", "shared")
-                         and _status(previous.get(r.sample_id)) not in ("answered", "shared", "from_cache")]
+            unsettled = [r.key for r in results if r.key and r.status in (SampleStatus.FROM_CACHE, SampleStatus.SHARED)
+                         and not _has_answer(previous.get(r.sample_id))]
             paid = store.runs.paid_keys(run_id, unsettled) if self.earlier and unsettled else {}
             rows = [ResultRow.scored(run_id, r, e.status, e.invocation)
                     for r, e in ((r, merge_sample(previous.get(r.sample_id),
-                                                  SampleEntry(r.sample_id, r.task, status, self.invocation),
+                                                  SampleEntry(r.sample_id, r.task, r.status, self.invocation),
                                                   paid.get(r.key or "")))
-                                 for r, status in zip(results, statuses))]
+                                 for r in results)]
             # a run's first invocation writes each sample once, and none before it did
             store.runs.put_results([row for row in rows if not _same(stored.get(row.sample_id), row)],
                                    new=not self.earlier)
 
 
-def _status(entry: SampleEntry | None) -> str | None:
-    return entry.status if entry is not None else None
+def _has_answer(entry: SampleEntry | None) -> bool:
+    return entry is not None and entry.status.has_answer
 
 
 def _same(stored: ResultRow | None, row: ResultRow) -> bool:
@@ -117,8 +116,7 @@ def close_run(p: RunPlan, store: Store, engine: CacheFirst, invocation: Invocati
         if recorder is None:
             recorder = Recorder(run_id, invocation.invocation, bool(earlier))
             for lo in range(0, len(outcome.results), RECORD_WINDOW):
-                recorder.write(store, outcome.results[lo:lo + RECORD_WINDOW],
-                               outcome.generated.sources[lo:lo + RECORD_WINDOW])
+                recorder.write(store, outcome.results[lo:lo + RECORD_WINDOW])
         store.runs.put_results(_unsent_rows(run_id, invocation.invocation, outcome.loaded, outcome.kept,
                                             str(outcome.report.get("excluded_reason") or EXCLUDED_BY_RULE)))
         book_stats(invocation, engine, p.started)
@@ -150,7 +148,7 @@ def store_summary(p: RunPlan, store: Store, invocation: InvocationEntry, closing
                                                           store.runs.not_measured(run_id)))
     summary = run_summary(p.benchmark_name, run_id, p.client.spec, ledger,
                           [e for e in entries if e.status not in SETTLED],
-                          [e for e in entries if e.status == "excluded"], closing)
+                          [e for e in entries if e.status == SampleStatus.EXCLUDED], closing)
     if truncation is not None:
         summary = dataclasses.replace(summary, truncation=truncation)
     summary = summary.redacted()
@@ -185,17 +183,6 @@ def book_interrupted(p: RunPlan, store: Store, engine: CacheFirst,
     engine.journal.close()
     assert p.out is not None
     return write_out(p.out, summary)
-
-
-def _statuses(results: list[SampleResult], sources: list[str]) -> list[str]:
-    """Each scored sample's ledger status, from what became of its request."""
-    out = []
-    for r, source in zip(results, sources):
-        if r.status == "ok":
-            out.append({"sent": "answered", "from_cache": "from_cache"}.get(source, "shared"))
-        else:
-            out.append("failed" if r.status == "failed" else "skipped_budget")
-    return out
 
 
 def _unsent_rows(run_id: str, invocation: int, loaded: list[Sample], kept: list[Sample],

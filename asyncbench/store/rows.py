@@ -111,7 +111,7 @@ class ResultRow:
         """A scored sample with the run's status for it (ledger.merge_sample)."""
         return cls(run_id, r.sample_id, r.task, "eval", r.key, status, r.score, r.prediction, r.cached, r.error,
                    r.prompt_tokens, r.completion_tokens, r.cached_prompt_tokens, r.cost_usd, r.latency_ms,
-                   r.truncated_tokens, json.dumps(r.meta, default=str, ensure_ascii=False), invocation,
+                   r.truncated_tokens, json.dumps(r.stored_meta(), default=str, ensure_ascii=False), invocation,
                    json.dumps(r.references, ensure_ascii=False))
 
     @classmethod

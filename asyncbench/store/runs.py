@@ -24,8 +24,10 @@ from ..ledger import (
     RequestGroup,
     SampleEntry,
     StatusCount,
+    stored_status,
 )
 from ..serving import Measured
+from ..types import SampleStatus
 from .cache import usage_flag_of
 from .connection import Part, in_session, insert_missing, unnest
 from .prompt_files import read_prompts
@@ -109,7 +111,7 @@ def _sample_filter(run_id: str, task: str | None, failed: bool,
         where += " AND r.task = $task"
         params["task"] = task
     if failed:
-        where += f" AND r.status NOT IN ({', '.join(repr(s) for s in sorted(SETTLED))})"
+        where += f" AND r.status NOT IN ({', '.join(repr(s.value) for s in sorted(SETTLED))})"
     if page is not None and page.status:
         where += " AND r.status = $status"
         params["status"] = page.status
@@ -305,10 +307,10 @@ class RunRecord(Part):
         not read every row back."""
         where = ""
         if unsettled:
-            kept = sorted(s for s in SETTLED if s != "excluded")
+            kept = sorted(s.value for s in SETTLED if s != SampleStatus.EXCLUDED)
             kept += sorted(old for old, new in LEGACY_STATUSES.items() if new in kept)
             where += f" AND status NOT IN ({', '.join(repr(s) for s in kept)})"
-        return [SampleEntry(sid, task, LEGACY_STATUSES.get(status, status), inv, error)
+        return [SampleEntry(sid, task, stored_status(status), inv, error)
                 for sid, task, status, inv, error in self.con.execute(
                     "SELECT sample_id, task, status, coalesce(invocation, 1), error FROM results "
                     f"WHERE run_id = $run AND purpose = 'eval'{where} ORDER BY sample_id", {"run": run_id}).fetchall()]
@@ -533,7 +535,7 @@ class RunRecord(Part):
         samples: what a comparison of two runs reads of them."""
         return [(str(t), str(i), float(sc), pr, m) for t, i, sc, pr, m in self.con.execute(
             "SELECT task, sample_id, score, prediction, meta_json FROM results WHERE run_id = $run AND purpose = 'eval' "
-            f"AND score IS NOT NULL AND status IN ({', '.join(repr(s) for s in sorted(SETTLED))})",
+            f"AND score IS NOT NULL AND status IN ({', '.join(repr(s.value) for s in sorted(SETTLED))})",
             {"run": run_id}).fetchall()]
 
     @in_session

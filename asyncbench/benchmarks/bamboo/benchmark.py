@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import UserError
 from ...metrics import registry as metrics
-from ...types import Sample, SampleResult
+from ...types import Sample, SampleResult, SampleScore
 from ..base import BadRow, Benchmark, CliOption, Loaded, LoadOptions, RunContext, notes_of
 from . import metrics as M
 from .sandbox import Program
@@ -356,29 +356,30 @@ class BambooBenchmark(Benchmark):
                 print(f"asyncbench: {note}", file=sys.stderr, flush=True)
         return samples, report
 
-    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
-        scores: list[float | None] = [None] * len(samples)
+    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[SampleScore]:
+        """The release's metric of each dataset, with what it parsed of the answer;
+        PrivateEval's programs run in the sandbox, their verdict kept with the score."""
+        scores = [SampleScore(None)] * len(samples)
         programs: list[tuple[int, Program]] = []
         for i, (s, pred) in enumerate(zip(samples, predictions)):
             name = s.meta["dataset"]
             if name != "private_eval":
                 judged = metrics.judge(M.metric_name(name), pred, s.meta["answer"])
-                scores[i] = judged.score
-                s.meta["parsed"] = judged.parsed
+                scores[i] = SampleScore(judged.score, judged.parsed)
                 continue
             program = M.private_eval_program(s.meta["problem"], pred, self._keywords())
             if program is None:
-                scores[i] = 0.0
+                scores[i] = SampleScore(0.0)
             else:
                 programs.append((i, program))
         if programs:
             outcomes = await run_programs([p for _, p in programs], ctx.options, ctx.map_chunks)
             for (i, _), outcome in zip(programs, outcomes):
-                samples[i].meta["verdict"] = outcome.status[:300]
+                verdict = outcome.status[:300]
                 if outcome.error:  # the sandbox's failure, not the program's: a failed sample, never a 0
-                    samples[i].meta["score_error"] = f"PrivateEval sandbox: {outcome.status[:300]}"
+                    scores[i] = SampleScore(None, verdict=verdict, error=f"PrivateEval sandbox: {verdict}")
                 else:
-                    scores[i] = 1.0 if outcome.passed else 0.0
+                    scores[i] = SampleScore(1.0 if outcome.passed else 0.0, verdict=verdict)
         return scores
 
     def _keywords(self) -> dict[str, dict[str, str]]:
@@ -443,7 +444,7 @@ def _scored_by_task(results: list[SampleResult]) -> dict[str, list[SampleResult]
     """The answered samples of each task: what `aggregate` scores."""
     by_task: dict[str, list[SampleResult]] = {}
     for r in results:
-        if r.status == "ok" and r.prediction is not None:
+        if r.status.has_answer and r.prediction is not None:
             by_task.setdefault(r.task, []).append(r)
     return by_task
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ...errors import UserError
-from ...types import Sample, SampleResult
+from ...types import Sample, SampleResult, SampleStatus
 from ..base import Ask, Round
 from .benchmark import LongBench, aggregate_results
 from .scores import LongBenchScores
@@ -123,8 +123,8 @@ class AdaptiveLongBench(LongBench):
             chosen = [by_item[j] for j in batch]
             generated, results = await ask(chosen)
             rounds.append((chosen, generated, results))
-            test.observe(batch, [irt_score(r) if r.status == "ok" else None for r in results])
-            if any(r.status == "skipped" for r in results):  # not sent: --max-cost reached
+            test.observe(batch, [irt_score(r) if r.status.has_answer else None for r in results])
+            if any(r.status == SampleStatus.SKIPPED_BUDGET for r in results):  # not sent: --max-cost reached
                 test.stop("budget")
         report = test.report()
         report.pop("by_dataset", None)
@@ -139,7 +139,7 @@ class AdaptiveLongBench(LongBench):
         return self.SCORES.of(out)
 
     def estimate(self, results: list[SampleResult], how: dict[str, Any]) -> dict[str, Any]:
-        scored = [r for r in results if r.status == "ok" and r.score is not None]
+        scored = [r for r in results if r.status.has_answer and r.score is not None]
         if not scored:
             return {"available": False, "method": "adaptive", "reason": "no sample was scored"}
         from ...types import Sample as _Sample
@@ -147,7 +147,7 @@ class AdaptiveLongBench(LongBench):
         samples = [_Sample(id=r.sample_id, task=r.task, prompt="", answers=[]) for r in results]
         test = self.new_test(samples)
         items = [item_of(s) for s in samples]
-        test.observe(items, [irt_score(r) if r.status == "ok" else None for r in results])
+        test.observe(items, [irt_score(r) if r.status.has_answer else None for r in results])
         est = test.report()
         # tokens of the requests the test needed, each distinct request once (two samples
         # with the same prompt are sent once): what a first run pays, whatever the cache holds

@@ -39,7 +39,7 @@ from ...errors import UserError, did_you_mean
 from ...estimators.methods import DEFAULT_METHOD, METHODS
 from ...jsonl_io import iter_json_objects, read_json_object
 from ...prompt_rules import BudgetTable, PromptRules
-from ...types import Sample, SampleResult
+from ...types import Sample, SampleResult, SampleScore
 from ..base import Benchmark, CliOption, LoadOptions, RunContext
 from .prompts import LongBenchConfig, fill_prompt, load_config, official_model2maxlen
 from .scores import LongBenchEScores, LongBenchScores, LongBenchScoresJson, MiniLongBenchScores
@@ -297,18 +297,16 @@ def load_minilongbench(opts: LoadOptions) -> list[Sample]:
 
 
 async def score_longbench(samples: list[Sample], predictions: list[str],
-                          map_chunks: Callable[..., list[Any]] | None = None) -> list[float | None]:
+                          map_chunks: Callable[..., list[Any]] | None = None) -> list[SampleScore]:
     """Official LongBench metrics (first-line truncation included) in a worker thread,
-    since ROUGE and fuzzy matching are CPU-bound; spread over Ray tasks by `map_chunks`."""
+    since ROUGE and fuzzy matching are CPU-bound; spread over Ray tasks by `map_chunks`.
+    Where the metric reads the first line only, that line is the parsed answer."""
     import anyio
 
     from .score import score_many
 
     if len(samples) != len(predictions):
         raise ValueError(f"{len(samples)} samples but {len(predictions)} predictions")
-    for s, pred in zip(samples, predictions):  # what the metric reads, for the per-sample view
-        if s.task.removesuffix("_e") in FIRST_LINE_DATASETS:
-            s.meta["parsed"] = first_line(pred)
     call = functools.partial(
         score_many,
         [s.task for s in samples],
@@ -318,7 +316,9 @@ async def score_longbench(samples: list[Sample], predictions: list[str],
         jobs=None,
         map_chunks=map_chunks,
     )
-    return list(await anyio.to_thread.run_sync(call))
+    values = await anyio.to_thread.run_sync(call)
+    return [SampleScore(v, first_line(pred)) if s.task.removesuffix("_e") in FIRST_LINE_DATASETS else SampleScore(v)
+            for s, pred, v in zip(samples, predictions, values)]
 
 
 def resampling_plan(results: list[SampleResult]) -> Plan:
@@ -326,7 +326,7 @@ def resampling_plan(results: list[SampleResult]) -> Plan:
     from .aggregate import resampling_plan as plan
 
     return plan((r.meta.get("dataset", r.task), float(r.score)) for r in results
-                if r.status == "ok" and r.score is not None)
+                if r.status.has_answer and r.score is not None)
 
 
 def aggregate_results(results: list[SampleResult], *, by_length: bool) -> LongBenchScoresJson:
@@ -338,7 +338,7 @@ def aggregate_results(results: list[SampleResult], *, by_length: bool) -> LongBe
     from ...estimators.intervals import intervals
     from .aggregate import aggregate_longbench
 
-    scored = [r for r in results if r.status == "ok" and r.score is not None]
+    scored = [r for r in results if r.status.has_answer and r.score is not None]
     out: LongBenchScoresJson = {"overall": None, "overall_en": None, "overall_zh": None, "by_task": {}, "by_category": {},
                    "ci95": intervals(resampling_plan(results))}
     if scored:
@@ -377,7 +377,7 @@ class _LongBenchFamily(Benchmark):
         budget_table=BudgetTable("longbench", official_model2maxlen), open_models=True, needs_context=True,
         newline_stop=NEWLINE_STOP)
 
-    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
+    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[SampleScore]:
         return await score_longbench(samples, predictions, getattr(ctx, "map_chunks", None))
 
     def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> LongBenchScores:

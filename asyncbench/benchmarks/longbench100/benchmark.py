@@ -33,7 +33,7 @@ from ...metrics import judge
 from ...metrics import registry as metrics
 from ...prompt_rules import BudgetTable, PromptRules
 from ...tokenizers import Tokenizer
-from ...types import Response, Sample, SampleResult
+from ...types import JudgeCall, Response, Sample, SampleResult, SampleScore
 from ..base import Benchmark, CliOption, Generating, Loaded, LoadOptions, RunContext, notes_of
 from ..longbench.table import first_line
 from .generator import Cell, Generator, Unbuildable
@@ -348,15 +348,18 @@ class LongBench100(Benchmark):
                       "lengths": notes.get("lengths", {})}
 
     # -- score ----------------------------------------------------------------------------
-    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
+    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[SampleScore]:
+        """The release's scoring of each answer's first line (its parsed answer): a rule
+        metric, or the judge (qa and summaries; its calls kept with the score)."""
         scores: list[float | None] = [None] * len(samples)
+        parsed: list[str | None] = [None] * len(samples)
+        calls_of: dict[int, tuple[JudgeCall, ...]] = {}
         qa_idx, qa_items, sum_idx, sum_items = [], [], [], []
         qa_tasks, sum_tasks = [], []
         for i, (s, pred) in enumerate(zip(samples, predictions)):
             if pred is None:
                 continue
-            line = first_line(pred)
-            s.meta["parsed"] = line
+            line = parsed[i] = first_line(pred)
             if s.metric in metrics.METRICS:  # a rule metric (uuid, number); qa and summary are judged
                 scores[i] = metrics.score(s.metric, line, s.answers[:1])
             elif not line.strip():
@@ -374,16 +377,15 @@ class LongBench100(Benchmark):
             calls: judge.Calls = [[] for _ in qa_idx]
             found = await judge.qa_scores(ctx, release.judge["judge_prompt"], qa_items, qa_tasks, calls)
             for i, v, c in zip(qa_idx, found, calls):
-                scores[i] = v
-                samples[i].meta["judge"] = c
+                scores[i], calls_of[i] = v, tuple(c)
         if sum_items and release is not None:
             calls = [[] for _ in sum_idx]
             found = await judge.summary_scores(ctx, release.judge["fluency_prompt"], release.judge["precision_prompt"],
                                                sum_items, sum_tasks, calls)
             for i, v, c in zip(sum_idx, found, calls):
-                scores[i] = v
-                samples[i].meta["judge"] = c
-        return scores
+                scores[i], calls_of[i] = v, tuple(c)
+        return [SampleScore(v) if line is None else SampleScore(v, line, calls_of.get(i))
+                for i, (v, line) in enumerate(zip(scores, parsed))]
 
     # -- aggregate ------------------------------------------------------------------------
     def length_bin(self, meta: Mapping[str, Any]) -> str | None:
