@@ -7,7 +7,9 @@ prints its message as one line and exits with code 2, no traceback.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
+
+from .types import StrEnum
 
 
 class UserError(Exception):
@@ -22,18 +24,21 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-class ProviderError(Exception):
-    """A failed call to an endpoint, classified so the scheduler knows what to do.
+class ErrorKind(StrEnum):
+    """What a failed call means to the scheduler (stored with a failure as this string)."""
 
-    kind:
-      - "rate_limited": 429 or equivalent; retry after `retry_after` seconds (if known);
-      - "transient": 5xx, dropped connection, timeout, malformed body; retry with back-off;
-      - "fatal": auth, bad request, context too long; never retried.
-    """
+    RATE_LIMITED = "rate_limited"  # 429 or equivalent; retry after `retry_after` seconds (if known)
+    TRANSIENT = "transient"  # 5xx, dropped connection, timeout, malformed body; retry with back-off
+    FATAL = "fatal"  # auth, bad request, context too long; never retried
+
+
+class ProviderError(Exception):
+    """A failed call to an endpoint, classified (`kind`, an ErrorKind) so the scheduler
+    knows what to do."""
 
     def __init__(
         self,
-        kind: str,
+        kind: ErrorKind | Literal["rate_limited", "transient", "fatal"],
         message: str,
         *,
         status: int | None = None,
@@ -47,8 +52,7 @@ class ProviderError(Exception):
 
         message = redact(message)
         super().__init__(message)
-        assert kind in ("rate_limited", "transient", "fatal"), kind
-        self.kind = kind
+        self.kind = ErrorKind(kind)  # a kind outside the three is a ValueError
         self.message = message
         self.status = status
         self.retry_after = retry_after
@@ -65,7 +69,7 @@ class ProviderError(Exception):
         return f"{self.kind}: {self.message}"
 
 
-def _provider_error(kind: str, message: str, status: int | None, retry_after: float | None,
+def _provider_error(kind: ErrorKind, message: str, status: int | None, retry_after: float | None,
                     ratelimit: dict[str, float], unreachable: str | None = None) -> ProviderError:
     return ProviderError(kind, message, status=status, retry_after=retry_after, ratelimit=ratelimit,
                          unreachable=unreachable)

@@ -34,7 +34,7 @@ import bisect
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from .percentiles import percentile
 
@@ -103,7 +103,7 @@ class Serving(TypedDict, total=False):
 
     measured: int
     not_measured: dict[str, int]
-    bins: str | None  # "benchmark" | "prompt-token deciles" | None (nothing measured)
+    bins: Literal["benchmark", "prompt-token deciles"] | None  # None: nothing measured
     overall: Block
     by_length: dict[str, Block]
 

@@ -10,7 +10,7 @@ from enum import Enum
 from typing import Any, Literal
 
 if sys.version_info >= (3, 11):
-    from enum import StrEnum
+    from enum import StrEnum as StrEnum  # re-exported: errors.py uses it too
 else:  # Python 3.10: members that are their value wherever a string is made of them
     class StrEnum(str, Enum):
         def __str__(self) -> str:

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..errors import ProviderError
 from ..prompt_rules import PromptRules
@@ -34,7 +34,7 @@ class CliOption:
 
     flag: str  # "--length"
     help: str
-    kind: str = "str"  # "str" | "int" | "float" | "list" (comma-separated) | "flag"
+    kind: Literal["str", "int", "float", "list", "flag"] = "str"  # list: comma-separated
     choices: tuple[str, ...] = ()
     default: str | None = None  # given: the value is always passed (it names a method)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -35,7 +35,7 @@ MAX_COMPONENTS = 10
 class AnchorRegression:
     """Fitted map from anchor scores (p,) to per-dataset corrections (k,) of the direct estimate."""
 
-    kind: str  # "ridge" | "pls"
+    kind: Literal["ridge", "pls"]
     x_mean: np.ndarray  # (p,)
     intercept: np.ndarray  # (k,): the mean correction over the training models
     coef: np.ndarray  # (p, k)
@@ -52,7 +52,10 @@ class AnchorRegression:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> AnchorRegression:
-        return cls(str(raw["kind"]), np.asarray(raw["x_mean"], dtype=float), np.asarray(raw["intercept"], dtype=float),
+        kind = raw["kind"]
+        if kind not in ("ridge", "pls"):
+            raise ValueError(f"not an anchor regression kind: {kind!r}")
+        return cls(kind, np.asarray(raw["x_mean"], dtype=float), np.asarray(raw["intercept"], dtype=float),
                    np.asarray(raw["coef"], dtype=float).reshape(len(raw["x_mean"]), len(raw["intercept"])),
                    float(raw["complexity"]))
 

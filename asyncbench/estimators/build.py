@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -51,8 +51,10 @@ class Recipe:
 
     dims: int = 10
     ratio: float = 0.95  # p: the fraction of samples removed
-    labels: str = "global"  # "global" | "per-dataset" threshold, or "soft" (no binarisation)
-    selection: str = "category"  # "category" (release) | "dataset" (weight-stratified) | "cost"
+    # a global or per-dataset threshold, or "soft" (no binarisation)
+    labels: Literal["global", "per-dataset", "soft"] = "global"
+    # "category" (as the release), "dataset" (weight-stratified) or "cost"
+    selection: Literal["category", "dataset", "cost"] = "category"
     budget: float = 0.03  # selection "cost": the anchors' share of the full benchmark's length
     theta_prior: float = 0.0
     calibrate: bool = False

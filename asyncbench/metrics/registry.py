@@ -13,14 +13,15 @@ use), and ours for the simple and rule metrics. Adding a metric is one function 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..errors import UserError
+from ..types import Parsed
 from . import simple
 
 # (prediction, reference, sample metadata) -> score; BAMBOO's references are labels,
-# booleans or orderings rather than text.
-Metric = Callable[[str, Any, Mapping[str, Any]], float]
+# booleans or orderings rather than text, so a metric narrows the reference it reads.
+Metric = Callable[[str, object, Mapping[str, object]], float]
 
 
 class Judged(Protocol):
@@ -30,15 +31,15 @@ class Judged(Protocol):
     def score(self) -> float: ...
 
     @property
-    def parsed(self) -> Any: ...
+    def parsed(self) -> Parsed: ...
 
 
-Judge = Callable[[str, Any, Mapping[str, Any]], Judged]
+Judge = Callable[[str, object, Mapping[str, object]], Judged]
 
 
 def plain(fn: Callable[[str, str], float]) -> Metric:
-    """A (prediction, reference) function as a Metric (metadata unused)."""
-    return lambda prediction, reference, meta: fn(prediction, reference)
+    """A (prediction, reference) function of text as a Metric (metadata unused)."""
+    return lambda prediction, reference, meta: fn(prediction, reference if isinstance(reference, str) else str(reference))
 
 
 METRICS: dict[str, Metric] = {
@@ -76,7 +77,7 @@ def get(name: str) -> Metric:
     return metric
 
 
-def judge(name: str, prediction: str, reference: Any, meta: Mapping[str, Any] | None = None) -> Judged:
+def judge(name: str, prediction: str, reference: object, meta: Mapping[str, object] | None = None) -> Judged:
     """The verdict of the judged metric `name` on one prediction against one reference."""
     found = JUDGES.get(ALIASES.get(name, name))
     if found is None:
@@ -84,7 +85,7 @@ def judge(name: str, prediction: str, reference: Any, meta: Mapping[str, Any] | 
     return found(prediction, reference, meta or {})
 
 
-def score(name: str, prediction: str, references: Sequence[Any], meta: Mapping[str, Any] | None = None) -> float:
+def score(name: str, prediction: str, references: Sequence[object], meta: Mapping[str, object] | None = None) -> float:
     """The best score over the references (0.0 without any)."""
     metric = get(name)
     return max((metric(prediction, ref, meta or {}) for ref in references), default=0.0)

@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import UserError
 from ..ledger import SAMPLE_STATUSES, SETTLED, Account, Produced, TaskFigures, account, partial_label
@@ -34,7 +34,7 @@ class Latency:
     p95: float | None = None
     p99: float | None = None
     n: int = 0
-    source: str = "none"  # "requests" | "cache" | "none"
+    source: Literal["requests", "cache", "none"] = "none"
 
 
 @dataclass
@@ -107,7 +107,8 @@ class RunReport:
 def latency_of(rows: list[ResultRow]) -> tuple[Latency, list[float]]:
     fresh = [r.latency_ms for r in rows if r.latency_ms is not None and r.status == "answered"]
     cached = [r.latency_ms for r in rows if r.latency_ms is not None and r.status != "answered"]
-    values, source = (fresh, "requests") if fresh else (cached, "cache" if cached else "none")
+    source: Literal["requests", "cache", "none"] = "requests" if fresh else "cache" if cached else "none"
+    values = fresh or cached
     return Latency(**percentiles(values), n=len(values), source=source), values
 
 

@@ -9,7 +9,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..benchmarks import score_type
 from ..benchmarks.scores import ScoreSet, scalar
@@ -26,7 +26,7 @@ class Column:
 @dataclass
 class Row:
     label: str
-    kind: str  # "run" | "reference"
+    kind: Literal["run", "reference"]
     cells: dict[str, float | None]
     run_id: str | None = None
     source: str | None = None

@@ -24,13 +24,14 @@ from typing import Any
 
 from ..atomic import open_replacing, replacing
 from ..errors import UserError
-from ..ledger import SETTLED
+from ..ledger import SETTLED, stored_status
 from ..serving import tpot
 from ..store import Store
 from ..store.parquet import write_parquet
 from ..store.rows import SampleRow
 from ..store.runs import SamplePage
 from ..terminal import shown
+from ..types import SampleStatus
 
 FORMATS = ("table", "jsonl", "csv", "parquet")
 
@@ -44,7 +45,7 @@ class SampleRecord:
     run_id: str
     sample_id: str
     task: str
-    status: str  # ledger.SAMPLE_STATUSES
+    status: SampleStatus
     score: float | None
     prediction: str | None
     parsed: Any
@@ -119,7 +120,7 @@ def _record(row: SampleRow) -> SampleRecord:
     (run_id, sample_id, task, status, score, prediction, meta_json, refs_json, prompt, p_tok, c_tok, usd, saved,
      latency, attempts, truncated, error, key, twin, flag, cached, ttft, e2e, itl, timing) = row
     meta = json.loads(meta_json) if meta_json else {}
-    return SampleRecord(run_id, sample_id, task, status, score, prediction, meta.get("parsed"),
+    return SampleRecord(run_id, sample_id, task, stored_status(status), score, prediction, meta.get("parsed"),
                         json.loads(refs_json) if refs_json else [], prompt, meta.get("judge"), int(p_tok),
                         int(c_tok), float(usd), float(saved), latency, int(attempts), int(truncated), error, key, twin,
                         flag, int(cached), ttft, tpot(e2e, ttft, int(c_tok)), e2e,

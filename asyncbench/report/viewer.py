@@ -216,7 +216,7 @@ def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[dict[str, Any],
     """The run's samples as {"tasks", "statuses", "rows"}: each record a FIELDS array, its
     texts cut so the JSON stays near `budget` bytes; True when every text is whole."""
     tasks = sorted({r.task for r in records})
-    statuses = sorted({r.status for r in records})
+    statuses = sorted({str(r.status) for r in records})
     t_index, s_index = {t: i for i, t in enumerate(tasks)}, {s: i for i, s in enumerate(statuses)}
     rows = [_record_row(r, t_index, s_index) for r in records]
     fixed = _size(_json_for_script([[v for i, v in enumerate(row) if i not in (_P, _PRED, _REFS)] for row in rows]))

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import NamedTuple, TypedDict
 
+from ..errors import ErrorKind
 from ..types import SampleResult
 
 RESPONSE_COLUMNS = ("key", "provider", "model", "endpoint", "request_json", "text", "finish_reason",
@@ -59,7 +60,7 @@ class FailureRow(TypedDict):
     key: str
     run_id: str
     sample_id: str | None
-    kind: str
+    kind: ErrorKind
     status: int | None
     message: str
     attempts: int

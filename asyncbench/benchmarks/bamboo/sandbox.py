@@ -73,6 +73,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ...errors import UserError
 from .sandbox_cgroup import JOIN, Cgroups, SampleCgroup, available
@@ -351,7 +352,8 @@ _MINIMAL_ENV = {
 # Where the sample's working directory appears inside bwrap and mountns.
 SANDBOX_DIR = "/asyncbench-sandbox"
 MODE_ENV = "ASYNCBENCH_SANDBOX_MODE"
-MODES = ("bwrap", "mountns")
+Mode = Literal["bwrap", "mountns", "none"]  # how a program is isolated (Isolation)
+MODES: tuple[Mode, ...] = ("bwrap", "mountns")
 _SETPRIV = shutil.which("setpriv") or ""
 NO_CGROUPS = Cgroups("")
 # Tasks of the sandbox's own in a sample's cgroup besides the program's max_processes:
@@ -416,7 +418,7 @@ class Isolation:
     """What this machine allows for `python`; probed once. `why` says, for `none`, what
     the stronger modes lacked."""
 
-    mode: str  # "bwrap" | "mountns" | "none"
+    mode: Mode
     binds: tuple[str, ...] = ()  # the read-only paths the interpreter needs
     why: str = ""
     cgroups: Cgroups = NO_CGROUPS  # where each sample's cgroup is made ("" version: nowhere)
@@ -504,14 +506,15 @@ def _mountns_cmd(binds: tuple[str, ...], tmp: str, uid: int, argv: list[str], li
             "--", sys.executable, "-I", "-c", _ROOT_SOURCE, json.dumps(cfg)]
 
 
-def _candidates() -> tuple[list[str], str]:
+def _candidates() -> tuple[list[Mode], str]:
     """Modes to try, strongest first, and why the others are out."""
     forced = os.environ.get(MODE_ENV, "").strip()
     if forced:
-        if forced not in MODES:
-            raise UserError(f"{MODE_ENV}={forced!r} is not a sandbox mode; use one of {', '.join(MODES)} (or unset it)")
-        return [forced], ""
-    modes = ["bwrap"] if shutil.which("bwrap") else []
+        for mode in MODES:
+            if forced == mode:
+                return [mode], ""
+        raise UserError(f"{MODE_ENV}={forced!r} is not a sandbox mode; use one of {', '.join(MODES)} (or unset it)")
+    modes: list[Mode] = ["bwrap"] if shutil.which("bwrap") else []
     if os.geteuid() == 0 and shutil.which("unshare"):
         modes.append("mountns")
     return modes, "" if modes else "bubblewrap (bwrap) is not installed and this is not root"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -262,8 +262,11 @@ def rouge_zh_score(prediction: str, reference: str) -> float:
     )
 
 
-def _classification(prediction: str, reference: str, meta: Any) -> float:
-    return classification_score(prediction, reference, meta.get("all_classes") or ())
+def _classification(prediction: str, reference: object, meta: Mapping[str, object]) -> float:
+    classes = meta.get("all_classes") or ()
+    if not isinstance(classes, (list, tuple)):
+        raise ValueError(f"all_classes must be a list of class names, not {classes!r}")
+    return classification_score(prediction, str(reference), [str(c) for c in classes])
 
 
 # LongBench's metrics in the registry, by eval.py's dataset2metric keys and (aliases) by

@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ...errors import ProviderError, UserError
 from ...estimators.longscore import BASE_LABEL, DEFAULT_BASE, longscore, parse_length
@@ -49,6 +49,9 @@ if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
 DEFAULT_LENGTHS = ("2k", "4k", "6k", "8k", "16k", "32k", "64k", "128k")
 DEFAULT_ROWS = 100
 PRIOR_THRESHOLD = 0.5
+# the prior-knowledge filter's verdict on a QA sample: answered without its context (left
+# out), not, or no no-context answer came back (kept)
+PriorVerdict = Literal["known", "unknown", "unverified"]
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
 
 
@@ -437,12 +440,12 @@ class LongBench100(Benchmark):
 
 
 def _read_prior_replies(qa: list[Sample], replies: list[Response | ProviderError]
-                        ) -> tuple[dict[str, str], list[tuple[str, str, tuple[str, ...], str]]]:
+                        ) -> tuple[dict[str, PriorVerdict], list[tuple[str, str, tuple[str, ...], str]]]:
     """Each QA sample's no-context reply read (eval_trec.py: its first line): (verdict so
     far by sample id: "unknown" for an "unanswerable" reply, "unverified" where none came
     back (the sample is kept); the (sample id, question, answers, reply line) left for
     the judge)."""
-    verdict: dict[str, str] = {}  # "known" | "unknown" | "unverified"
+    verdict: dict[str, PriorVerdict] = {}
     to_judge: list[tuple[str, str, tuple[str, ...], str]] = []
     for s, reply in zip(qa, replies):
         if not isinstance(reply, Response):
@@ -456,7 +459,7 @@ def _read_prior_replies(qa: list[Sample], replies: list[Response | ProviderError
     return verdict, to_judge
 
 
-def _drop_known(samples: list[Sample], verdict: dict[str, str]
+def _drop_known(samples: list[Sample], verdict: dict[str, PriorVerdict]
                 ) -> tuple[list[Sample], defaultdict[str, defaultdict[str, int]], int]:
     """(the samples kept, those excluded counted by task and length, how many kept QA
     samples are unverified): a QA sample the model answered without its context is out."""
