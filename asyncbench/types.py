@@ -287,6 +287,6 @@ class SampleResult:
     # what the benchmark's score made of the answer beyond `score` (parsed, judge, error)
     scored: SampleScore | None = None
 
-    def stored_meta(self) -> dict[str, Any]:
+    def stored_meta(self) -> dict[str, object]:
         """The meta the sample's stored row keeps: the sample's, then what scoring found."""
         return self.meta if self.scored is None else {**self.meta, **self.scored.stored_meta()}

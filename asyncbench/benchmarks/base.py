@@ -45,8 +45,8 @@ class CliOption:
 
 
 # One adaptive round: the samples asked, what the engine made of their requests, their results.
-Round = tuple[list[Sample], Any, list[SampleResult]]
-Ask = Callable[[list[Sample]], Awaitable[tuple[Any, list[SampleResult]]]]
+Round = tuple[list[Sample], object, list[SampleResult]]
+Ask = Callable[[list[Sample]], Awaitable[tuple[object, list[SampleResult]]]]
 
 
 class Loaded(list[Sample]):
@@ -54,7 +54,7 @@ class Loaded(list[Sample]):
     files missing, cells that could not be built) that `prepare` reports. Benchmarks
     keep no state between calls: what one stage learns travels to the next in values."""
 
-    def __init__(self, samples: Iterable[Sample] = (), notes: dict[str, Any] | None = None) -> None:
+    def __init__(self, samples: Iterable[Sample] = (), notes: dict[str, object] | None = None) -> None:
         super().__init__(samples)
         self.notes: dict[str, Any] = notes or {}
 
@@ -163,18 +163,18 @@ class Benchmark(ABC):
     GENERATES: ClassVar[bool] = False
 
     @classmethod
-    def from_spec(cls, rest: str, extra: Mapping[str, Any], data_dir: Path | None) -> tuple[Benchmark, list[str] | None]:
+    def from_spec(cls, rest: str, extra: Mapping[str, object], data_dir: Path | None) -> tuple[Benchmark, list[str] | None]:
         """The benchmark for `NAME:REST` (REST: a comma-separated task selection) and the
         run's options (`benchmark_options`' result)."""
         return cls.configured(extra, data_dir), [t.strip() for t in rest.split(",") if t.strip()] or None
 
     @classmethod
-    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
+    def configured(cls, extra: Mapping[str, object], data_dir: Path | None) -> Benchmark:
         """An instance for the run's options and data directory (default: no configuration)."""
         return cls()
 
     @classmethod
-    def finish_options(cls, extra: dict[str, Any], model: str, tokenizer: str | None) -> dict[str, Any]:
+    def finish_options(cls, extra: dict[str, object], model: str, tokenizer: str | None) -> dict[str, object]:
         """The options as the run id records them, after anything derived from the model."""
         return extra
 
@@ -202,7 +202,7 @@ class Benchmark(ABC):
         benchmarks whose loaded samples are hashed instead."""
         return ""
 
-    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
+    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, object]]:
         """Optional filtering before the run (default: identity). Returns kept samples and
         a report fragment (e.g. prior-knowledge exclusions)."""
         return samples, {}
@@ -213,7 +213,7 @@ class Benchmark(ABC):
         it (parsed answer, judge calls, verdict); `error` where scoring itself failed.
         Samples are read, never written (their meta is the loader's)."""
 
-    def length_bin(self, meta: Mapping[str, Any]) -> str | None:
+    def length_bin(self, meta: Mapping[str, object]) -> str | None:
         """The context-length bin the benchmark reports a sample's score in, from its meta
         (LongBench-E 0-4k/4-8k/8k+, BAMBOO 4k/16k, 100-LongBench's lengths): how the run's
         serving latency is broken down (serving.py). None: no bins of its own (the
@@ -221,7 +221,7 @@ class Benchmark(ABC):
         return None
 
     @abstractmethod
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> ScoreSet:
+    def aggregate(self, results: list[SampleResult], report: dict[str, object] | None = None) -> ScoreSet:
         """The numbers as the paper reports them (`overall`, `by_task`, ..., in the paper's
         scale, e.g. x100 for LongBench), as the benchmark's own score type (`SCORES`,
         whose TypedDict declares its keys). `report` is what `prepare` returned

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self, TypedDict
 
 # Renders a score tree (and the matching tree of [lo, hi] intervals) for a person.
-Show = Callable[[Any, Any], str]
+Show = Callable[[object, object], str]
 
 
-def scalar(value: Any) -> float | None:
+def scalar(value: object) -> float | None:
     """A cell's number: a by_length entry is a number (BAMBOO, 100-LongBench) or a
     LongBench-E summary whose `overall` is a number or {en, zh, all}."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -48,14 +48,14 @@ class ScoreSet:
     OWN_BOARD: ClassVar[str | None] = None
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> ScoreSet:
+    def from_json(cls, data: Mapping[str, object] | None) -> ScoreSet:
         return cls(dict(data or {}))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return dict(self.data)
 
     @classmethod
-    def published(cls, row: Mapping[str, Any]) -> dict[str, Any]:
+    def published(cls, row: Mapping[str, object]) -> dict[str, Any]:
         """A paper's row (data/published_baselines.json) as a scores tree of this type."""
         return {k: row[k] for k in ("overall", "overall_en", "overall_zh", "by_category", "by_task", "by_length")
                 if k in row}

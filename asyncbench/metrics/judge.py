@@ -53,7 +53,7 @@ def parse_qa(text: str) -> float:
         return 0.0
 
 
-def parse_summary_verdict(text: str) -> dict[str, Any] | None:
+def parse_summary_verdict(text: str) -> dict[str, object] | None:
     """The release's parse_sum_json: the last `{...}`, else a ```json fenced block."""
     matches = _OBJECT.findall(text or "")
     if not matches:
@@ -71,7 +71,7 @@ def parse_summary_verdict(text: str) -> dict[str, Any] | None:
     return out if isinstance(out, dict) else None
 
 
-def _number(value: Any) -> float:
+def _number(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"not a number: {value!r}")
     return float(value)
@@ -90,10 +90,10 @@ async def _replies(ctx: Any, prompts: Sequence[str], tasks: Sequence[str | None]
     return [a.text if isinstance(a, Response) else None for a in answers]
 
 
-Calls = list[list[dict[str, Any]]]  # per item, a record of each judge call (the per-sample view)
+Calls = list[list[dict[str, object]]]  # per item, a record of each judge call (the per-sample view)
 
 
-async def qa_scores(ctx: Any, template: str, items: Sequence[tuple[str, Sequence[str], str]],
+async def qa_scores(ctx: object, template: str, items: Sequence[tuple[str, Sequence[str], str]],
                     tasks: Sequence[str | None] | None = None, calls_out: Calls | None = None) -> list[float]:
     """Scores in [0, 1] for (question, reference answers, answer) triples: the best
     reference's fluency x correctness / 6 (eval_trec.py's max over ground truths).
@@ -111,9 +111,9 @@ async def qa_scores(ctx: Any, template: str, items: Sequence[tuple[str, Sequence
     return scores
 
 
-async def _tried(ctx: Any, prompts: list[str], tasks: list[str | None]) -> list[dict[str, Any] | None]:
+async def _tried(ctx: object, prompts: list[str], tasks: list[str | None]) -> list[dict[str, object] | None]:
     """Each prompt asked until its reply parses, at most SUMMARY_TRIES times."""
-    verdicts: list[dict[str, Any] | None] = [None] * len(prompts)
+    verdicts: list[dict[str, object] | None] = [None] * len(prompts)
     pending = list(range(len(prompts)))
     for attempt in range(SUMMARY_TRIES):
         if not pending:
@@ -125,7 +125,7 @@ async def _tried(ctx: Any, prompts: list[str], tasks: list[str | None]) -> list[
     return verdicts
 
 
-async def summary_scores(ctx: Any, fluency_template: str, precision_template: str,
+async def summary_scores(ctx: object, fluency_template: str, precision_template: str,
                          items: Sequence[tuple[Sequence[str], str]],
                          tasks: Sequence[str | None] | None = None, calls_out: Calls | None = None) -> list[float]:
     """Scores in [0, 1] for (reference summaries, summary) pairs: the best reference's
@@ -139,7 +139,7 @@ async def summary_scores(ctx: Any, fluency_template: str, precision_template: st
     asked = [k for k, f in enumerate(fluency) if f is not None]
     got = await _tried(ctx, [precision_template.format(expert_summary=pairs[k][1], summary=pairs[k][2]) for k in asked],
                        [tasks[pairs[k][0]] for k in asked])
-    precision: list[dict[str, Any] | None] = [None] * len(pairs)
+    precision: list[dict[str, object] | None] = [None] * len(pairs)
     for k, p in zip(asked, got):
         precision[k] = p
     scores = [0.0] * len(items)

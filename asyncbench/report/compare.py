@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from ..benchmarks import parse_benchmark
 from ..errors import UserError
@@ -84,7 +83,7 @@ class Comparison:
     rule: str = RULE
     why_disagree: str = WHY_DISAGREE
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out = asdict(self)
         for line, raw in zip(self.lines, out["lines"]):
             raw["tests_agree"], raw["disagreement"] = line.tests_agree, line.disagreement
@@ -107,7 +106,7 @@ def _scored(run: RunReport) -> dict[tuple[str, str], Scored]:
 def _results(scored: dict[tuple[str, str], Scored], keys: list[tuple[str, str]]) -> list[SampleResult]:
     """SampleResults of `keys`, for the benchmark's resampling plan; samples with the same
     meta share one parsed copy (the plan only reads it)."""
-    metas: dict[str | None, dict[str, Any]] = {}
+    metas: dict[str | None, dict[str, object]] = {}
     out = []
     for task, sid in keys:
         score, prediction, meta = scored[(task, sid)]
@@ -119,7 +118,7 @@ def _results(scored: dict[tuple[str, str], Scored], keys: list[tuple[str, str]])
     return out
 
 
-def _flatten(tree: dict[str, Any], prefix: str = "") -> list[Line]:
+def _flatten(tree: dict[str, object], prefix: str = "") -> list[Line]:
     lines = []
     for key, value in tree.items():
         path = f"{prefix}{key}"

@@ -4,7 +4,7 @@ purpose (one total of eval tokens beside one of all dollars once disagreed)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -17,7 +17,7 @@ WHY_UPPER = {"eval": "output priced at each request's max tokens",
              "prior": "every prior-knowledge call, none found cached"}
 
 
-def _usd(v: Any) -> str:
+def _usd(v: object) -> str:
     return f"${v:,.4f}" if isinstance(v, (int, float)) else str(v)
 
 

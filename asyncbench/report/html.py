@@ -91,7 +91,7 @@ def render_html(report: Report, runs: list[RunReport],
     for c in report.comparisons:
         notes = "".join(f'<p class="note">{escape(n)}</p>' for n in comparison_notes(c))
         parts.append(f"<h2>{escape(comparison_title(c))}</h2>{notes}"
-                     + _table(f"compare-{slug(c['benchmark'])}", comparison_table(c)))
+                     + _table(f"compare-{slug(str(c['benchmark']))}", comparison_table(c)))
     parts.append("<h2>Cost and latency</h2>")
     parts.append(_table("cost", cost_table(report)))
     parts.append("<h3>Invocations</h3>" + _table("invocations", invocation_table(report)))

@@ -50,13 +50,13 @@ class Report:
     leaderboards: list[Leaderboard]
     runs: list[dict[str, Any]] = field(default_factory=list)
     # B - A per score for each benchmark given exactly two runs (report.compare.Comparison)
-    comparisons: list[dict[str, Any]] = field(default_factory=list)
+    comparisons: list[dict[str, object]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
-def _pair(value: Any) -> list[float] | None:
+def _pair(value: object) -> list[float] | None:
     """An interval leaf of run.json's ci95: [lo, hi]."""
     if isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
         return [float(value[0]), float(value[1])]
@@ -114,7 +114,7 @@ def _column_order(keys: list[str], refs: list[Reference], kind: type[ScoreSet], 
     hint += kind.column_hint()
     rank = {k: i for i, k in enumerate(hint)}
 
-    def sort_key(k: str) -> tuple[Any, ...]:
+    def sort_key(k: str) -> tuple[object, ...]:
         prefix, _, name = k.partition(":")
         within = _first_number(name) if prefix == "len" else rank.get(k, len(rank))
         return (_group(k, kind), within, keys.index(k))
@@ -167,7 +167,7 @@ def _leaderboard(benchmark: str, runs: list[RunReport], refs: list[Reference], k
     return Leaderboard(benchmark, _estimated_columns(cols, runs, kind) if estimated else cols, rows)
 
 
-def _run_block(run: RunReport) -> dict[str, Any]:
+def _run_block(run: RunReport) -> dict[str, object]:
     """A run's figures for the report: the ledger's (the same fields as run.json: complete,
     samples, cost_usd, tokens, by_task, invocations), plus latency, truncation, endpoints
     and the per-task rows the tables show."""
@@ -216,7 +216,7 @@ def build_report(runs: list[RunReport], with_references: bool = True) -> Report:
                   _comparisons(groups))
 
 
-def _comparisons(groups: dict[str, list[RunReport]]) -> list[dict[str, Any]]:
+def _comparisons(groups: dict[str, list[RunReport]]) -> list[dict[str, object]]:
     """The paired comparison of each benchmark given exactly two runs (the second minus
     the first), when they share scored samples."""
     from ..errors import UserError

@@ -37,7 +37,7 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _colors(n: int) -> list[Any]:
+def _colors(n: int) -> list[object]:
     from matplotlib import colormaps
 
     cmap = colormaps["tab10"]

@@ -48,7 +48,7 @@ class SampleRecord:
     status: SampleStatus
     score: float | None
     prediction: str | None
-    parsed: Any
+    parsed: object
     references: list[str]
     prompt: str | None
     judge: list[dict[str, Any]] | None
@@ -109,7 +109,7 @@ def load_page(store: Store, run_id: str, task: str | None, page: SamplePage) -> 
     return [_record(row) for row in rows], total
 
 
-def natural_key(sample_id: str) -> tuple[Any, ...]:
+def natural_key(sample_id: str) -> tuple[object, ...]:
     """Ids compared with their numbers as numbers: "2wikimqa/2" before "2wikimqa/10"
     (the database orders them as text)."""
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
@@ -127,7 +127,7 @@ def _record(row: SampleRow) -> SampleRecord:
                         None if itl is None else [float(x) for x in itl], timing)
 
 
-def _flat(record: SampleRecord) -> dict[str, Any]:
+def _flat(record: SampleRecord) -> dict[str, object]:
     """A record with its lists and objects as JSON text: one cell each in CSV and parquet."""
     out = asdict(record)
     for name in ("parsed", "references", "judge", "itl_ms"):

@@ -7,13 +7,11 @@ neither this module nor `summary.print_summary` knows a benchmark by name.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..benchmarks.scores import ScoreSet
 from ..run_summary import RunSummary
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.2f}"
     if v is None:
@@ -21,7 +19,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def readable(value: Any, interval: Any = None) -> str:
+def readable(value: object, interval: object = None) -> str:
     """A score tree as a person reads it, never a Python repr: numbers to 2 decimals (with
     " ±h" where `interval`, the same tree of [lo, hi], has one), lists joined by commas,
     mappings as "key value, ..." with nested ones in parentheses."""
@@ -41,7 +39,7 @@ def readable(value: Any, interval: Any = None) -> str:
     return _fmt(value)
 
 
-def plus_minus(interval: Any) -> str:
+def plus_minus(interval: object) -> str:
     """" ±h": the half-width of a [lo, hi] interval (a percentile interval need not be
     symmetric; run.json has both ends), or "" when there is none."""
     if isinstance(interval, (list, tuple)) and len(interval) == 2 and None not in interval:
@@ -49,7 +47,7 @@ def plus_minus(interval: Any) -> str:
     return ""
 
 
-def _overall(value: Any, partial: str | None, interval: Any = None) -> str:
+def _overall(value: object, partial: str | None, interval: object = None) -> str:
     """A partial run's overall is never a plain number."""
     text = _fmt(value) + (plus_minus(interval) if value is not None else "")
     return f"({text}) {partial}" if partial else text

@@ -29,7 +29,7 @@ def fmt_usd(v: float | None) -> str:
     return f"${v:.4f}" if abs(v) >= 0.0001 or v == 0 else f"${v:.2e}"
 
 
-def fmt_num(v: Any) -> str:
+def fmt_num(v: object) -> str:
     if v is None:
         return "-"
     if isinstance(v, bool):
@@ -227,7 +227,7 @@ def comparison_notes(c: dict[str, Any]) -> list[str]:
     return [c["method"] + ".", c["rule"] + "."] + ([c["why_disagree"] + "."] if flagged else [])
 
 
-def comparison_title(c: dict[str, Any]) -> str:
+def comparison_title(c: dict[str, object]) -> str:
     return f"{c['benchmark']}: B - A, A = {c['label_a']}, B = {c['label_b']}"
 
 

@@ -65,7 +65,7 @@ class PrivateEvalResources:
     original problems by task id."""
 
     keywords: dict[str, dict[str, str]]
-    problems: dict[str, dict[str, Any]]
+    problems: dict[str, dict[str, object]]
 
     def problem(self, task_id: str) -> dict[str, Any]:
         try:
@@ -77,7 +77,7 @@ class PrivateEvalResources:
 # ---------------------------------------------------------------- reading files
 
 
-def parse_line(text: str) -> Any:
+def parse_line(text: str) -> object:
     """Strict JSON, then non-strict (raw control characters in strings), then json5."""
     try:
         return json.loads(text)
@@ -95,7 +95,7 @@ def parse_line(text: str) -> Any:
         raise first_error from None
 
 
-def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[BadRow]]:
+def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, object]]], list[BadRow]]:
     """(line number, row) for every readable row, and the unreadable ones."""
     rows: list[tuple[int, dict[str, Any]]] = []
     bad: list[BadRow] = []
@@ -223,7 +223,7 @@ def fill_prompt(dataset: str, template: str, row: dict[str, Any]) -> str:
     return template.format(content=row["content"])
 
 
-def _answers(dataset: str, answer: Any) -> list[str]:
+def _answers(dataset: str, answer: object) -> list[str]:
     return [json.dumps(answer)] if dataset in ("showssort", "reportsumsort") else [str(answer)]
 
 
@@ -276,7 +276,7 @@ class BambooBenchmark(Benchmark):
     data_dir: Path | None = None
 
     @classmethod
-    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
+    def configured(cls, extra: Mapping[str, object], data_dir: Path | None) -> Benchmark:
         return cls(data_dir=data_dir)
 
     def load(self, opts: LoadOptions) -> list[Sample]:
@@ -386,7 +386,7 @@ class BambooBenchmark(Benchmark):
         """The PrivateEval paraphrase table, read (once per process) from the data."""
         return load_private_eval(bamboo_dir(self.data_dir)).keywords
 
-    def length_bin(self, meta: Mapping[str, Any]) -> str | None:
+    def length_bin(self, meta: Mapping[str, object]) -> str | None:
         """BAMBOO's level of the sample (its 4k or 16k file)."""
         level = meta.get("length")
         return str(level) if level else None
@@ -473,7 +473,7 @@ def summarise_results(task: str, rows: list[SampleResult], private: PrivateEvalR
     return M.summarise(name, judgements, answers)
 
 
-def sandbox_interpreter(options: dict[str, Any]) -> tuple[str, str]:
+def sandbox_interpreter(options: dict[str, object]) -> tuple[str, str]:
     """(python, what it is): --sandbox-python, else ASYNCBENCH_SANDBOX_PYTHON, else with
     --sandbox-own-python asyncbench's own, else the release-era environment (built on
     first use, sandbox_env.py)."""

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...metrics import registry
+from ...types import Parsed
 from .sandbox import Program, program
 
 DATASETS: tuple[str, ...] = (
@@ -68,7 +69,7 @@ class Judgement:
 
     score: float
     format_error: bool
-    parsed: Any
+    parsed: Parsed
 
 
 def split_task(task: str) -> tuple[str, str]:
@@ -175,7 +176,7 @@ def build_program(problem: Mapping[str, Any], completion: str) -> Program:
                    str(reference[0]))
 
 
-def private_eval_program(problem: Mapping[str, Any], completion: str,
+def private_eval_program(problem: Mapping[str, object], completion: str,
                          keywords: Mapping[str, Mapping[str, str]]) -> Program | None:
     """The program to check for one completion, or None for a format error."""
     converted = convert_back(completion, keywords[domain_of(str(problem["task_id"]))])
@@ -185,7 +186,7 @@ def private_eval_program(problem: Mapping[str, Any], completion: str,
 # ---------------------------------------------------------------- judging and summaries
 
 
-def judge(dataset: str, pred: str | Sequence[int], answer: Any) -> Judgement:
+def judge(dataset: str, pred: str | Sequence[int], answer: object) -> Judgement:
     """Score one prediction of a dataset that needs no code execution."""
     found = _JUDGES.get(dataset)
     if found is None:
@@ -193,7 +194,7 @@ def judge(dataset: str, pred: str | Sequence[int], answer: Any) -> Judgement:
     return found(pred, answer)
 
 
-def summarise(dataset: str, judgements: Iterable[Judgement], gold: Iterable[Any] = ()) -> dict[str, float | int]:
+def summarise(dataset: str, judgements: Iterable[Judgement], gold: Iterable[object] = ()) -> dict[str, float | int]:
     """Dataset-level numbers in percent: the headline `score` (the paper's metric), the
     metric's parts for hallucination detection, and the count of format errors."""
     js = list(judgements)
@@ -218,12 +219,12 @@ def level_report(by_task: Mapping[str, float]) -> dict[str, Any]:
         by_dataset.setdefault(name, {})[level] = value
     by_length = {lv: round(sum(v) / len(v), 2) for lv, v in levels.items() if v}
     paired = {n: v["16k"] - v["4k"] for n, v in by_dataset.items() if "4k" in v and "16k" in v}
-    diff: dict[str, Any] = {"datasets": {n: round(d, 2) for n, d in sorted(paired.items())}}
+    diff: dict[str, object] = {"datasets": {n: round(d, 2) for n, d in sorted(paired.items())}}
     diff["average"] = round(sum(paired.values()) / len(paired), 2) if paired else None
     return {"by_length": by_length, "diff_16k_minus_4k": diff}
 
 
-def coerce_bool(value: Any) -> bool:
+def coerce_bool(value: object) -> bool:
     """Hallucination gold labels: JSON true/false, or "True"/"yes" strings from other tools."""
     if isinstance(value, bool):
         return value

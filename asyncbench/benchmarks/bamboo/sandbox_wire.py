@@ -147,19 +147,19 @@ def _numpy(tag: str, v: Any) -> Any:
     return array.view(np.recarray) if tag == "recarray" else np.asmatrix(array) if tag == "matrix" else array
 
 
-def _timestamp(v: Any) -> Any:
+def _timestamp(v: object) -> object:
     import pandas as pd
 
     return pd.Timestamp(v)
 
 
-def _index_values(v: Any, data: dict[str, Any]) -> Any:
+def _index_values(v: object, data: dict[str, object]) -> object:
     import pandas as pd
 
     return pd.Index(decode(v), dtype=object, name=decode(data.get("name")))
 
 
-def _series(v: Any, data: dict[str, Any]) -> Any:
+def _series(v: object, data: dict[str, Any]) -> Any:
     series = _frame(v)["__values__"]
     series.name = decode(data.get("name"))
     return series
@@ -169,11 +169,11 @@ def _container(make: Callable[[list[Any]], Any]) -> Callable[[Any, dict[str, Any
     return lambda v, _: make([decode(item) for item in v])
 
 
-def _array(tag: str) -> Callable[[Any, dict[str, Any]], Any]:
+def _array(tag: str) -> Callable[[object, dict[str, object]], object]:
     return lambda v, _: _numpy(tag, v)
 
 
-_CONTAINERS: dict[str, Callable[[list[Any]], Any]] = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}
+_CONTAINERS: dict[str, Callable[[list[object]], object]] = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}
 # tag -> (its value, the whole record) -> the value `encode` was given
 _DECODERS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
     "float": lambda v, _: float(v),
@@ -195,7 +195,7 @@ _DECODERS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
 }
 
 
-def decode(data: Any) -> Any:
+def decode(data: object) -> Any:
     """The value `encode` made, rebuilt from data only."""
     if data is None or isinstance(data, (bool, int, str)):
         return data

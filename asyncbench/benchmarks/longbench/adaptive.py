@@ -114,7 +114,7 @@ class AdaptiveLongBench(LongBench):
                             batch_size=self.batch_size, start_per_dataset=self.start_per_dataset,
                             max_items=self.max_samples)
 
-    async def administer(self, samples: list[Sample], ask: Ask) -> tuple[list[Round], dict[str, Any]]:
+    async def administer(self, samples: list[Sample], ask: Ask) -> tuple[list[Round], dict[str, object]]:
         """Ask batches until the test stops; returns the rounds and the test's report."""
         by_item = {item_of(s): s for s in samples}
         test = self.new_test(samples)

@@ -50,12 +50,12 @@ def _mean(values: Sequence[Any]) -> Any:
     return sum(values) / len(values)
 
 
-def macro_average(task_mean: Mapping[str, Any]) -> dict[str, Any]:
+def macro_average(task_mean: Mapping[str, object]) -> dict[str, Any]:
     """overall {en, zh, all} / by_category / by_task from per-dataset means x100, unrounded.
     The means may be numbers or arrays of bootstrap resamples (estimators.intervals): the
     intervals are then made by this very code, so they average exactly as the scores do."""
     # category -> language ("en", "zh", "all") -> dataset means
-    buckets: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
+    buckets: dict[str, dict[str, list[object]]] = defaultdict(lambda: defaultdict(list))
     for name, value in task_mean.items():
         base = base_dataset(name)
         cat = buckets[CATEGORY_OF[base]]
@@ -135,7 +135,7 @@ def resampling_plan(rows: Iterable[tuple[str, float]]) -> Plan:
     return Plan({name: mean_stratum(s) for name, s in per_task.items()}, _scores_tree)
 
 
-def _scores_tree(task_mean: Mapping[str, Any]) -> Tree:
+def _scores_tree(task_mean: Mapping[str, object]) -> Tree:
     avg = macro_average(task_mean)
     return {"overall": avg["overall"]["all"], "overall_en": avg["overall"]["en"], "overall_zh": avg["overall"]["zh"],
             "by_category": avg["by_category"], "by_task": avg["by_task"]}

@@ -11,7 +11,7 @@ from ..scores import ScoreSet, Show
 from .table import CATEGORIES
 
 
-def _estimate_lines(est: Any) -> list[str]:
+def _estimate_lines(est: object) -> list[str]:
     """The estimate of the full LongBench overall: adaptive testing's, MiniLongBench's, or why none."""
     if isinstance(est, dict) and est.get("available") and est.get("method") == "adaptive":
         lo, hi = est["ci95"]

@@ -21,13 +21,13 @@ class LongBench100ScoresJson(TypedDict):
     by_task_length: dict[str, dict[str, float]]
     overall_tasks: list[str]
     unscored: dict[str, dict[str, int]]
-    prior_knowledge: dict[str, Any]
+    prior_knowledge: dict[str, object]
     unbuildable: dict[str, dict[str, str]]
     base_lengths: list[str]
     base_ability_from: str  # the release's base set or the paper's Eq. 1
     ci95: dict[str, Any]
     longscore: dict[str, Any] | None
-    longscore_by_task: dict[str, dict[str, Any] | None]
+    longscore_by_task: dict[str, dict[str, object] | None]
 
 
 class LongBench100Scores(ScoreSet):
@@ -40,7 +40,7 @@ class LongBench100Scores(ScoreSet):
     LINE_KEYS: ClassVar[tuple[str, ...]] = ("by_length", "longscore")
 
     @classmethod
-    def published(cls, row: Mapping[str, Any]) -> dict[str, Any]:
+    def published(cls, row: Mapping[str, object]) -> dict[str, Any]:
         """The paper's rows give LongScore's parts flat; here they are one `longscore` tree."""
         scores = super().published(row)
         ls = {k: row[k] for k in _LONGSCORE_LABELS if k in row}

@@ -159,7 +159,7 @@ class Leaderboard:
     boards: tuple[Board, ...]
     notes: tuple[str, ...] = ()  # e.g. an eval set's models with no run yet
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         out = dataclasses.asdict(self)
         for board in out["boards"]:
             for entry in board["entries"]:
@@ -208,7 +208,7 @@ def _cost(run: RunReport) -> Cost:
                 made.completion_tokens, lat.get("p50"), lat.get("p95"), made.from_cache_usd)
 
 
-def _interval(ci95: dict[str, Any], key: str) -> tuple[float, float] | None:
+def _interval(ci95: dict[str, object], key: str) -> tuple[float, float] | None:
     value = ci95.get(key)
     if isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
         return float(value[0]), float(value[1])
