@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
 
 from ..errors import ProviderError
 from ..prompt_rules import PromptRules
@@ -54,9 +54,9 @@ class Loaded(list[Sample]):
     files missing, cells that could not be built) that `prepare` reports. Benchmarks
     keep no state between calls: what one stage learns travels to the next in values."""
 
-    def __init__(self, samples: Iterable[Sample] = (), notes: dict[str, object] | None = None) -> None:
+    def __init__(self, samples: Iterable[Sample] = (), notes: LoadNotes | None = None) -> None:
         super().__init__(samples)
-        self.notes: dict[str, Any] = notes or {}
+        self.notes: LoadNotes = notes or {}
 
 
 @dataclass
@@ -81,7 +81,18 @@ class BadRow:
         return f"{self.file} line {self.line}: {self.error}"
 
 
-def notes_of(samples: list[Sample]) -> dict[str, Any]:
+class LoadNotes(TypedDict, total=False):
+    """What a load noticed, for `prepare` to report: malformed rows left out (each booked
+    as an excluded sample), task files not in the data, cells no source could fill (by
+    task, then length: why), and how lengths were measured."""
+
+    skipped_rows: list[BadRow]
+    missing: list[str]
+    unbuildable: dict[str, dict[str, str]]
+    lengths: dict[str, str | bool]
+
+
+def notes_of(samples: list[Sample]) -> LoadNotes:
     """The load notes carried by `samples` ({} for a plain list)."""
     return samples.notes if isinstance(samples, Loaded) else {}
 
@@ -102,7 +113,7 @@ class Generating:
     # are built, as the engine takes them, by `select` (given which ids to build).
     heads: Callable[[], Iterator[Sample]]
     select: Callable[[Callable[[str], bool]], Iterator[Sample]]
-    notes: dict[str, Any] = field(default_factory=dict)
+    notes: LoadNotes = field(default_factory=lambda: LoadNotes())
     fingerprint: str = ""  # what the samples are built from, hashed: the run id's data identity
 
 

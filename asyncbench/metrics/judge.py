@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
 
-from ..types import Response
+from ..errors import ProviderError
+from ..types import Purpose, Request, Response
 
-PURPOSE = "judge"
+PURPOSE: Purpose = "judge"
 JUDGE_MAX_TOKENS = 1024
 JUDGE_TEMPERATURE = 0.1
 JUDGE_TOP_P = 0.9
@@ -77,7 +78,21 @@ def _number(value: object) -> float:
     return float(value)
 
 
-async def _replies(ctx: Any, prompts: Sequence[str], tasks: Sequence[str | None], repeat: int = 0) -> list[str | None]:
+class Asks(Protocol):
+    """What the judge needs of the run (a benchmark's RunContext): the options naming the
+    judge model, a way to make its requests and to send them through the engine."""
+
+    @property
+    def options(self) -> Mapping[str, object]: ...
+
+    @property
+    def make_request(self) -> Callable[..., Request]: ...
+
+    @property
+    def generate(self) -> Callable[[list[Request], Purpose], Awaitable[Sequence[Response | ProviderError]]]: ...
+
+
+async def _replies(ctx: Asks, prompts: Sequence[str], tasks: Sequence[str | None], repeat: int = 0) -> list[str | None]:
     """One judge call per prompt through the engine (scheduler, cache, ledger under
     purpose "judge"); None where the call failed."""
     if not prompts:
@@ -93,7 +108,7 @@ async def _replies(ctx: Any, prompts: Sequence[str], tasks: Sequence[str | None]
 Calls = list[list[dict[str, object]]]  # per item, a record of each judge call (the per-sample view)
 
 
-async def qa_scores(ctx: object, template: str, items: Sequence[tuple[str, Sequence[str], str]],
+async def qa_scores(ctx: Asks, template: str, items: Sequence[tuple[str, Sequence[str], str]],
                     tasks: Sequence[str | None] | None = None, calls_out: Calls | None = None) -> list[float]:
     """Scores in [0, 1] for (question, reference answers, answer) triples: the best
     reference's fluency x correctness / 6 (eval_trec.py's max over ground truths).
@@ -111,7 +126,7 @@ async def qa_scores(ctx: object, template: str, items: Sequence[tuple[str, Seque
     return scores
 
 
-async def _tried(ctx: object, prompts: list[str], tasks: list[str | None]) -> list[dict[str, object] | None]:
+async def _tried(ctx: Asks, prompts: list[str], tasks: list[str | None]) -> list[dict[str, object] | None]:
     """Each prompt asked until its reply parses, at most SUMMARY_TRIES times."""
     verdicts: list[dict[str, object] | None] = [None] * len(prompts)
     pending = list(range(len(prompts)))
@@ -125,7 +140,7 @@ async def _tried(ctx: object, prompts: list[str], tasks: list[str | None]) -> li
     return verdicts
 
 
-async def summary_scores(ctx: object, fluency_template: str, precision_template: str,
+async def summary_scores(ctx: Asks, fluency_template: str, precision_template: str,
                          items: Sequence[tuple[Sequence[str], str]],
                          tasks: Sequence[str | None] | None = None, calls_out: Calls | None = None) -> list[float]:
     """Scores in [0, 1] for (reference summaries, summary) pairs: the best reference's

@@ -45,6 +45,7 @@ from .scores import BambooScores
 
 if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
     from ...estimators.intervals import Array, Plan, Tree
+    from .sandbox import Limits, ProgramVerdict
 
 RELEASE_URL = "https://raw.githubusercontent.com/RUCAIBox/BAMBOO/main/"
 # The files the public release has (all ten at 4k; four at 16k).
@@ -499,20 +500,20 @@ def _cpu_s(options: dict[str, Any], which: str) -> float:
     return RELEASE_TIMEOUT_S if which.startswith("release") else Limits.cpu_s
 
 
-def _limits(options: dict[str, Any], which: str) -> Any:
+def _limits(options: dict[str, Any], which: str) -> Limits:
     from .sandbox import Limits
 
     return Limits(cpu_s=_cpu_s(options, which))
 
 
-def sandbox_setup(options: dict[str, Any]) -> tuple[str, Any]:
+def sandbox_setup(options: dict[str, Any]) -> tuple[str, Limits]:
     """(interpreter, Limits) for PrivateEval programs, on the machine that runs them."""
     python, which = sandbox_interpreter(options)
     return python, _limits(options, which)
 
 
 async def run_programs(programs: list[Program], options: dict[str, Any],
-                       map_chunks: Callable[..., list[Any]] | None = None) -> list[Any]:
+                       map_chunks: Callable[..., list[Any]] | None = None) -> list[ProgramVerdict]:
     """Check PrivateEval completions (program and checker, both sandboxed) with bounded workers, or
     in chunks on other machines through `map_chunks` (the Ray backend; sandbox_spread.py)."""
     from .sandbox import check_many

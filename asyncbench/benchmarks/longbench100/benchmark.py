@@ -34,7 +34,7 @@ from ...metrics import registry as metrics
 from ...prompt_rules import BudgetTable, PromptRules
 from ...tokenizers import Tokenizer
 from ...types import JudgeCall, Response, Sample, SampleResult, SampleScore
-from ..base import Benchmark, CliOption, Generating, Loaded, LoadOptions, RunContext, notes_of
+from ..base import Benchmark, CliOption, Generating, Loaded, LoadNotes, LoadOptions, RunContext, notes_of
 from ..longbench.table import first_line
 from .generator import Cell, Generator, Unbuildable
 from .release import PRIOR_PROMPT, Release, load_release
@@ -278,7 +278,7 @@ class LongBench100(Benchmark):
         what = f"{total:,} samples to build{skipped}; lengths in {spec} tokens"
         # The release measures lengths in Llama-2-7b-hf tokens; any other tokenizer is a stand-in.
         stand_in = not (spec.startswith("hf:") and "llama-2" in spec.lower())
-        notes = {"unbuildable": unbuildable, "lengths": {"tokenizer": spec, "stand_in_for_llama_2": stand_in}}
+        notes: LoadNotes = {"unbuildable": unbuildable, "lengths": {"tokenizer": spec, "stand_in_for_llama_2": stand_in}}
         return Generating(total, what, _samples(cells, release), lambda: _heads(cells, release),
                           lambda wanted: _samples(cells, release, wanted), notes,
                           _fingerprint(sources, release, spec, seed, [(t, l, c.size) for t, l, c in cells]))
