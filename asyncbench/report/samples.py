@@ -20,7 +20,6 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
 
 from ..atomic import open_replacing, replacing
 from ..errors import UserError
@@ -51,7 +50,7 @@ class SampleRecord:
     parsed: object
     references: list[str]
     prompt: str | None
-    judge: list[dict[str, Any]] | None
+    judge: list[dict[str, object]] | None
     prompt_tokens: int
     completion_tokens: int
     usd: float

@@ -500,13 +500,13 @@ def _cpu_s(options: dict[str, Any], which: str) -> float:
     return RELEASE_TIMEOUT_S if which.startswith("release") else Limits.cpu_s
 
 
-def _limits(options: dict[str, Any], which: str) -> Limits:
+def _limits(options: dict[str, object], which: str) -> Limits:
     from .sandbox import Limits
 
     return Limits(cpu_s=_cpu_s(options, which))
 
 
-def sandbox_setup(options: dict[str, Any]) -> tuple[str, Limits]:
+def sandbox_setup(options: dict[str, object]) -> tuple[str, Limits]:
     """(interpreter, Limits) for PrivateEval programs, on the machine that runs them."""
     python, which = sandbox_interpreter(options)
     return python, _limits(options, which)

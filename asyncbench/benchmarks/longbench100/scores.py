@@ -26,7 +26,7 @@ class LongBench100ScoresJson(TypedDict):
     base_lengths: list[str]
     base_ability_from: str  # the release's base set or the paper's Eq. 1
     ci95: dict[str, Any]
-    longscore: dict[str, Any] | None
+    longscore: dict[str, object] | None
     longscore_by_task: dict[str, dict[str, object] | None]
 
 
