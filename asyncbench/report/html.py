@@ -12,11 +12,10 @@ import base64
 import re
 from collections.abc import Mapping, Sequence
 from html import escape
-from typing import Any
 
 from . import plots, viewer
 from .data import RunReport
-from .model import Report
+from .model import Leaderboard, Report
 from .samples import SampleRecord
 from .tables import (
     Table,
@@ -126,7 +125,7 @@ def _serving(report: Report, runs: list[RunReport]) -> list[str]:
                     "time to first token and time per output token against prompt tokens, per run")]
 
 
-def _frontier(board: Any, members: list[RunReport]) -> list[tuple[str, float | None, float | None, float | None]]:
+def _frontier(board: Leaderboard, members: list[RunReport]) -> list[tuple[str, float | None, float | None, float | None]]:
     """Each run of a board as (label, headline score, USD to produce it, p95 TTFT ms)."""
     head = board.columns[0].key if board.columns else "overall"
     by_id = {r.run_id: r for r in members}

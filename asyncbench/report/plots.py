@@ -8,7 +8,7 @@ lines, so a reader sees at a glance where a run sits among the papers' models.
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..benchmarks import score_type
 from ..ledger import SETTLED
@@ -16,19 +16,24 @@ from ..serving import Point
 from .data import RunReport
 from .model import Column, Leaderboard, Row
 
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn (`report --format html`)
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.typing import ColorType
+
 # prompt-token bins for runs whose benchmark has no length breakdown of its own
 TOKEN_BINS: tuple[tuple[str, int], ...] = (("<4k", 4000), ("4-8k", 8000), ("8-16k", 16000), ("16-32k", 32000),
                                            ("32k+", 1 << 62))
 REF_COLOR = "#9a9a9a"
 
 
-def _figure(width: float, height: float) -> Any:
+def _figure(width: float, height: float) -> Figure:
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), dpi=100, layout="constrained")
 
 
-def _png(fig: Any) -> bytes:
+def _png(fig: Figure) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
@@ -37,14 +42,14 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _colors(n: int) -> list[object]:
+def _colors(n: int) -> list[ColorType]:
     from matplotlib import colormaps
 
     cmap = colormaps["tab10"]
     return [cmap(i % 10) for i in range(n)]
 
 
-def _empty(ax: Any, message: str) -> None:
+def _empty(ax: Axes, message: str) -> None:
     ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, color="#555")
     ax.set_axis_off()
 
@@ -68,9 +73,9 @@ def _whiskers(row: Row, values: list[float], cols: list[Column]) -> list[list[fl
     return [below, above]
 
 
-def _reference_marks(ax: Any, refs: list[Row], cols: list[Column]) -> None:
+def _reference_marks(ax: Axes, refs: list[Row], cols: list[Column]) -> None:
     for k, ref in enumerate(refs):
-        pts = [(ref.cells[c.key], j) for j, c in enumerate(cols) if ref.cells.get(c.key) is not None]
+        pts = [(value, j) for j, c in enumerate(cols) if (value := ref.cells.get(c.key)) is not None]
         if pts:
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="x", color=REF_COLOR, zorder=3,
                        label="published (paper)" if k == 0 else None)
@@ -114,7 +119,7 @@ def _nan(values: list[float | None]) -> list[float]:
     return [v if v is not None else float("nan") for v in values]
 
 
-def _benchmark_bins(ax: Any, board: Leaderboard, len_cols: list[Column], colors: list[Any]) -> bool:
+def _benchmark_bins(ax: Axes, board: Leaderboard, len_cols: list[Column], colors: list[ColorType]) -> bool:
     """The benchmark's own length bins: a line per run (its score type may add to the
     label, e.g. 100-LongBench's LongScore), dashed grey lines for the papers' rows."""
     kind = score_type(board.benchmark)
@@ -134,7 +139,7 @@ def _benchmark_bins(ax: Any, board: Leaderboard, len_cols: list[Column], colors:
     return drawn
 
 
-def _prompt_token_bins(ax: Any, board: Leaderboard, runs: list[RunReport], colors: list[Any]) -> bool:
+def _prompt_token_bins(ax: Axes, board: Leaderboard, runs: list[RunReport], colors: list[ColorType]) -> bool:
     """Mean per-sample score by prompt-token bin, for benchmarks without length bins."""
     by_id = {r.run_id: r for r in runs}
     labels = [lbl for lbl, _ in TOKEN_BINS]
@@ -241,7 +246,7 @@ def _binned_medians(pts: list[tuple[int, float]]) -> tuple[list[float], list[flo
     return xs, ys
 
 
-def _cloud(ax: Any, xy: list[tuple[int, float]], label: str, color: Any) -> None:
+def _cloud(ax: Axes, xy: list[tuple[int, float]], label: str, color: ColorType) -> None:
     """One model's answers as dots and the median of their bins as a line."""
     if not xy:
         return

@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..ledger import PURPOSES, SAMPLE_STATUSES, usage_flag_line
 from ..terminal import shown_markup
 from .model import Column, Leaderboard, Report, Row
+
+if TYPE_CHECKING:  # rich is imported where tables are printed
+    from rich.console import Console
 
 Table = tuple[list[str], list[list[str]]]  # header, body
 
@@ -292,7 +295,7 @@ def column_groups(table: Table, width: int) -> list[list[int]]:
     return groups
 
 
-def print_tables(report: Report, console: Any = None) -> None:
+def print_tables(report: Report, console: Console | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table as RichTable
