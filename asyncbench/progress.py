@@ -4,7 +4,7 @@ failed, skipped), retries and 429s, tokens per second, spend and the time left.
 On a terminal rich draws a bar that fits its width: fields are dropped, least useful
 first, before any number would be cut. Elsewhere (CI logs, pipes) one plain line goes to
 stderr every 10 seconds, so a long run is never silent; `--progress` forces the bar and
-`--no-progress` silences both. The counts are the ledger's (ledger.REQUEST_SOURCES), so
+`--no-progress` silences both. The counts are the ledger's (types.RequestSource), so
 the last line agrees with the summary.
 """
 
@@ -19,10 +19,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from .types import RequestSource
+
 # Progress names for what became of each request; for the evaluated model's requests
 # these are its samples' statuses, so the bar's final counts are the summary's.
-LABELS = {"sent": "answered", "from_cache": "cached", "shared": "shared", "failed": "failed",
-          "skipped_budget": "skipped"}
+LABELS = {RequestSource.SENT: "answered", RequestSource.FROM_CACHE: "cached", RequestSource.SHARED: "shared",
+          RequestSource.FAILED: "failed", RequestSource.SKIPPED_BUDGET: "skipped"}
 PLAIN_EVERY_S = 10.0
 # the one live display the bars made now share (an eval set's: a row per run), if any
 _SHARED: Progress | None = None
@@ -81,9 +83,10 @@ class RunProgress:
     def fields(self) -> list[tuple[int, str]]:
         """(priority, text) of every field; lower priority is dropped first when short of room."""
         elapsed = max(1e-6, time.monotonic() - self.t0)
-        out = [(9, f"answered {self.counts['sent']}"), (8, f"failed {self.counts['failed']}"),
-               (6, f"cached {self.counts['from_cache']}"), (3, f"shared {self.counts['shared']}"),
-               (4, f"skipped {self.counts['skipped_budget']}"), (7, f"${self.spend:,.4f}"),
+        n = self.counts
+        out = [(9, f"answered {n[RequestSource.SENT]}"), (8, f"failed {n[RequestSource.FAILED]}"),
+               (6, f"cached {n[RequestSource.FROM_CACHE]}"), (3, f"shared {n[RequestSource.SHARED]}"),
+               (4, f"skipped {n[RequestSource.SKIPPED_BUDGET]}"), (7, f"${self.spend:,.4f}"),
                (2, f"{self.tokens / elapsed:,.0f} tok/s")]
         if self.stats is not None:
             retries, limited = self.stats()
@@ -126,8 +129,8 @@ class RunProgress:
         if self._progress:
             self._progress.update(self._task, total=total)
 
-    def add(self, source: str, tokens: int = 0, cost: float = 0.0) -> None:
-        """One request settled (ledger.REQUEST_SOURCES): its tokens and cost if it was paid."""
+    def add(self, source: RequestSource, tokens: int = 0, cost: float = 0.0) -> None:
+        """One request settled: its tokens and cost if it was paid."""
         self.counts[source] += 1
         self.tokens += tokens
         self.spend += cost

@@ -411,7 +411,7 @@ class _Generation:
             # already served to another sample: one answer, paid (or saved) once
             self.sources[i] = RequestSource.SHARED
             self.engine.pending_ledger.append(self._entry(i, RequestSource.SHARED))
-            self.progress.add("shared")
+            self.progress.add(RequestSource.SHARED)
             return
         self.sources[i] = RequestSource.FROM_CACHE
         self.hit_keys.add(hit.key)
@@ -421,7 +421,7 @@ class _Generation:
             cached_prompt_tokens=hit.cached_prompt_tokens, saved_usd=hit.cost_usd or 0.0, latency_ms=hit.latency_ms,
             usage_flag=hit.usage_flag))
         self.engine.latencies.cached.append(hit.latency_ms)
-        self.progress.add("from_cache")
+        self.progress.add(RequestSource.FROM_CACHE)
 
     def on_event(self, event: RunnerEvent) -> None:
         """What the runner tells: an outcome, how it sends, its counters, a batch record."""
@@ -469,7 +469,7 @@ class _Generation:
         # on disk now (a crash keeps it), and how it reaches the store: the writer's batch
         # ingests this journal file (store/journal.py)
         engine.journal.append(row, entry, self._prompt_text(i))
-        self.progress.add("sent", usage.prompt_tokens + usage.completion_tokens, cost)
+        self.progress.add(RequestSource.SENT, usage.prompt_tokens + usage.completion_tokens, cost)
 
     def _prompt_text(self, i: int) -> str:
         """The prompt as sent (after truncation), for the per-sample view, secrets redacted."""
@@ -491,7 +491,7 @@ class _Generation:
         self.engine.pending_failures.append(FailureRow(key=self.keys[i], run_id=self.engine.run_id, sample_id=sid,
                                                        kind=err.kind, status=err.status, message=err.message,
                                                        attempts=attempts))
-        self.progress.add("failed")
+        self.progress.add(RequestSource.FAILED)
 
     def generated(self) -> Generated:
         """Answers in request order. A request identical to an earlier one of this call
@@ -503,7 +503,7 @@ class _Generation:
         for i, source in enumerate(self.sources):
             if source == RequestSource.SKIPPED_BUDGET and i not in copies:  # never sent, with or without an outcome
                 self.engine.pending_ledger.append(self._entry(i, RequestSource.SKIPPED_BUDGET))
-                self.progress.add("skipped_budget")
+                self.progress.add(RequestSource.SKIPPED_BUDGET)
         for i, j in self.duplicates:
             answers[i] = answers[j]
             self.sources[i] = (RequestSource.SHARED if self.sources[j] in (RequestSource.SENT, RequestSource.FROM_CACHE)
