@@ -38,6 +38,7 @@ from typing import Any
 from ...metrics import registry
 from ...types import Parsed
 from .sandbox import Program, program
+from .scores import LevelDiff, LevelReport
 
 DATASETS: tuple[str, ...] = (
     "altqa", "paperqa", "meetingqa", "senhallu", "abshallu",
@@ -84,13 +85,13 @@ def _normalise(text: str) -> str:
     return text.strip().strip(".").lower()
 
 
-def altqa(pred: str, answer: str) -> Judgement:
+def altqa(pred: str, answer: object) -> Judgement:
     norm = _normalise(pred)
     ok = norm == _normalise(str(answer))
     return Judgement(float(ok), _NUMBER.fullmatch(norm) is None, norm)
 
 
-def choice(pred: str, answer: str) -> Judgement:
+def choice(pred: str, answer: object) -> Judgement:
     first_line = pred.strip().split("\n")[0].strip(" ")
     letter = first_line[:1].upper()
     if letter not in ("A", "B", "C", "D"):
@@ -98,12 +99,12 @@ def choice(pred: str, answer: str) -> Judgement:
     return Judgement(float(letter == str(answer).strip()), False, letter)
 
 
-def speaker(pred: str, answer: str) -> Judgement:
+def speaker(pred: str, answer: object) -> Judgement:
     first = _normalise(pred.split("\n")[0])
     return Judgement(float(first == _normalise(str(answer))), first == "", first)
 
 
-def hallucination(pred: str, answer: bool) -> Judgement:
+def hallucination(pred: str, answer: object) -> Judgement:
     head = pred.strip()[:3].lower()
     says_yes = "yes" in head
     well_formed = head.startswith("yes") or head.startswith("no")
@@ -207,7 +208,7 @@ def summarise(dataset: str, judgements: Iterable[Judgement], gold: Iterable[obje
     return {"score": 100 * mean, "n": n, "format_errors": errors}
 
 
-def level_report(by_task: Mapping[str, float]) -> dict[str, Any]:
+def level_report(by_task: Mapping[str, float]) -> LevelReport:
     """Average per length level and the 16k - 4k difference. The difference is taken over
     datasets present at both levels (the release has 16k files for only four), so it
     compares like with like."""
@@ -219,8 +220,8 @@ def level_report(by_task: Mapping[str, float]) -> dict[str, Any]:
         by_dataset.setdefault(name, {})[level] = value
     by_length = {lv: round(sum(v) / len(v), 2) for lv, v in levels.items() if v}
     paired = {n: v["16k"] - v["4k"] for n, v in by_dataset.items() if "4k" in v and "16k" in v}
-    diff: dict[str, object] = {"datasets": {n: round(d, 2) for n, d in sorted(paired.items())}}
-    diff["average"] = round(sum(paired.values()) / len(paired), 2) if paired else None
+    diff: LevelDiff = {"datasets": {n: round(d, 2) for n, d in sorted(paired.items())},
+                       "average": round(sum(paired.values()) / len(paired), 2) if paired else None}
     return {"by_length": by_length, "diff_16k_minus_4k": diff}
 
 
@@ -237,7 +238,15 @@ def coerce_bool(value: object) -> bool:
 
 
 # Each dataset's judge (private_eval is scored by execution, in the sandbox).
-_JUDGES: dict[str, Callable[[Any, Any], Judgement]] = {
+def _ordering(pred: str | Sequence[int], answer: object) -> Judgement:
+    """A sorting dataset's judgement; its gold answer is the ordering (a JSON list)."""
+    if not isinstance(answer, (list, tuple)):
+        raise ValueError(f"not an ordering: {answer!r}")
+    return concordance(pred, answer)
+
+
+# (prediction, the row's answer) -> judgement
+_JUDGES: dict[str, Callable[[str | Sequence[int], object], Judgement]] = {
     "altqa": lambda pred, answer: altqa(str(pred), answer),
     "paperqa": lambda pred, answer: choice(str(pred), answer),
     "meetingqa": lambda pred, answer: choice(str(pred), answer),
@@ -245,8 +254,8 @@ _JUDGES: dict[str, Callable[[Any, Any], Judgement]] = {
     "meetingpred": lambda pred, answer: speaker(str(pred), answer),
     "senhallu": lambda pred, answer: hallucination(str(pred), answer),
     "abshallu": lambda pred, answer: hallucination(str(pred), answer),
-    "showssort": concordance,
-    "reportsumsort": concordance,
+    "showssort": _ordering,
+    "reportsumsort": _ordering,
 }
 
 

@@ -8,6 +8,18 @@ from typing import Any, ClassVar, Self, TypedDict
 from ..scores import ScoreSet
 
 
+class LevelDiff(TypedDict):
+    """16k - 4k per dataset present at both levels, and their average (None: no such dataset)."""
+
+    datasets: dict[str, float]
+    average: float | None
+
+
+class LevelReport(TypedDict):
+    by_length: dict[str, float]  # the average per level
+    diff_16k_minus_4k: LevelDiff
+
+
 class BambooScoresJson(TypedDict):
     """BAMBOO's scores, in run.json's order: percent per `<dataset>_<level>` task and
     their mean, the mean per level, 16k - 4k, intervals, format errors, metric parts."""
@@ -15,7 +27,7 @@ class BambooScoresJson(TypedDict):
     overall: float | None
     by_task: dict[str, float]
     by_length: dict[str, float]
-    diff_16k_minus_4k: dict[str, Any]  # {"datasets": {dataset: 16k - 4k}, "average": float | None}
+    diff_16k_minus_4k: LevelDiff
     ci95: dict[str, Any]
     format_errors: dict[str, int]
     detail: dict[str, dict[str, Any]]  # metric parts per task (P/R/F1 for hallucination detection)

@@ -31,6 +31,9 @@ from .scores import LongBenchScores
 from .table import FIRST_LINE_DATASETS
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
     from ...estimators.adaptive import AdaptiveTest
 
 DEFAULT_BATCH = 16
@@ -161,7 +164,7 @@ class AdaptiveLongBench(LongBench):
         return est
 
 
-def training_scores(params_dir: Path) -> Any:
+def training_scores(params_dir: Path) -> NDArray[np.float64] | None:
     """The training models' (m, 4750) score rows, when the parameters' directory has the
     release's per-sample scores (longbench_scores.npz with models, and the training
     model names in longbench_scores.json); else None."""
@@ -173,4 +176,7 @@ def training_scores(params_dir: Path) -> Any:
     data = np.load(npz, allow_pickle=False)
     train = set(json.loads(names.read_text()).get("irt_train_models") or [])
     rows = [i for i, m in enumerate(data["models"]) if str(m) in train]
-    return data["scores"][rows] if len(rows) > 2 else None
+    if len(rows) <= 2:
+        return None
+    scores: NDArray[np.float64] = data["scores"][rows]
+    return scores
