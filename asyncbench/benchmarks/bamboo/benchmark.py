@@ -98,7 +98,7 @@ def parse_line(text: str) -> object:
 
 def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, object]]], list[BadRow]]:
     """(line number, row) for every readable row, and the unreadable ones."""
-    rows: list[tuple[int, dict[str, Any]]] = []
+    rows: list[tuple[int, dict[str, object]]] = []
     bad: list[BadRow] = []
     with open(path, encoding="utf-8") as fh:
         for number, text in enumerate(fh, 1):
