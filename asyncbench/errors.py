@@ -6,10 +6,23 @@ prints its message as one line and exits with code 2, no traceback.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
+from enum import Enum
 from typing import Any, Literal
 
-from .types import StrEnum
+# Closed vocabularies whose members are their strings wherever one is stored, printed or
+# compared (types.SampleStatus, ErrorKind). Defined here, the package's base that imports
+# nothing of it (the sandbox runs with this module and its own alone).
+if sys.version_info >= (3, 11):
+    from enum import StrEnum as StrEnum
+else:  # Python 3.10: members that are their value wherever a string is made of them
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return str(self.value)
+
+        def __format__(self, spec: str) -> str:
+            return format(str(self.value), spec)
 
 
 class UserError(Exception):

@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
-if sys.version_info >= (3, 11):
-    from enum import StrEnum as StrEnum  # re-exported: errors.py uses it too
-else:  # Python 3.10: members that are their value wherever a string is made of them
-    class StrEnum(str, Enum):
-        def __str__(self) -> str:
-            return str(self.value)
-
-        def __format__(self, spec: str) -> str:
-            return format(str(self.value), spec)
+from .errors import StrEnum
 
 # The closed choices of a run, one typed value each. RunConfig.validate checks the
 # user-facing ones where a config is made (a misspelt one is an error, never a silent
