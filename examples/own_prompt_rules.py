@@ -19,7 +19,7 @@ from asyncbench.benchmarks.base import Benchmark, LoadOptions, RunContext
 from asyncbench.benchmarks.scores import ScoreSet
 from asyncbench.estimators.intervals import Plan, Tree, mean_stratum
 from asyncbench.prompt_rules import PromptRules
-from asyncbench.types import Sample, SampleResult
+from asyncbench.types import Sample, SampleResult, SampleScore
 
 NOTES = {"paris": "the capital is paris", "rome": "the city is rome"}
 
@@ -41,8 +41,8 @@ class Notes(Benchmark):
                        prompt=f"Repeat the note below.\n\n{note} ### and some noise after it")
                 for key, note in NOTES.items()]
 
-    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
-        return [float(p in s.answers) for s, p in zip(samples, predictions)]
+    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[SampleScore]:
+        return [SampleScore(float(p in s.answers)) for s, p in zip(samples, predictions)]
 
     def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> ScoreSet:
         scores = [r.score for r in results if r.score is not None]

@@ -129,9 +129,6 @@ META_WRITERS = {
     "benchmarks/bamboo/benchmark.py": {"_samples"},
     "commands/score_bamboo.py": {"score_records"},  # a predictions file's rows as BAMBOO samples
 }
-# Writes another part of issue 37 removes (the post-processing decided at prompt time moves
-# to the execution's own values on the prompt-rules branch): delete the entry once merged.
-META_WRITES_PENDING = {"run/prompting.py": {"_build_open"}}
 
 
 def _meta_target(node: ast.AST) -> bool:
@@ -170,7 +167,7 @@ def test_no_meta_write_outside_the_loaders() -> None:
     offenders = []
     for path in _files("."):
         rel = path.relative_to(PKG).as_posix()
-        allowed = META_WRITERS.get(rel, set()) | META_WRITES_PENDING.get(rel, set())
+        allowed = META_WRITERS.get(rel, set())
         for node, fn in _meta_writes(ast.parse(path.read_text(encoding="utf-8"))):
             if fn not in allowed:
                 offenders.append(f"{_where(path, node)} in {fn or 'module'}: {ast.unparse(node)[:80]}")

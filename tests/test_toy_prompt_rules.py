@@ -25,7 +25,7 @@ from asyncbench.run.flow import run
 from asyncbench.run_summary import RunSummary
 from asyncbench.sim.testing import sim_subprocess
 from asyncbench.store import Store
-from asyncbench.types import Sample, SampleResult
+from asyncbench.types import Sample, SampleResult, SampleScore
 
 STOP = "###"
 # The simulator answers a prompt like these with the text after its instruction (its lead
@@ -49,8 +49,8 @@ class Toy(Benchmark):
                        prompt=f"Repeat the note below.\n\n{note} {STOP} and then some noise that is no answer")
                 for key, note in NOTES.items()]
 
-    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[float | None]:
-        return [float(p in s.answers) for s, p in zip(samples, predictions)]
+    async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[SampleScore]:
+        return [SampleScore(float(p in s.answers)) for s, p in zip(samples, predictions)]
 
     def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> ScoreSet:
         scores = [r.score for r in results if r.score is not None]
