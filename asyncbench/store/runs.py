@@ -223,18 +223,23 @@ class RunRecord(Part):
 
     @in_session
     def progress(self, run_id: str) -> dict[str, float | int | None]:
-        """What a run's ledger holds so far, live: eval requests by what became of them,
-        USD paid, request latency p50/p95 (ms), and its invocations' request counts."""
-        answered, cached, failed, usd, p50, p95 = self.db.one(
-            "SELECT count(*) FILTER (WHERE source = 'sent'), count(*) FILTER (WHERE source IN ('from_cache', 'shared')), "
-            "count(*) FILTER (WHERE source = 'failed'), coalesce(sum(cost_usd), 0), "
+        """What a run's ledger holds so far, live: eval requests by what became of them
+        (answered, from the cache, shared with an identical request of the run, failed:
+        the words of the run's summary), USD paid for every purpose, request latency
+        p50/p95 (ms), and its invocations' request counts."""
+        answered, cached, shared, failed, usd, p50, p95 = self.db.one(
+            "SELECT count(*) FILTER (WHERE source = 'sent' AND purpose = 'eval'), "
+            "count(*) FILTER (WHERE source = 'from_cache' AND purpose = 'eval'), "
+            "count(*) FILTER (WHERE source = 'shared' AND purpose = 'eval'), "
+            "count(*) FILTER (WHERE source = 'failed' AND purpose = 'eval'), coalesce(sum(cost_usd), 0), "
             "quantile_cont(latency_ms, 0.5) FILTER (WHERE source = 'sent'), "
             "quantile_cont(latency_ms, 0.95) FILTER (WHERE source = 'sent') "
             "FROM ledger_requests WHERE run_id = ?", [run_id])
         requests, retries, limited = self.db.one(
             "SELECT coalesce(sum(requests), 0), coalesce(sum(retries), 0), coalesce(sum(rate_limited), 0) "
             "FROM invocations WHERE run_id = ?", [run_id])
-        return {"answered": int(answered), "from_cache": int(cached), "failed": int(failed), "usd": float(usd),
+        return {"answered": int(answered), "from_cache": int(cached), "shared": int(shared), "failed": int(failed),
+                "usd": float(usd),
                 "latency_p50_ms": _float(p50), "latency_p95_ms": _float(p95), "requests": int(requests),
                 "retries": int(retries), "rate_limited": int(limited)}
 

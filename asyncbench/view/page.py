@@ -96,7 +96,7 @@ async function runPage(id, q) {
   const run = await get("/api/runs/" + encodeURIComponent(id));
   const L = run.live, S = run.summary;
   const status = el("p", {id: "status"}, "status: ", el("span", {class: run.status === "running" ? "running" : ""}, run.status),
-    " · answered ", el("b", {id: "answered"}, L.answered), " · from cache ", el("b", {id: "cached"}, L.from_cache), " · failed ", L.failed,
+    " · answered ", el("b", {id: "answered"}, L.answered), " · from cache ", el("b", {id: "cached"}, L.from_cache), " · shared ", L.shared, " · failed ", L.failed,
     " · requests ", L.requests, " · retries ", L.retries, " · 429s ", el("b", {id: "limited"}, L.rate_limited),
     " · spent ", el("b", {id: "spent"}, usd(L.usd)), " · latency ms p50 ", num(L.latency_p50_ms, 0),
     " p95 ", num(L.latency_p95_ms, 0));
