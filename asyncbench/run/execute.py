@@ -34,7 +34,7 @@ from ..store.journal import Journal, replay
 from ..types import Purpose, Request, RequestSource, Response, Sample, SampleResult, SampleStatus
 from . import reuse
 from .generate import CacheFirst, Generated
-from .plan import RunPlan
+from .plan import Drawn, RunPlan
 from .prompting import Tally
 from .record import Recorder, Scored, book_interrupted, close_run, slim
 
@@ -148,8 +148,8 @@ async def _generate(p: RunPlan, engine: CacheFirst, ctx: RunContext, tally: Tall
         tg.start_soon(engine.writer)
         try:
             listed = p.samples.listed
-            if p.samples.heads is not None:  # generated: prepare reads the heads, the kept are built as sent
-                outcome = await _generated(p, p.samples.heads, engine, ctx, tally, tg)
+            if p.samples.drawn is not None:  # generated: prepare reads the heads, the kept are built as sent
+                outcome = await _generated(p, p.samples.drawn, engine, ctx, tally, tg)
             elif listed is None:  # streamed (prepare is the identity): a window at a time, memory flat in its size
                 outcome = await _windows(p, engine, ctx, tally, _slices(p.samples.stream or iter(())))
             elif p.caps.administer is not None:  # adaptive: the benchmark chooses each batch (longbench/adaptive.py)
@@ -189,19 +189,18 @@ async def _administer(p: RunPlan, prepared: _Prepared, engine: CacheFirst, ctx: 
                    {**prepared.report, **report})
 
 
-async def _generated(p: RunPlan, heads: list[Sample], engine: CacheFirst, ctx: RunContext, tally: Tally,
+async def _generated(p: RunPlan, drawn: Drawn, engine: CacheFirst, ctx: RunContext, tally: Tally,
                      tg: TaskGroup) -> Scored:
     """A generated source: `prepare` decides on the samples' heads (100-LongBench's
     prior-knowledge filter reads questions only), then the samples it kept are built in a
     worker thread (`_build`, in `tg`) a window ahead of the requests, so memory holds two
     windows whatever the number of samples, and the event loop keeps answering."""
-    assert p.samples.select is not None
-    kept, report = await p.benchmark.prepare(heads, ctx)
+    kept, report = await p.benchmark.prepare(drawn.heads, ctx)
     wanted = {s.id for s in kept}
     send, receive = anyio.create_memory_object_stream[list[Sample] | Exception](0)
-    tg.start_soon(_build, p.samples.select(wanted.__contains__), send)
+    tg.start_soon(_build, drawn.select(wanted.__contains__), send)
     streamed = await _windows(p, engine, ctx, tally, _received(receive), total=len(kept))
-    return Scored(heads, kept, streamed.generated, streamed.results, dict(report), streamed.recorder)
+    return Scored(drawn.heads, kept, streamed.generated, streamed.results, dict(report), streamed.recorder)
 
 
 async def _build(samples: Iterator[Sample], send: MemoryObjectSendStream[list[Sample] | Exception]) -> None:

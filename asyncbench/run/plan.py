@@ -90,10 +90,17 @@ class SampleSource:
     stream: Iterator[Sample] | None
     data_id: str
     total: int | None = None
-    # generated (100-LongBench), in a run: every sample's head (no prompt) for `prepare`,
-    # and what builds the samples it kept as the engine takes them (Generating.select)
-    heads: list[Sample] | None = None
-    select: Callable[[Callable[[str], bool]], Iterator[Sample]] | None = None
+    drawn: Drawn | None = None  # generated (100-LongBench), in a run
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """A generated benchmark's samples in a run, both halves or neither: every sample's
+    head (drawn, no prompt) for `prepare`, and what builds the samples it kept as the
+    engine takes them (Generating.select)."""
+
+    heads: list[Sample]
+    select: Callable[[Callable[[str], bool]], Iterator[Sample]]
 
 
 @dataclass(frozen=True)
@@ -222,7 +229,7 @@ async def _source(cfg: RunConfig, caps: Capabilities, benchmark: Benchmark, opts
         if cfg.mode.dry_run:
             return SampleSource(None, generating.samples, generating.fingerprint, generating.total)
         heads = Loaded(generating.heads(), generating.notes)
-        return SampleSource(None, None, generating.fingerprint, len(heads), heads, generating.select)
+        return SampleSource(None, None, generating.fingerprint, len(heads), Drawn(heads, generating.select))
     if caps.iter_load is not None:  # the benchmark hashes its file's bytes (content, not path)
         return SampleSource(None, caps.iter_load(opts), caps.fingerprint() if caps.fingerprint else "")
     listed = benchmark.load(opts)

@@ -89,7 +89,7 @@ def book(p: RunPlan, store: Store, before: Ledger, stored: RunSummary, fp: str) 
     invocation = InvocationEntry(last + 1, p.started, pid=os.getpid(), host=socket.gethostname())
     with store.session(), store.transaction():
         store.runs.start_run(p.run_id, p.benchmark_name, p.client.spec.label, dict(p.stored_config))
-        cached = store.runs.rebook(p.run_id, last, invocation.invocation, excluded=p.samples.listed is not None or p.samples.heads is not None)
+        cached = store.runs.rebook(p.run_id, last, invocation.invocation, excluded=p.samples.listed is not None or p.samples.drawn is not None)
         store.runs.put_invocation(p.run_id, invocation)
         invocation.wall_s = round(time.time() - p.started, 3)
         assert stored.scores is not None  # a complete run's summary has them
