@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 
 from asyncbench.sim.testing import sim_subprocess
+from asyncbench.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -59,11 +59,11 @@ def _reset(url: str) -> None:
     urllib.request.urlopen(urllib.request.Request(f"{url}/stats/reset", method="POST", data=b""), timeout=10).read()
 
 
-def _answers(tmp: Path, name: str) -> dict[str, tuple[str, float | None]]:
-    con = duckdb.connect(str(tmp / f"{name}.duckdb"), read_only=True)
-    rows = con.execute("select sample_id, prediction, score from results where purpose = 'eval'").fetchall()
-    con.close()
-    return {s: (p, sc) for s, p, sc in rows}
+def _answers(tmp: Path, name: str) -> dict[str, tuple[str | None, float | None]]:
+    """The eval samples' answers and scores of the cache's one run."""
+    with Store(tmp / f"{name}.duckdb") as store:
+        (run,) = store.runs.runs()
+        return {r.sample_id: (r.prediction, r.score) for r in store.runs.results(run.run_id) if r.purpose == "eval"}
 
 
 @pytest.mark.slow
@@ -79,12 +79,14 @@ def test_a_batch_run_of_minilongbench_equals_the_live_run_at_half_the_price(tmp_
     assert after["batches_submitted"] == 1 and after["batch_requests"] == 237
     assert "completed (total 237, completed 237, failed 0)" in err
     assert batch["scores"] == live["scores"]
-    assert _answers(tmp_path, "batch") == _answers(tmp_path, "live")
+    answers = _answers(tmp_path, "batch")
+    assert answers and answers == _answers(tmp_path, "live")
     assert batch["cost_usd"]["total"] == pytest.approx(live["cost_usd"]["total"] / 2, rel=1e-3)
-    con = duckdb.connect(str(tmp_path / "batch.duckdb"), read_only=True)
-    saved, paid = con.execute("select sum(saved_usd), sum(cost_usd) from ledger_requests").fetchone()  # type: ignore[misc]
-    n, collected = con.execute("select sum(n_requests), bool_and(collected) from batches").fetchone()  # type: ignore[misc]
-    con.close()
+    with Store(tmp_path / "batch.duckdb") as store:
+        rows = store.runs.request_rows(batch["run_id"])
+        batches = store.batches.rows()
+    saved, paid = sum(r.saved_usd for r in rows), sum(r.cost_usd for r in rows)
+    n, collected = sum(b.n_requests for b in batches), all(b.collected for b in batches)
     assert saved == pytest.approx(paid, rel=1e-6) and (n, collected) == (237, True)
     # and the summary says what the discount saved, from the same rows
     assert batch["invocations"][-1]["saved_by_batch_usd"] == pytest.approx(paid, rel=1e-5)
@@ -114,7 +116,8 @@ def test_a_batch_run_of_bamboo_through_anthropic_equals_the_live_run(tmp_path: P
     assert rc2 == rc, err
     assert stats["batches_submitted"] == 1
     assert batch["scores"] == live["scores"]
-    assert _answers(tmp_path, "batch") == _answers(tmp_path, "live")
+    answers = _answers(tmp_path, "batch")
+    assert answers and answers == _answers(tmp_path, "live")
 
 
 @pytest.mark.slow

@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from asyncbench.cli import main as cli_main
+from asyncbench.store import Store
 
 
 def write_jsonl(path: Path, n: int, *, words: int = 30, marker_at: int | None = None, prefix: str = "q") -> Path:
@@ -78,9 +78,8 @@ def test_each_stored_request_json_hashes_to_its_key(tmp_path, start_sim):
     assert run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url",
                    sim.base_url + "/v1")["_exit"] == 0
     prompts = {json.loads(line)["prompt"] for line in data.read_text().splitlines()}
-    con = duckdb.connect(str(tmp_path / "cache.duckdb"), read_only=True)
-    rows = con.execute("SELECT key, request_json FROM responses").fetchall()
-    con.close()
+    with Store(tmp_path / "cache.duckdb") as store:
+        rows = [(r["key"], r["request_json"]) for r in store.cache.rows()]
     assert len(rows) == 12
     for key, request_json in rows:
         assert hashlib.sha256(request_json.encode()).hexdigest() == key
@@ -102,8 +101,9 @@ def test_streamed_lookups_across_chunks_send_each_request_once(tmp_path, start_s
     first = run_cli(tmp_path, f"jsonl:{data}", *args)
     assert settled(first) == 40 and first["samples"]["shared"] == 1 and sent(first) == 39
     assert sim.stats()["requests"] == 39
-    rows = duckdb.connect(str(tmp_path / "cache.duckdb"), read_only=True).execute(
-        "SELECT sample_id, prediction FROM results WHERE sample_id IN ('q0', 'dup-of-q0')").fetchall()
+    with Store(tmp_path / "cache.duckdb") as store:
+        rows = [(r.sample_id, r.prediction) for r in store.runs.results(first["run_id"])
+                if r.sample_id in ("q0", "dup-of-q0")]
     assert len({pred for _, pred in rows}) == 1 and len(rows) == 2
     more = write_jsonl(tmp_path / "more.jsonl", 50)
     more.write_text(data.read_text() + "".join(more.read_text().splitlines(keepends=True)[40:]))
@@ -137,9 +137,8 @@ def test_malformed_line_late_in_a_streamed_file_keeps_what_was_answered(tmp_path
     line = _one_clean_line(_cli(*args))
     assert f"{data}:551" in line
     sent = sim.stats()["requests"]
-    con = duckdb.connect(str(cache), read_only=True)
-    stored = con.execute("SELECT count(*) FROM responses").fetchone()[0]
-    con.close()
+    with Store(cache) as store:
+        stored = store.cache.stats()["responses"]
     assert 0 < sent < 600 and stored == sent  # every answer received was kept
     data.write_text(good)
     assert _cli(*args).returncode == 0
@@ -295,9 +294,8 @@ def test_sigkill_mid_run_then_resume_requests_nothing_twice(tmp_path, start_sim)
         time.sleep(0.1)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    con = duckdb.connect(str(cache), read_only=True)
-    stored = con.execute("SELECT count(*) FROM responses").fetchone()[0]
-    con.close()
+    with Store(cache) as store:
+        stored = store.cache.stats()["responses"]
     assert 20 <= stored < 200
     prompts = [json.loads(line)["prompt"] for line in data.read_text().splitlines()]
     sim.reset()
@@ -377,9 +375,8 @@ def test_bad_input_gives_one_line_and_exit_2(tmp_path, start_sim):
     finally:
         holder.kill()
         holder.wait()
-    con = duckdb.connect(str(cache), read_only=True)
-    assert con.execute("SELECT count(*) FROM responses").fetchone()[0] == 5
-    con.close()
+    with Store(cache) as store:
+        assert store.cache.stats()["responses"] == 5
 
 
 def test_provider_errors_survive_pickling():

@@ -21,6 +21,7 @@ import pytest
 from asyncbench.claims import COMPLETION_SLACK, checked, completion_bound, prompt_bound
 from asyncbench.errors import ProviderError
 from asyncbench.sim.hostile import ESCAPES, echoes_of
+from asyncbench.store import Store
 from asyncbench.types import Request, Response, Usage
 
 REPO = Path(__file__).resolve().parents[1]
@@ -159,9 +160,9 @@ def test_a_200_with_an_error_or_no_content_is_a_failed_attempt_never_cached(beha
     summary = run_json(tmp_path)
     assert summary["samples"]["failed"] == N
     assert summary["this_invocation"]["retries"] >= N  # retried like other bad answers
-    con = duckdb.connect(str(tmp_path / "c.duckdb"), read_only=True)
-    assert con.execute("SELECT count(*) FROM responses").fetchone() == (0,)
-    con.close()
+    assert (tmp_path / "c.duckdb").is_file()
+    with Store(tmp_path / "c.duckdb") as store:
+        assert store.cache.stats()["responses"] == 0
     assert all(("error" in f["error"]) or ("no text" in f["error"]) for f in summary["failures"])
 
 
@@ -219,9 +220,8 @@ def test_shown_escapes_controls_c1_del_and_bidi() -> None:
 def test_a_key_echoed_hex_escaped_spaced_or_reversed_reaches_no_file_and_no_output(port: int, tmp_path: Path) -> None:
     done = run(port, "echo-key", "openai-compat", tmp_path, "--json")
     assert done.returncode == 0, done.stderr
-    con = duckdb.connect(str(tmp_path / "c.duckdb"), read_only=True)
-    stored = json.dumps(con.execute("SELECT text FROM responses").fetchall())
-    con.close()
+    with Store(tmp_path / "c.duckdb") as store:
+        stored = json.dumps([r["text"] for r in store.cache.rows()])
     assert stored.count("[REDACTED]") >= N * 5  # the echoes arrived, and were masked
     files = [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".duckdb"]
     for text in [done.stdout, done.stderr, stored, (tmp_path / "c.duckdb").read_bytes().decode("latin-1"), *files]:

@@ -12,18 +12,18 @@ import duckdb
 import asyncbench.run.execute as engine_module
 from asyncbench.report.compare import compare_runs
 from asyncbench.report.data import load_runs
+from asyncbench.store import Store
 from asyncbench.store.runs import RunRecord
 from tests.test_engine import run_cli, write_jsonl
 
-ROWS = "SELECT sample_id, task, status, score, prediction, key, invocation, error FROM results ORDER BY sample_id"
-
 
 def _rows(cache: Path) -> list[tuple[object, ...]]:
-    con = duckdb.connect(str(cache), read_only=True)
-    try:
-        return con.execute(ROWS).fetchall()
-    finally:
-        con.close()
+    """Every run's sample rows (sample id, task, status, score, prediction, key,
+    invocation, error), by sample id."""
+    with Store(cache) as store:
+        rows = [r for run in store.runs.runs() for r in store.runs.results(run.run_id)]
+    return sorted(((r.sample_id, r.task, r.status, r.score, r.prediction, r.key, r.invocation, r.error) for r in rows),
+                  key=lambda r: str(r[0]))
 
 
 def _written(monkeypatch) -> list[int]:
@@ -94,10 +94,9 @@ def test_an_answer_paid_in_an_earlier_window_is_shared_not_cached(tmp_path, star
     monkeypatch.setattr(engine_module, "STREAM_WINDOW", 7)
     run = run_cli(tmp_path, f"jsonl:{data}", "--model", "openai-compat:sim", "--base-url", sim.base_url + "/v1")
     assert sim.stats()["requests"] == 30 and run["samples"]["shared"] == 1 and run["samples"]["answered"] == 30
-    con = duckdb.connect(str(tmp_path / "cache.duckdb"), read_only=True)
-    sources = con.execute("SELECT sample_id, source FROM ledger_requests WHERE sample_id IN ('q2', 'twin') "
-                          "ORDER BY 1").fetchall()
-    con.close()
+    with Store(tmp_path / "cache.duckdb") as store:
+        sources = sorted((r.sample_id, r.source) for r in store.runs.request_rows(run["run_id"])
+                         if r.sample_id in ("q2", "twin"))
     assert sources == [("q2", "sent"), ("twin", "shared")]
 
 

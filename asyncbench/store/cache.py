@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import cast
 
 from ..atomic import open_replacing, replacing
 from ..errors import UserError
@@ -51,6 +52,14 @@ class ResponseCache(Part):
         rows = self.con.execute("SELECT key, served_by FROM responses WHERE key IN (SELECT unnest($1))",
                                 [list(keys)]).fetchall()
         return {k: s for k, s in rows if s}
+
+    @in_session
+    def rows(self, keys: Sequence[str] | None = None) -> list[ResponseRow]:
+        """The stored answers (of `keys`, or all) as written, by key: what a check of
+        what was stored reads (every column, the timing ones included)."""
+        where, params = ("", []) if keys is None else (" WHERE key IN (SELECT unnest($1))", [list(keys)])
+        cur = self.con.execute(f"SELECT {', '.join(RESPONSE_COLUMNS)} FROM responses{where} ORDER BY key", params)
+        return [cast(ResponseRow, dict(zip(RESPONSE_COLUMNS, r))) for r in cur.fetchall()]
 
     @in_session
     def put_responses(self, rows: Sequence[ResponseRow]) -> None:

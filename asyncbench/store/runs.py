@@ -207,6 +207,14 @@ class RunRecord(Part):
                 [*values, run_id, entry.invocation, entry.key, entry.purpose, entry.source, entry.sample_id])
 
     @in_session
+    def request_rows(self, run_id: str) -> list[RequestEntry]:
+        """A run's request rows as appended, one per row (ledger() sums them): by
+        invocation, key, purpose, source and sample."""
+        cur = self.con.execute(f"SELECT {', '.join(LEDGER_COLUMNS)} FROM ledger_requests WHERE run_id = ? "
+                               "ORDER BY invocation, key, purpose, source, sample_id NULLS FIRST", [run_id])
+        return [RequestEntry(*r) for r in cur.fetchall()]
+
+    @in_session
     def put_invocation(self, run_id: str, inv: InvocationEntry) -> None:
         """Record an invocation when it starts, and again (the same row) when it ends."""
         self.con.execute(f"INSERT OR REPLACE INTO invocations VALUES ({', '.join('?' * (len(INVOCATION_COLUMNS) + 1))})",
@@ -466,6 +474,18 @@ class RunRecord(Part):
         if rows:
             insert_missing(self.con, "prompts", ("key", "prompt"), "SELECT unnest($1) AS key, unnest($2) AS prompt",
                            [[k for k, _ in rows], [p for _, p in rows]])
+
+    @in_session
+    def prompts(self, keys: Sequence[str] | None = None) -> dict[str, str | None]:
+        """The prompt as sent of each request key (of `keys`, or every one stored): from
+        the prompts table or the cache's prompt files (None: its file is gone)."""
+        where, params = ("", []) if keys is None else (" WHERE key IN (SELECT unnest($1))", [list(keys)])
+        texts: dict[str, str | None] = {str(k): str(p) for k, p in self.con.execute(f"SELECT key, prompt FROM prompts{where}",
+                                                                params).fetchall()}
+        refs = {str(k): (str(f), int(s), int(n)) for k, f, s, n in self.con.execute(
+            f"SELECT key, file, start, length FROM prompt_refs{where}", params).fetchall()}
+        found = read_prompts(self.db.path, refs.values())
+        return {**{k: found.get(at) for k, at in refs.items()}, **texts}
 
     @in_session
     def put_results(self, rows: Sequence[ResultRow], new: bool = False) -> None:
