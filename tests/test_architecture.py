@@ -348,3 +348,128 @@ def ok(x: dict[str, int], y: Mapping[str, object]) -> list[str]: ...
                        [*(p.annotation for p in [*fn.args.args, *fn.args.kwonlyargs] if p.annotation), fn.returns]
                        if a is not None)]
     assert aliases == {"Row", "Rows"} and flagged == ["a", "b", "c", "d", "e"]
+
+
+# -- tests read the store through its API ------------------------------------------------
+
+TESTS = REPO / "tests"
+# Where a test may read the store's tables with SQL: the store's own tests (what its SQL
+# does to the file), schema migrations (a cache as an older version left it, whose tables
+# no method of today's store reads) and the secrets scan (every table, those that no
+# method reads too). A whole file, or one function of it ("file::function").
+STORE_SQL_READERS = {
+    "test_journal_ingest.py": "the journal's ingest into the tables: the store's own test",
+    "test_cache_damage.py": "damaged and foreign files, `cache recover`: the store's own test",
+    "test_store_boundary.py": "the rule that keeps SQL inside asyncbench/store: the store's own test",
+    "test_ledger.py::test_a_v1_cache_is_migrated_with_its_runs_history": "a v1 cache, migrated",
+    "test_serving.py::test_a_v5_cache_is_migrated_with_no_timings": "a v5 cache, migrated",
+    "test_prompt_cache.py::test_a_v3_cache_gains_the_cache_write_columns": "a v3 cache, migrated",
+    "test_secrets.py::_stored_text": "a key searched for in every table of the file",
+}
+# Deliberate damage: a test that rewrites rows to make a hostile state opens the file
+# itself (it reads nothing that way: what it asserts goes through the store's methods).
+STORE_DAMAGE = {
+    "test_hostile_numbers.py::test_a_cache_with_null_token_counts_from_an_earlier_version_reruns": "NULL counts",
+    "test_memory_flat.py::test_windows_record_what_one_window_does_and_a_warm_rerun_writes_nothing": "a changed row",
+    "test_reuse.py::_forget_mark": "a run's reuse mark removed",
+    "test_reuse.py::test_what_could_change_a_score_takes_the_full_path": "an answer gone from the cache",
+    "test_prompt_cache.py::test_only_requests_still_to_send_are_grouped": "answers gone from the cache",
+}
+
+
+def _store_tables() -> set[str]:
+    import re
+
+    schema = (PKG / "store" / "schema.py").read_text(encoding="utf-8")
+    return set(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", schema)) | {"information_schema"}
+
+
+def _reads_a_table(text: str, tables: set[str]) -> bool:
+    """SQL that reads one of the store's tables: a SELECT (or WITH) from or joining it."""
+    import re
+
+    if not re.match(r"\s*(SELECT|WITH)\b", text, re.IGNORECASE):
+        return False
+    named = re.findall(r"\b(?:FROM|JOIN)\s+\"?(\w+)", text, re.IGNORECASE)
+    return any(n.lower() in tables for n in named)
+
+
+def _raw_store_reads(tree: ast.Module, tables: set[str]) -> list[tuple[str, int, str]]:
+    """(the top-level function or '', line, what) for each raw read of the store: SQL
+    text reading one of its tables (a literal, an f-string's text or a constant, whatever
+    runs it: `.con.execute`, `.one(`, a connection of one's own) and `duckdb.connect` on a
+    file (the in-memory `duckdb.connect()` reads no cache)."""
+    found: list[tuple[str, int, str]] = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not where:
+            where = node.name
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "x"
+                           for v in node.values)
+            if _reads_a_table(text, tables):
+                found.append((where, node.lineno, "reads a table with SQL"))
+            return
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _reads_a_table(node.value, tables):
+            found.append((where, node.lineno, "reads a table with SQL"))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "connect"
+                and _name(node.func.value) == "duckdb" and (node.args or node.keywords)):
+            found.append((where, node.lineno, "opens the cache with duckdb.connect"))
+        for child in ast.iter_child_nodes(node):
+            visit(child, where)
+
+    visit(tree, "")
+    return found
+
+
+def test_tests_read_the_store_through_its_api() -> None:
+    """A test that queries the cache with SQL tests the table layout, not what the store
+    promises: a schema change breaks it, and a method the code uses goes untested. Reads go
+    through the named methods of store.cache / store.runs / store.batches."""
+    tables = _store_tables()
+    offenders = []
+    for path in sorted(TESTS.glob("test_*.py")):
+        if path.name in STORE_SQL_READERS:
+            continue
+        for where, line, what in _raw_store_reads(ast.parse(path.read_text(encoding="utf-8")), tables):
+            at = f"{path.name}::{where}"
+            if at in STORE_SQL_READERS or (at in STORE_DAMAGE and what.startswith("opens")):
+                continue
+            offenders.append(f"tests/{path.name}:{line} ({where or 'module'}) {what}")
+    assert offenders == [], "read the store through store.cache/runs/batches:\n" + "\n".join(offenders)
+
+
+def test_the_allowed_raw_readers_exist() -> None:
+    """An allow-list entry names a file and function that are there (a stale one would
+    let the next test of that name read the tables unseen)."""
+    def functions(path: Path) -> set[str]:
+        return {n.name for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+    stale = []
+    for at in [*STORE_SQL_READERS, *STORE_DAMAGE]:
+        name, _, function = at.partition("::")
+        path = TESTS / name
+        if not path.is_file() or (function and function not in functions(path)):
+            stale.append(at)
+    assert stale == []
+
+
+def test_the_raw_read_rule_sees_each_way_of_reading_a_table() -> None:
+    source = '''
+import duckdb
+ROWS = "SELECT sample_id FROM results ORDER BY 1"
+def a(store):
+    return store.con.execute("select key from responses").fetchall()
+def b(store):
+    return store.one(f"SELECT count(*) FROM {'ledger_requests'} l JOIN runs r USING (run_id)")
+def c(path):
+    con = duckdb.connect(str(path), read_only=True)
+def ok(path):
+    duckdb.connect().execute("SELECT * FROM read_parquet('x.parquet')")
+    con.execute("DELETE FROM responses WHERE key = (SELECT min(key) FROM responses)")
+    con.execute("SELECT 1 FROM my_own_table")
+'''
+    found = _raw_store_reads(ast.parse(source), _store_tables())
+    assert [(where, what.split()[0]) for where, _, what in found] == [
+        ("", "reads"), ("a", "reads"), ("b", "reads"), ("c", "opens")]

@@ -22,7 +22,7 @@ from asyncbench.providers.anthropic import AnthropicProvider
 from asyncbench.providers.openai import OpenAIProvider
 from asyncbench.sim.server import SimConfig, run_sim_in_thread
 from asyncbench.sim.testing import sim_subprocess
-from asyncbench.store.prompt_files import read_prompts
+from asyncbench.store import Store
 from asyncbench.tokenizers import approx_count
 from asyncbench.types import Request, Usage
 
@@ -176,8 +176,6 @@ def test_simulator_openai_caches_keyed_prefixes_in_128_token_steps() -> None:
 
 # -- end to end ----------------------------------------------------------------------
 def _run(tmp: Path, url: str, model: str, mode: str) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
-    import duckdb
-
     base = url + "/v1" if model.startswith("openai") else url
     out = tmp / f"{model.split(':')[0]}-{mode}"
     cmd = [sys.executable, "-m", "asyncbench.cli", "run", "bamboo:paperqa,meetingqa", "--length", "4k",
@@ -186,10 +184,9 @@ def _run(tmp: Path, url: str, model: str, mode: str) -> tuple[dict[str, Any], li
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-2000:]
-    con = duckdb.connect(f"{out}.duckdb", read_only=True)
-    rows = con.execute("SELECT key, text, prompt_tokens, cached_prompt_tokens, cache_write_tokens FROM responses "
-                       "ORDER BY key").fetchall()
-    con.close()
+    with Store(f"{out}.duckdb") as store:
+        rows = [(r["key"], r["text"], r["prompt_tokens"], r["cached_prompt_tokens"], r["cache_write_tokens"])
+                for r in store.cache.rows()]
     HTTP.post(url + "/stats/reset").raise_for_status()  # the next run starts with an empty prompt cache
     return json.loads((out / "run.json").read_text()), rows
 
@@ -222,7 +219,6 @@ def test_a_run_reads_most_shared_context_from_cache_with_the_same_answers(tmp_pa
 def test_a_v3_cache_gains_the_cache_write_columns(tmp_path: Path) -> None:
     import duckdb
 
-    from asyncbench.store import Store
     from asyncbench.store.schema import SCHEMA_VERSION
 
     path = tmp_path / "v3.duckdb"
@@ -278,13 +274,13 @@ def test_only_requests_still_to_send_are_grouped(tmp_path: Path) -> None:
         env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
         first = subprocess.run([*cmd, "--out", str(tmp_path / "a")], capture_output=True, text=True, env=env)
         assert first.returncode == 0, first.stderr[-2000:]
-        con = duckdb.connect(str(tmp_path / "c.duckdb"))
-        refs = con.execute("SELECT key, file, start, length FROM prompt_refs").fetchall()
-        texts = read_prompts(tmp_path / "c.duckdb", [tuple(r[1:]) for r in refs])
-        rows = [(key, texts[(f, s, n)]) for key, f, s, n in refs]
+        with Store(tmp_path / "c.duckdb") as store:
+            rows = sorted(store.runs.prompts().items())
         one_per_paper: dict[str, str] = {}
-        for key, prompt in sorted(rows):
+        for key, prompt in rows:
+            assert prompt is not None
             one_per_paper.setdefault(json.loads(prompt)[0]["content"][:3000], key)
+        con = duckdb.connect(str(tmp_path / "c.duckdb"))  # the answers forgotten: damage, by hand
         con.execute("DELETE FROM responses WHERE key IN (SELECT unnest($1))", [list(one_per_paper.values())])
         con.close()
         HTTP.post(url + "/stats/reset").raise_for_status()

@@ -19,8 +19,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
 import pytest
+
+from asyncbench.store import Store
 
 pytest.importorskip("ray")
 # a Ray start-up problem fails the test, never stalls CI; one cluster at a time under xdist
@@ -165,11 +166,9 @@ def _run(tmp: Path, name: str, urls: list[str], *extra: str, bench: str = "minil
 
 
 def _answers(path: Path) -> list[tuple]:
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        return con.execute("SELECT key, text, finish_reason, completion_tokens FROM responses ORDER BY key").fetchall()
-    finally:
-        con.close()
+    """The stored answers (key, text, finish reason, completion tokens), by key."""
+    with Store(path) as store:
+        return [(r["key"], r["text"], r["finish_reason"], r["completion_tokens"]) for r in store.cache.rows()]
 
 
 def test_ray_matches_local_and_keeps_the_global_rpm(tmp_path, shared_data, start_sim, ray_cluster):
@@ -237,11 +236,10 @@ def test_a_node_killed_mid_run_repeats_only_its_in_flight_requests(tmp_path, sta
     assert backend["workers_replaced"] >= 1 and sum(n["requests"] for n in backend["nodes"]) == n, backend
     assert backend["batches"] < n and backend["limiter_leases"] == 0, backend  # no limit: no limiter call
 
-    con = duckdb.connect(str(tmp_path / "kill.duckdb"), read_only=True)
-    done_before = [sid for (sid,) in con.execute(
-        "SELECT r.sample_id FROM results r JOIN responses p ON p.key = r.key WHERE p.created_at < ?",
-        [killed_at]).fetchall()]
-    con.close()
+    with Store(tmp_path / "kill.duckdb") as store:
+        stored_at = {r["key"]: r["created_at"] for r in store.cache.rows()}
+        done_before = [r.sample_id for r in store.runs.results(summary["run_id"])
+                       if r.key in stored_at and stored_at[r.key] < killed_at]
     assert 0 < len(done_before) < n
     # the simulator logs sha256 of the prompt text of every request it receives
     log = [fp for s in sims for fp in s.stats(log=True)["log"]]

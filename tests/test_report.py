@@ -21,6 +21,7 @@ from asyncbench.estimators.methods import DEFAULT_METHOD
 from asyncbench.report.baselines import published, references_for
 from asyncbench.report.data import load_runs
 from asyncbench.report.model import build_report, score_cells
+from asyncbench.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -47,14 +48,6 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]
     return cache, ids
 
 
-def _query(cache: Path, sql: str, params: list) -> list[tuple]:
-    import duckdb
-
-    con = duckdb.connect(str(cache), read_only=True)
-    try:
-        return con.execute(sql, params).fetchall()
-    finally:
-        con.close()
 
 
 LEDGER_FIELDS = ("complete", "samples", "cost_usd", "tokens", "by_task", "invocations")
@@ -67,10 +60,10 @@ def test_numbers_equal_the_store(two_runs: tuple[Path, list[str]]) -> None:
     report = build_report(runs)
     assert [r.run_id for r in runs] == ids
     for run, block in zip(runs, report.runs):
-        samples = _query(cache, "SELECT task, status, latency_ms FROM results WHERE run_id = ? AND purpose = 'eval'",
-                         [run.run_id])
-        paid = _query(cache, "SELECT task, purpose, cost_usd, prompt_tokens, completion_tokens FROM ledger_requests "
-                             "WHERE run_id = ? AND source = 'sent'", [run.run_id])
+        with Store(cache) as store:
+            samples = [(r.task, r.status, r.latency_ms) for r in store.runs.results(run.run_id) if r.purpose == "eval"]
+            paid = [(r.task, r.purpose, r.cost_usd, r.prompt_tokens, r.completion_tokens)
+                    for r in store.runs.request_rows(run.run_id) if r.source == "sent"]
         assert sum(t.n for t in run.tasks) == len(samples) == run.summary["samples"]["total"]
         for t in run.tasks:
             mine = [r for r in samples if r[0] == t.task]

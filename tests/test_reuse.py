@@ -7,6 +7,7 @@ answers shared with a paid one) sends the re-run down the full path."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -16,6 +17,7 @@ import duckdb
 import pytest
 
 import asyncbench.run.reuse as reuse
+from asyncbench.store import Store
 from tests.test_engine import run_cli, write_jsonl
 
 # what differs between two invocations of one command by the clock alone
@@ -29,17 +31,16 @@ def _steady(summary: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _rows(cache: Path, sql: str) -> list[tuple[Any, ...]]:
-    con = duckdb.connect(str(cache), read_only=True)
-    try:
-        return sorted(con.execute(sql).fetchall(), key=repr)
-    finally:
-        con.close()
-
-
-LEDGER = "SELECT * FROM ledger_requests"
-SAMPLES = "SELECT * FROM results"
-RUNS = "SELECT run_id, benchmark, model, started_at, status FROM runs"  # config: each its own --cache
+def _record(cache: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """What the store records of every run, each kind sorted: its ledger request rows,
+    sample rows, and the runs (not their config: each names its own --cache)."""
+    with Store(cache) as store:
+        runs = store.runs.runs()
+        kept = {"ledger": [(run.run_id, *dataclasses.astuple(r)) for run in runs
+                           for r in store.runs.request_rows(run.run_id)],
+                "samples": [dataclasses.astuple(r) for run in runs for r in store.runs.results(run.run_id)],
+                "runs": [(r.run_id, r.benchmark, r.model, r.started_at, r.status) for r in runs]}
+    return {kind: sorted(rows, key=repr) for kind, rows in kept.items()}
 
 
 def _booked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -77,9 +78,12 @@ def _same_as_full_path(tmp_path: Path, args: list[str], booked: list[str]) -> di
     assert booked[n:] == [fast["run_id"]]
     assert fast["_exit"] == slow["_exit"] == 0
     assert json.dumps(_steady(fast)) == json.dumps(_steady(slow))  # in the same order too
-    for sql in (LEDGER, SAMPLES, RUNS):
-        assert _rows(tmp_path / "a" / "cache.duckdb", sql) == _rows(full / "cache.duckdb", sql), sql
-    stored = _rows(tmp_path / "a" / "cache.duckdb", "SELECT summary_json FROM runs")[0][0]
+    booked_record, full_record = _record(tmp_path / "a" / "cache.duckdb"), _record(full / "cache.duckdb")
+    for kind in ("ledger", "samples", "runs"):
+        assert booked_record[kind] and booked_record[kind] == full_record[kind], kind
+    with Store(tmp_path / "a" / "cache.duckdb") as store:
+        stored = store.runs.summary_json(fast["run_id"])
+    assert stored is not None
     assert _steady(json.loads(stored)) == _steady(fast)  # the store keeps what run.json says
     return fast
 
@@ -141,7 +145,9 @@ def test_a_partial_run_is_never_booked_from_the_store(tmp_path, start_sim, monke
         run = run_cli(tmp_path, *args)
         assert not run["complete"] and run["samples"]["failed"] == 1
     assert booked == []
-    assert _rows(tmp_path / "cache.duckdb", "SELECT * FROM reusable") == []
+    with Store(tmp_path / "cache.duckdb") as store:
+        runs = store.runs.runs()
+        assert runs and [store.runs.reusable(r.run_id) for r in runs] == [None] * len(runs)
 
 
 def test_a_listed_benchmark_is_booked_as_the_full_path_books_it(tmp_path, start_sim, monkeypatch, shared_data):

@@ -18,6 +18,7 @@ import pytest
 import asyncbench
 from asyncbench.errors import UserError
 from asyncbench.ledger import SETTLED
+from asyncbench.store import Store
 from tests.test_engine import write_jsonl
 
 
@@ -165,6 +166,11 @@ def _run_cmd(data: Path, sim_url: str, model: str, cache: Path, out: Path) -> li
             "--no-progress"]
 
 
+def _per_model(store: Store) -> dict[str, int]:
+    """Stored answers per model (of openai-compat:MODEL)."""
+    return {name.split(":", 1)[1]: m["responses"] for name, m in store.cache.stats()["by_model"].items()}
+
+
 def test_two_runs_share_one_cache_while_report_and_stats_read_it(tmp_path, start_sim):
     sim_a, sim_b = start_sim("--latency-ms", "40"), start_sim("--latency-ms", "40")
     cache = tmp_path / "c.duckdb"
@@ -187,12 +193,11 @@ def test_two_runs_share_one_cache_while_report_and_stats_read_it(tmp_path, start
     assert reads >= 3
     summaries = [json.loads((tmp_path / m / "run.json").read_text()) for m in ("model-a", "model-b")]
     assert all(s["complete"] and s["samples"]["answered"] == 120 for s in summaries)
-    con = duckdb.connect(str(cache), read_only=True)
-    per_model = dict(con.execute("SELECT model, count(*) FROM responses GROUP BY model").fetchall())
-    prompts = con.execute("SELECT count(*) FROM prompt_refs").fetchone()[0]
-    con.close()
+    with Store(cache) as store:
+        per_model = _per_model(store)
+        prompts = store.runs.prompts()
     assert per_model == {"warm": 3, "model-a": 120, "model-b": 120}
-    assert prompts == 3 + 240
+    assert len(prompts) == 3 + 240 and None not in prompts.values()  # each once, and readable
 
 
 @pytest.mark.slow
@@ -213,9 +218,8 @@ def test_sigkill_of_one_writer_loses_at_most_its_in_flight_requests(tmp_path, st
     assert other.wait(timeout=180) == 0, other.stderr.read() if other.stderr else ""
     assert _cli("run", f"jsonl:{data}", "--model", "openai-compat:model-b", "--base-url", sim_b.base_url + "/v1",
                 "--cache", str(cache), "--out", str(tmp_path / "b"), "--no-progress").returncode == 0  # replays
-    con = duckdb.connect(str(cache), read_only=True)
-    stored = dict(con.execute("SELECT model, count(*) FROM responses GROUP BY model").fetchall())
-    con.close()
+    with Store(cache) as store:
+        stored = _per_model(store)
     assert stored["model-b"] == 150
     assert not list((tmp_path / "c.duckdb.journal").glob("*.jsonl"))
     # lost: only the requests in flight (concurrency 4); answers not yet in DuckDB when it

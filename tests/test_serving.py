@@ -20,6 +20,7 @@ import pytest
 
 from asyncbench.serving import Measured, active_seconds, quantiles, serving_figures, token_bins, tpot
 from asyncbench.sim.testing import sim_subprocess
+from asyncbench.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -110,9 +111,10 @@ def test_a_run_reports_its_serving_latency_and_a_cached_rerun_says_it_measured_n
         assert r["ttft_ms"] > 0 and r["e2e_ms"] >= r["ttft_ms"] and len(r["itl_ms"]) == r["completion_tokens"] - 1
         assert r["tpot_ms"] == pytest.approx((r["e2e_ms"] - r["ttft_ms"]) / (r["completion_tokens"] - 1), abs=1e-3)
     # the cache row keeps the answer's timing as measured when it was paid
-    with duckdb.connect(str(tmp_path / "c.duckdb"), read_only=True) as con:
-        assert con.execute("SELECT count(*) FROM responses WHERE ttft_ms > 0 AND sent_at > 0 "
-                           "AND len(itl_ms) = completion_tokens - 1").fetchone() == (12,)
+    with Store(tmp_path / "c.duckdb") as store:
+        stored = store.cache.rows()
+    assert sum((r["ttft_ms"] or 0) > 0 and (r["sent_at"] or 0) > 0 and r["itl_ms"] is not None
+               and len(r["itl_ms"]) == r["completion_tokens"] - 1 for r in stored) == 12
     # another run (another id: no --limit) answered from the cache: nothing measured, said so
     second = cli(tmp_path, *base, "--out", str(tmp_path / "b"))
     assert second.returncode == 0, second.stderr[-2000:]
@@ -146,10 +148,10 @@ def test_a_killed_runs_timings_survive_its_resume(tmp_path: Path) -> None:
     # every answer was sent live by this run, in one invocation or the other: all timed
     assert run["serving"]["measured"] == 40 and run["serving"]["overall"]["streamed"] == 40
     assert run["serving"]["not_measured"] == {}
-    with duckdb.connect(str(tmp_path / "c.duckdb"), read_only=True) as con:
-        timed = con.execute("SELECT count(*) FROM ledger_requests WHERE invocation = 1 AND source = 'sent' "
-                            "AND ttft_ms > 0").fetchone()
-    assert timed == (paid_first,)
+    with Store(tmp_path / "c.duckdb") as store:
+        timed = sum(r.invocation == 1 and r.source == "sent" and (r.ttft_ms or 0) > 0
+                    for r in store.runs.request_rows(run["run_id"]))
+    assert timed == paid_first
 
 
 @pytest.mark.skipif(not (DATA / "minilongbench").is_dir(), reason="../shared/data is not beside the checkout")
@@ -170,7 +172,6 @@ def test_batch_results_carry_no_timing(tmp_path: Path) -> None:
 
 
 def test_a_v5_cache_is_migrated_with_no_timings(tmp_path: Path) -> None:
-    from asyncbench.store import Store
     from asyncbench.store.schema import SCHEMA_VERSION
 
     path = tmp_path / "v5.duckdb"

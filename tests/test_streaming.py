@@ -200,18 +200,20 @@ def _run(tmp: Path, name: str, stream: str) -> dict[str, Any]:
 
 
 def _rows(path: Path) -> list[tuple[Any, ...]]:
-    import duckdb
+    """The stored answers (key, text, token counts, finish reason), by key."""
+    from asyncbench.store import Store
 
-    with duckdb.connect(str(path), read_only=True) as con:
-        return con.execute("SELECT key, text, prompt_tokens, completion_tokens, cached_prompt_tokens, finish_reason "
-                           "FROM responses ORDER BY key").fetchall()
+    with Store(path) as store:
+        return [(r["key"], r["text"], r["prompt_tokens"], r["completion_tokens"], r["cached_prompt_tokens"],
+                 r["finish_reason"]) for r in store.cache.rows()]
 
 
 def test_a_run_streamed_stores_and_scores_what_it_does_unstreamed(tmp_path: Path) -> None:
     streamed, whole = _run(tmp_path, "on", "on"), _run(tmp_path, "off", "off")
     assert streamed["run_id"] == whole["run_id"]
     assert streamed["scores"] == whole["scores"]
-    assert _rows(tmp_path / "on.duckdb") == _rows(tmp_path / "off.duckdb")
+    stored = _rows(tmp_path / "on.duckdb")
+    assert len(stored) == 6 and stored == _rows(tmp_path / "off.duckdb")
     assert streamed["tokens"] == whole["tokens"]
 
 
