@@ -361,6 +361,7 @@ STORE_SQL_READERS = {
     "test_journal_ingest.py": "the journal's ingest into the tables: the store's own test",
     "test_cache_damage.py": "damaged and foreign files, `cache recover`: the store's own test",
     "test_store_boundary.py": "the rule that keeps SQL inside asyncbench/store: the store's own test",
+    "test_cache_size_memory.py": "unique keys without an index, v6 -> v7, memory of a large cache: the store's own test",
     "test_ledger.py::test_a_v1_cache_is_migrated_with_its_runs_history": "a v1 cache, migrated",
     "test_serving.py::test_a_v5_cache_is_migrated_with_no_timings": "a v5 cache, migrated",
     "test_prompt_cache.py::test_a_v3_cache_gains_the_cache_write_columns": "a v3 cache, migrated",
