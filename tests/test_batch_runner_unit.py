@@ -20,7 +20,6 @@ from typing import Any, Protocol, TypeVar
 import pytest
 
 from asyncbench.client import ModelClient, make_client
-from asyncbench.config import RunConfig
 from asyncbench.pricing import PriceTable
 from asyncbench.providers import parse_model_spec
 from asyncbench.runners.base import (
@@ -108,8 +107,7 @@ async def client(start_sim: Callable[..., SimLike],
     def make(*flags: str) -> tuple[ModelClient, SimLike]:
         sim = start_sim("--batch-turnaround-s", "0.2", *flags)
         url = sim.base_url + "/v1"
-        c = make_client(parse_model_spec(MODEL, [url]), RunConfig(benchmark="jsonl:x", model=MODEL),
-                        PriceTable(None), None, None)
+        c = make_client(parse_model_spec(MODEL, [url]), PriceTable(None), concurrency=8)
         made.append(c)
         return c, sim
 
@@ -333,8 +331,7 @@ async def test_a_client_without_a_batch_api_is_sent_live(client: Made,
                                                    start_sim: Callable[..., SimLike]) -> None:
     sim = start_sim()
     url = sim.base_url + "/v1"
-    c = make_client(parse_model_spec("openai-compat:sim", [url]), RunConfig(benchmark="jsonl:x", model="x"),
-                    PriceTable(None), None, None)
+    c = make_client(parse_model_spec("openai-compat:sim", [url]), PriceTable(None), concurrency=8)
     try:
         engine = Engine()
         report = await run(batch_runner(), c, jobs(c, 2), engine)

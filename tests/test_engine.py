@@ -114,8 +114,6 @@ def test_streamed_lookups_across_chunks_send_each_request_once(tmp_path, start_s
     assert sent(second) == 10 and second["samples"]["answered"] == 10
     assert second["samples"]["from_cache"] == 39 and second["samples"]["shared"] == 1
     # the live figures (`asyncbench view`) use the summary's words: shared is not from the cache
-    from asyncbench.store import Store
-
     with Store(tmp_path / "cache.duckdb") as store:
         live = store.runs.progress(second["run_id"])
     assert (live["answered"], live["from_cache"], live["shared"], live["failed"]) == (10, 39, 1, 0)
