@@ -130,7 +130,7 @@ def test_a_full_disk_is_one_line_and_what_was_paid_is_kept(tmp_path: Path, start
 
 @pytest.mark.parametrize(("entry", "says"), [
     ('model = 5', "model = \"provider:name\""),
-    ('model = "sim"\nbase_urls = 5', "--base-urls must be a list of text values"),
+    ('model = "sim"\nbase_urls = 5', "--base-url must be a list of text values"),
     ('model = "sim"\ntokenizer = 5', "--tokenizer must be text"),
     ('model = "sim"\njudge = ["sim"]', "--judge must be text"),
     ('model = "sim"\nconcurrency = "x"', "--concurrency must be a whole number"),
