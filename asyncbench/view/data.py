@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Any
 
+from ..json_values import as_list, as_object
 from ..report.samples import load_page, natural_key
 from ..store import Store
 from ..store.runs import SamplePage
@@ -20,35 +20,35 @@ from ..store.runs import SamplePage
 PAGE_MAX = 500  # samples on one page at most
 
 
-def _headline(summary: dict[str, Any]) -> tuple[float | None, list[float] | None]:
+def _headline(summary: dict[str, object]) -> tuple[float | None, list[float] | None]:
     """A run's overall score and its 95% interval, where it has them."""
-    scores = summary.get("scores") or {}
+    scores = as_object(summary.get("scores"))
     value = scores.get("overall")
     if isinstance(value, dict):  # an overall per category set: its first number
         value = next((v for v in value.values() if isinstance(v, (int, float))), None)
-    ci = (scores.get("ci95") or {}).get("overall")
+    ci = as_object(scores.get("ci95")).get("overall")
     interval = [float(x) for x in ci] if isinstance(ci, list) and len(ci) == 2 and None not in ci else None
     return (float(value) if isinstance(value, (int, float)) else None), interval
 
 
-def runs(store: Store) -> list[dict[str, Any]]:
+def runs(store: Store) -> list[dict[str, object]]:
     """Every run, newest first: what the runs table shows."""
     out = []
     with store.session():
         for row in reversed(store.runs.runs()):
-            summary = json.loads(row.summary_json) if row.summary_json else {}
+            summary = as_object(json.loads(row.summary_json)) if row.summary_json else {}
             score, interval = _headline(summary)
-            cost = (summary.get("cost_usd") or {}).get("total")
+            cost = as_object(summary.get("cost_usd")).get("total")
             if cost is None:  # running, never finished an invocation: what the ledger holds
                 cost = store.runs.progress(row.run_id)["usd"]
             out.append({"run_id": row.run_id, "benchmark": row.benchmark, "model": row.model, "status": row.status,
                         "started_at": row.started_at, "finished_at": row.finished_at, "score": score,
                         "ci95": interval, "partial": summary.get("partial"), "cost_usd": cost,
-                        "latency_ms": summary.get("latency_ms"), "invocations": len(summary.get("invocations") or [])})
+                        "latency_ms": summary.get("latency_ms"), "invocations": len(as_list(summary.get("invocations")))})
     return out
 
 
-def run(store: Store, wanted: str) -> dict[str, Any]:
+def run(store: Store, wanted: str) -> dict[str, object]:
     """One run: its row, run.json as stored (None until an invocation ends), its tasks and
     what its ledger holds so far (live while it runs)."""
     with store.session():
@@ -60,7 +60,7 @@ def run(store: Store, wanted: str) -> dict[str, Any]:
                 "tasks": store.runs.tasks(run_id), "live": store.runs.progress(run_id)}
 
 
-def samples(store: Store, wanted: str, task: str | None, page: SamplePage) -> dict[str, Any]:
+def samples(store: Store, wanted: str, task: str | None, page: SamplePage) -> dict[str, object]:
     """One page of a run's samples (at most PAGE_MAX), with how many the filters select."""
     page = SamplePage(max(0, page.offset), min(max(1, page.limit), PAGE_MAX), page.status or None,
                       page.search or None)
@@ -71,7 +71,7 @@ def samples(store: Store, wanted: str, task: str | None, page: SamplePage) -> di
             "samples": [asdict(r) for r in records]}
 
 
-def side_by_side(store: Store, first: str, second: str, offset: int, limit: int) -> dict[str, Any]:
+def side_by_side(store: Store, first: str, second: str, offset: int, limit: int) -> dict[str, object]:
     """Two runs on the samples both scored: those whose scores differ first (largest
     difference first), then the rest, each by task and id."""
     with store.session():

@@ -15,7 +15,7 @@ import json
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -25,6 +25,7 @@ from ..store.runs import SamplePage
 from . import data
 from .page import page_html
 
+T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -49,7 +50,7 @@ class Viewer:
         self.store = Store(cache)
         self.lock = asyncio.Lock()
 
-    async def read(self, work: Callable[[], Any]) -> Any:
+    async def read(self, work: Callable[[], T]) -> T:
         async with self.lock:
             return await asyncio.to_thread(work)
 
