@@ -17,7 +17,7 @@ from .errors import UserError
 _TOO_DEEP = "nested too deeply (JSON arrays/objects inside each other over ~900 levels)"
 
 
-def parse_json(text: str, where: str, hint: str) -> Any:
+def parse_json(text: str, where: str, hint: str) -> object:
     """json.loads with every way a user's text can fail as one UserError line naming
     `where` (a path, or path:line)."""
     try:
@@ -42,12 +42,12 @@ def read_text_file(path: Path, *, what: str = "file", kind: str = "file") -> str
                         f"the {what} must be a UTF-8 {kind}") from None
 
 
-def read_json_file(path: Path, *, hint: str, what: str = "file") -> Any:
+def read_json_file(path: Path, *, hint: str, what: str = "file") -> object:
     """A whole JSON file, any top-level type; one UserError line for every failure."""
     return parse_json(read_text_file(path, what=what, kind="JSON file"), str(path), hint)
 
 
-def _lone_surrogate(row: dict[str, Any]) -> bool:
+def _lone_surrogate(row: dict[str, object]) -> bool:
     """Whether a parsed row holds a string no UTF-8 encoder takes (an escaped lone
     surrogate such as "\\ud800": valid JSON, but not text a request can carry)."""
     try:
