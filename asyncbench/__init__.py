@@ -6,7 +6,7 @@ Data flows one way: benchmark -> Sample -> prompt builder -> Request -> cache/sc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 __all__ = ["EvalResult", "SampleRecord", "evaluate", "evaluate_async", "load_run"]
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .report.samples import SampleRecord
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """The API is imported on first use: `import asyncbench` (and the CLI) stay light."""
     if name in ("EvalResult", "evaluate", "evaluate_async", "load_run"):
         from . import api

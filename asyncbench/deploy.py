@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from .errors import UserError
 
@@ -182,7 +181,7 @@ def _emit(node: dict[str, object] | list[object], depth: int, lines: list[str]) 
             lines.append(f"{prefix} {_scalar(value)}")
 
 
-def _scalar(value: Any) -> str:
+def _scalar(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):

@@ -7,9 +7,9 @@ prints its message as one line and exits with code 2, no traceback.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import Enum
-from typing import Any, Literal
+from typing import Literal
 
 # Closed vocabularies whose members are their strings wherever one is stored, printed or
 # compared (types.SampleStatus, ErrorKind). Defined here, the package's base that imports
@@ -73,7 +73,7 @@ class ProviderError(Exception):
         # no connection could be made at all, and why ("connection refused"): a down server
         self.unreachable = unreachable
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[Callable[..., ProviderError], tuple[object, ...]]:
         """Picklable with its keyword fields (Ray workers send errors back to the driver)."""
         return (_provider_error, (self.kind, self.message, self.status, self.retry_after, self.ratelimit,
                                   self.unreachable))
@@ -92,6 +92,6 @@ class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C (or a cancellation) during a run, after the interrupted invocation was
     booked (its requests, wall time and spend) and run.json written: `summary` is it."""
 
-    def __init__(self, summary: dict[str, Any]) -> None:
+    def __init__(self, summary: dict[str, object]) -> None:
         super().__init__(summary.get("run_id", ""))
         self.summary = summary

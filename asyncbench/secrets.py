@@ -25,7 +25,7 @@ import os
 import re
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import overload
 from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 # Environment variables whose values are secrets, by name or prefix.
@@ -158,13 +158,17 @@ def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join([p for _, p in parts] + spaced))
 
 
-def redact_json(value: Any) -> Any:
+@overload
+def redact_json(value: dict[str, object]) -> dict[str, object]: ...
+@overload
+def redact_json(value: object) -> object: ...
+def redact_json(value: object) -> object:
     """A JSON-shaped value (a run summary, a stored configuration) with every string
     redacted, keys included (the secrets are read from the environment once for all)."""
     return _redact_json(value, _current())
 
 
-def _redact_json(value: Any, pattern: _Redactor | None) -> Any:
+def _redact_json(value: object, pattern: _Redactor | None) -> object:
     if isinstance(value, str):
         return _redact(value, pattern)
     if isinstance(value, dict):
