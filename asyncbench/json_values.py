@@ -18,3 +18,8 @@ def as_list(value: object) -> list[object]:
 def as_int(value: object) -> int | None:
     """A JSON integer (not a bool, not a float), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_float(value: object) -> float | None:
+    """A JSON number (not a bool) as a float, else None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -34,8 +34,9 @@ import bisect
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
+from .json_values import as_float, as_int, as_object
 from .percentiles import percentile
 
 QUANTILES = (50, 90, 95, 99)
@@ -43,7 +44,7 @@ MEASURES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_tokens", "prompt_t
 # fewest measured requests per prompt-token bin (fewer requests: fewer bins than ten)
 PER_BIN = 5
 
-LengthBin = Callable[[Mapping[str, Any]], "str | None"]
+LengthBin = Callable[[Mapping[str, object]], "str | None"]
 # one live answer on the prefill curve: (prompt tokens, TTFT ms, TPOT ms), None where undefined
 Point = tuple[int, "float | None", "float | None"]
 
@@ -195,22 +196,23 @@ def serving_figures(requests: Sequence[Measured], length_bin: LengthBin | None,
     return out
 
 
-def serving_lines(serving: Mapping[str, Any]) -> list[str]:
+def serving_lines(serving: Mapping[str, object]) -> list[str]:
     """The terminal's lines for run.json's `serving` block: TTFT and TPOT percentiles and
     the throughputs per context-length bin and overall; what was not measured said."""
-    measured = int(serving.get("measured") or 0)
-    missing = serving.get("not_measured") or {}
+    measured = as_int(serving.get("measured")) or 0
+    missing = as_object(serving.get("not_measured"))
     why = ", ".join(f"{n} {k}" for k, n in missing.items())
     if not measured:
         return [f"serving latency: nothing measured ({why or 'no answer was sent'}: timings are taken only on "
                 "answers this run sent live)"]
-    overall = serving.get("overall") or {}
-    streamed = int(overall.get("streamed") or 0)
+    overall = as_object(serving.get("overall"))
+    streamed = as_int(overall.get("streamed")) or 0
     head = (f"serving latency of {measured} answer{'s' if measured != 1 else ''} sent live "
             f"({streamed} streamed){'; not timed: ' + why if why else ''}, by {_by(serving.get('bins'))}:")
     # 80 columns: end to end and the request throughput are in run.json and the report
     rows = [("bin", "n", "TTFT ms p50/90/95/99", "TPOT ms p50/90/95/99", "out tok/s")]
-    for label, b in [*(serving.get("by_length") or {}).items(), ("all", overall)]:
+    for label, b_ in [*as_object(serving.get("by_length")).items(), ("all", overall)]:
+        b = as_object(b_)
         rows.append((label, str(b.get("n", 0)), _four(b.get("ttft_ms")), _four(b.get("tpot_ms")),
                      _num(b.get("output_token_throughput"))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -218,19 +220,19 @@ def serving_lines(serving: Mapping[str, Any]) -> list[str]:
                      for r in rows]
 
 
-def _by(bins: Any) -> str:
+def _by(bins: object) -> str:
     return "the benchmark's length bins" if bins == "benchmark" else "prompt-token deciles"
 
 
-def _num(v: Any) -> str:
+def _num(value: object) -> str:
+    v = as_float(value)
     if v is None:
         return "-"
-    v = float(v)
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
 
 
-def _four(q: Any) -> str:
-    q = q or {}
+def _four(block: object) -> str:
+    q = as_object(block)
     if all(q.get(f"p{p}") is None for p in QUANTILES):
         return "- (not streamed)"
     return "/".join(_num(q.get(f"p{p}")) for p in QUANTILES)
