@@ -9,12 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 from urllib.parse import urlsplit
 
 from ..errors import ProviderError
+from ..tokenizers import Tokenizer
 from ..types import ApiKind, Request, Response
 from .bounded import DEFAULT_MAX_RESPONSE_BYTES
+
+
+class LentTokenizer(Tokenizer, Protocol):
+    """A tokenizer a server lends (providers' `server_tokenizer`); `count_specials` is
+    set False for pred.py's chatglm3 branch, which counts no BOS."""
+
+    count_specials: bool
 
 
 @dataclass
@@ -154,7 +162,7 @@ class ProviderBase:
         """custom_id -> answer or classified error, for every request the batch reports."""
         raise NotImplementedError
 
-    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False, timeout: float = 60.0) -> Any:
+    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False, timeout: float = 60.0) -> LentTokenizer | None:
         """The model's own tokenizer as its server offers it (a `Tokenizer` with `cut_middle`),
         or None when the server has no tokenize endpoint. `strip_space`: the model's
         decoder drops a span's leading `▁` space (for servers that give offsets only);
@@ -210,7 +218,7 @@ def classify_status(status: int, message: str, *, retry_after: float | None = No
     return ProviderError("fatal", text, status=status)
 
 
-def error_text(error: Any) -> str:
+def error_text(error: object) -> str:
     """The message of an error object a server put in a 200 answer (or the object), short."""
     if isinstance(error, dict) and error.get("message") is not None:
         return str(error["message"])[:300]

@@ -59,6 +59,9 @@ class LlamaCppTokenizer:
     """
 
     name = "llama.cpp /tokenize"
+    # set False for pred.py's chatglm3 branch (run/resolve.py); /tokenize adds the BOS the
+    # server's own vocabulary asks for, so it is not consulted here
+    count_specials = True
 
     def __init__(self, root: str, headers: dict[str, str], timeout: float = 60.0) -> None:
 

@@ -4,7 +4,6 @@ llama.cpp, the simulator) over plain HTTP with our lean HTTP/1.1 client (http1.p
 from __future__ import annotations
 
 import time
-from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -12,7 +11,7 @@ import anyio
 from ..errors import ProviderError
 from ..json_values import as_list
 from ..types import ApiKind, Request, Response, Timing
-from .base import ProviderBase
+from .base import LentTokenizer, ProviderBase
 from .http import HTTPClient, SyncClient, post_object
 from .llamacpp_wire import LlamaCppTokenizer, is_llamacpp, slot_context
 from .openai_wire import OpenAIStream, parse_body, request_body
@@ -39,7 +38,7 @@ class VLLMTokenizer:
         self._around: tuple[int, int] | None = None
         self.count_specials = True  # pred.py counts the BOS (its chatglm3 branch does not)
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, path: str, body: dict[str, object]) -> dict[str, object]:
         return post_object(self.client, f"{self.root}{path}", {"model": self.model, **body})
 
     def tokenize(self, text: str, special: bool) -> list[int]:
@@ -103,14 +102,14 @@ class OpenAICompatProvider(ProviderBase):
         as raw text (vLLM, TGI and llama.cpp all serve it), the rest as one chat message."""
         return self.api == "completion" or not chat
 
-    async def _models(self, base_url: str) -> dict[str, Any] | None:
+    async def _models(self, base_url: str) -> dict[str, object] | None:
         """The server's `/v1/models` body, or None when it does not answer one."""
         try:
             return await self.http.get_json(f"{base_url.rstrip('/')}/models")
         except ProviderError:
             return None
 
-    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False, timeout: float = 60.0) -> Any:
+    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False, timeout: float = 60.0) -> LentTokenizer | None:
         """The first replica's own tokenizer, by server kind: llama.cpp (its `/v1/models`
         says `owned_by: llamacpp`; llamacpp_wire.py, which learns the decoder's space rule
         from the server, so `strip_space` is not needed) or vLLM's `POST /tokenize` and
@@ -133,11 +132,11 @@ class OpenAICompatProvider(ProviderBase):
             return None
         return tok
 
-    async def _first_models(self, base_urls: list[str]) -> list[Any]:
+    async def _first_models(self, base_urls: list[str]) -> list[object]:
         """The `data` entries of the first replica's `/v1/models` that answers; [] if none does."""
         for url in base_urls:
             if (models := await self._models(url)) is not None:
-                return list(models.get("data") or [])
+                return as_list(models.get("data"))
         return []
 
     async def served_models(self, base_urls: list[str]) -> list[str]:

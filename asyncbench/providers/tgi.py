@@ -22,7 +22,7 @@ import anyio
 from ..errors import ProviderError, UserError
 from ..tokenizers import approx_count
 from ..types import ApiKind, Request, Response, Timing, Usage
-from .base import ProviderBase, error_text
+from .base import LentTokenizer, ProviderBase, error_text
 from .http import HTTPClient, SyncCallError, SyncClient
 from .openai_wire import OpenAIStream, parse_body, request_body
 from .stream_reply import StreamReply, stream_caps
@@ -172,7 +172,7 @@ class TGIProvider(ProviderBase):
         return (min(inputs) if inputs else None, min(totals) if totals else None,
                 f"tgi /info ({len(base_urls)} endpoint{'s' if len(base_urls) > 1 else ''})")
 
-    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False, timeout: float = 60.0) -> Any:
+    async def server_tokenizer(self, base_urls: list[str], strip_space: bool = False, timeout: float = 60.0) -> LentTokenizer | None:
         """TGI's `POST /tokenize` (the model's own tokenizer, special tokens included, as
         pred.py's `tokenizer(prompt)`), when the first replica serves it. `strip_space`:
         the model's decoder drops a span's leading `▁` space (SentencePiece, Llama)."""
