@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 import anyio
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 JSON: TypeAlias = "str | int | float | bool | list[JSON] | dict[str, JSON] | None"
 
 # map_chunks(fn, [args, ...]) -> [fn(*args), ...], possibly on other machines.
-MapChunks = Callable[[Callable[..., Any], list[tuple[Any, ...]]], list[object]]
+MapChunks = Callable[[Callable[..., object], list[tuple[object, ...]]], list[object]]
 
 
 @dataclass(frozen=True)

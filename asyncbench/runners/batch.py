@@ -39,7 +39,6 @@ import time
 import uuid
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 
@@ -94,7 +93,7 @@ class _Call:
     on_event: OnEvent
     stats: SchedulerStats
     by_key: dict[str, Job] = field(default_factory=dict)
-    entries: dict[str, Any] = field(default_factory=dict)  # the provider's batch line per key
+    entries: dict[str, dict[str, object]] = field(default_factory=dict)  # the provider's batch line per key
     attempts: dict[str, int] = field(default_factory=dict)
     reserved: dict[str, float] = field(default_factory=dict)
     outcomes: set[int] = field(default_factory=set)

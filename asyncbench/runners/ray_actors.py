@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import asdict
-from typing import Any, TypedDict
+from typing import Protocol, TypedDict
 
 import anyio
 
@@ -30,6 +30,26 @@ class WorkerReport(TypedDict):
     dead: str | None
 
 
+
+class _Lease(Protocol):
+    def remote(self, waiting: int, tokens: int, info: dict[str, float], /) -> Awaitable[int]: ...
+
+
+class _Pause(Protocol):
+    def remote(self, seconds: float, /) -> object: ...
+
+
+class LimiterHandle(Protocol):
+    """The Ray actor handle of the shared limiter (LimiterActor below): its two
+    methods, called with `.remote`; a lease's ObjectRef is awaited for the grant."""
+
+    @property
+    def lease(self) -> _Lease: ...
+
+    @property
+    def pause(self) -> _Pause: ...
+
+
 class LeasedLimiter:
     """The scheduler's limiter interface inside a worker: requests and tokens are leased
     from the group's limiter actor in blocks, one call for every request then waiting in
@@ -37,7 +57,7 @@ class LeasedLimiter:
     a stored burst on top of the bucket's). No call at all while no limit applies: no
     `--rpm`/`--tpm`, no rate-limit header seen, no 429."""
 
-    def __init__(self, handle: Any, limited: bool) -> None:
+    def __init__(self, handle: LimiterHandle, limited: bool) -> None:
         self.handle = handle
         self.limited = limited
         self.requests = 0
@@ -193,7 +213,7 @@ class GenerationWorker:
     as they finish."""
 
     def __init__(self, spec: ModelSpec, api_key: str | None, concurrency: int, timeout_s: float,
-                 max_attempts: int, limiter: Any, limited: bool, delay_s: float = 0.0,
+                 max_attempts: int, limiter: LimiterHandle, limited: bool, delay_s: float = 0.0,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self.spec = spec
         self.concurrency = concurrency
