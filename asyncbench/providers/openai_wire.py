@@ -13,12 +13,12 @@ from .base import error_text
 from .stream_reply import StreamReply
 
 
-def request_body(request: Request, api: ApiKind, stream: bool = False) -> dict[str, Any]:
+def request_body(request: Request, api: ApiKind, stream: bool = False) -> dict[str, object]:
     """The body of `request`; `stream`: asked as a stream whose last chunk carries the
     usage (`stream_options.include_usage`, OpenAI's API reference; vLLM, llama.cpp's
     server and TGI's Messages API take it too)."""
-    body: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens,
-                            "temperature": request.temperature}
+    body: dict[str, object] = {"model": request.model, "max_tokens": request.max_tokens,
+                               "temperature": request.temperature}
     body.update(request.params)
     if stream:
         body["stream"], body["stream_options"] = True, {"include_usage": True}
@@ -80,8 +80,8 @@ class OpenAIStream(StreamReply):
     def __init__(self, url: str, max_tokens: int, max_bytes: int, chat: bool) -> None:
         super().__init__(url, max_tokens, max_bytes)
         self.chat = chat
-        self.usage: Any = None
-        self.finish: Any = None
+        self.usage: object = None
+        self.finish: object = None
         self.refusal: list[str] = []
         self.done = False
         self.choices = False  # a chunk with a choice came
