@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -140,7 +141,7 @@ class TGIProvider(ProviderBase):
         can mix launch settings), and all must serve the same model, or the cache would
         file one model's answers under another's name. Replicas that are down are left
         to the pool's health checks, as long as one answers."""
-        infos: dict[str, dict[str, Any]] = {}
+        infos: dict[str, dict[str, object]] = {}
         errors: list[str] = []
         down: list[tuple[str, str]] = []
 
@@ -165,8 +166,8 @@ class TGIProvider(ProviderBase):
         if len(models) > 1:
             raise UserError(f"the TGI endpoints serve different models ({', '.join(sorted(models))}); "
                             "give one model's replicas per run")
-        inputs = [int(i["max_input_tokens"]) for i in infos.values() if i.get("max_input_tokens")]
-        totals = [int(i["max_total_tokens"]) for i in infos.values() if i.get("max_total_tokens")]
+        inputs = [int(n) for i in infos.values() if (n := i.get("max_input_tokens")) and isinstance(n, (int, float, str))]
+        totals = [int(n) for i in infos.values() if (n := i.get("max_total_tokens")) and isinstance(n, (int, float, str))]
         if not inputs and not totals:
             return None, None, ""
         return (min(inputs) if inputs else None, min(totals) if totals else None,
@@ -193,7 +194,7 @@ class TGIProvider(ProviderBase):
             return [str(model_id)] if model_id else []
         return []
 
-    async def info(self, base_url: str) -> dict[str, Any]:
+    async def info(self, base_url: str) -> dict[str, object]:
         """The server's /info, with `max_input_tokens` normalised across TGI versions."""
         data = await self.http.get_json(f"{base_url}/info")
         if "max_input_tokens" not in data and "max_input_length" in data:
@@ -211,7 +212,7 @@ class TGIProvider(ProviderBase):
                                                         None if reply is None else reply.feed, caps)
             text, usage, finish = chat.answer() if chat is not None and data is None else parse_body(data)
         else:
-            params: dict[str, Any] = {"max_new_tokens": request.max_tokens, "details": True,
+            params: dict[str, object] = {"max_new_tokens": request.max_tokens, "details": True,
                                       **request.params}
             if request.temperature > 0:
                 params.update(do_sample=True, temperature=request.temperature)
@@ -232,7 +233,7 @@ class TGIProvider(ProviderBase):
         await self.http.aclose()
 
 
-def parse_generate(data: Any, headers: Any, prompt: str) -> tuple[str, Usage, str | None]:
+def parse_generate(data: object, headers: Mapping[str, str], prompt: str) -> tuple[str, Usage, str | None]:
     """(text, usage, finish_reason) of a /generate answer. Only a `generated_text` string
     is an answer: a body with an `error` beside it, or whose text is null or absent, is a
     failed attempt (transient, retried), never cached. TGI reports token counts in
@@ -247,7 +248,7 @@ def parse_generate(data: Any, headers: Any, prompt: str) -> tuple[str, Usage, st
         raise ProviderError("transient", "the answer has no text (generated_text is "
                                          f"{'absent' if 'generated_text' not in data else type(text).__name__})")
     found = data.get("details")
-    details: dict[str, Any] = found if isinstance(found, dict) else {}
+    details: dict[str, Any] = found if isinstance(found, dict) else {}  # counts kept as claimed (Usage)
     prompt_tokens = _header_count(headers.get("x-prompt-tokens"))
     generated = details.get("generated_tokens")
     if generated is None:
@@ -272,7 +273,7 @@ class TGIStream(StreamReply):
 
     def __init__(self, url: str, max_tokens: int, max_bytes: int) -> None:
         super().__init__(url, max_tokens, max_bytes)
-        self.final: dict[str, Any] | None = None
+        self.final: dict[str, object] | None = None
 
     def on_event(self, name: str, payload: bytes, now: float) -> None:
         data = self.payload(payload)
@@ -284,11 +285,11 @@ class TGIStream(StreamReply):
         if data.get("generated_text") is not None or data.get("details") is not None:
             self.final = data
 
-    def answer(self, headers: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    def answer(self, headers: dict[str, str]) -> tuple[dict[str, object], dict[str, str]]:
         if self.final is None:
             raise self.incomplete("its last event (generated_text)")
         found = self.final.get("details")
-        details: dict[str, Any] = found if isinstance(found, dict) else {}
+        details: dict[str, object] = found if isinstance(found, dict) else {}
         if "generated_tokens" not in details:
             raise self.incomplete("usage (details.generated_tokens)", fatal=True)
         prompt = details.get("input_length")
