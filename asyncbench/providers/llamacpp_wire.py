@@ -23,20 +23,21 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ProviderError
+from ..json_values import as_list
 from .http import SyncCallError, SyncClient, post_object
 
 OWNED_BY = "llamacpp"
 
 
-def is_llamacpp(models: dict[str, Any]) -> bool:
+def is_llamacpp(models: dict[str, object]) -> bool:
     """Whether a `/v1/models` body is llama-server's (every entry `owned_by: llamacpp`)."""
-    entries = [m for m in models.get("data") or [] if isinstance(m, dict)]
+    entries = [m for m in as_list(models.get("data")) if isinstance(m, dict)]
     return bool(entries) and all(m.get("owned_by") == OWNED_BY for m in entries)
 
 
-def slot_context(models: dict[str, Any], model: str) -> int | None:
+def slot_context(models: dict[str, object], model: str) -> int | None:
     """One slot's context (`meta.n_ctx`) of the named model, else of the first one."""
-    entries = [m for m in models.get("data") or [] if isinstance(m, dict)]
+    entries = [m for m in as_list(models.get("data")) if isinstance(m, dict)]
     mine = [m for m in entries if m.get("id") == model] or entries[:1]
     meta = mine[0].get("meta") if mine else None
     n_ctx = meta.get("n_ctx") if isinstance(meta, dict) else None
