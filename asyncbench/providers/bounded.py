@@ -18,7 +18,7 @@ passes it (at once when its Content-Length says so), and its connection dropped.
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from collections.abc import Mapping
 
 # Default cap on one response's decoded body (--max-response-bytes). A long-context
 # answer of 16k tokens is ~64 KB of JSON; 4 MiB leaves room for anything real, and a
@@ -59,7 +59,7 @@ class BoundedDecoder:
         self.limit, self.url, self.size = limit, url, 0
         enc = (encoding or "identity").strip().lower()
         if enc in ("", "identity"):
-            self._inflate: Any = None
+            self._inflate: zlib._Decompress | None = None
         elif enc in ("gzip", "x-gzip"):
             self._inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
         elif enc == "deflate":
@@ -96,7 +96,7 @@ def too_large(url: str, limit: int) -> str:
             "raise --max-response-bytes if its answers are really that large")
 
 
-def declared_too_large(headers: Any, limit: int, url: str) -> None:
+def declared_too_large(headers: Mapping[str, str], limit: int, url: str) -> None:
     """Refuse before reading when the Content-Length already says the body is too large
     (only for an identity body: a compressed one is counted once decoded)."""
     length = headers.get("content-length")

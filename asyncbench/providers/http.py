@@ -24,7 +24,7 @@ from .bounded import ACCEPT_ENCODING, DEFAULT_MAX_RESPONSE_BYTES, Refused
 from .http1 import Answer, CallTimeout, HTTP1Client, HTTPFailure, Sink, SinkFailed, basic_auth, request_path
 
 
-def json_bytes(value: Any) -> bytes:
+def json_bytes(value: object) -> bytes:
     """`value` as UTF-8 JSON. orjson writes a 40 KB prompt's body in ~2 µs where json.dumps
     takes ~85 (and a small one in a tenth of the time); what orjson refuses (a lone
     surrogate, an integer over 64 bits, a key that is not a string) goes through

@@ -18,7 +18,7 @@ server answers, to the same key, as behind a proxy that adds a trailing slash.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Protocol, TypeVar
 
 import httpx2
 
@@ -131,7 +131,17 @@ def connection_reason(exc: BaseException) -> str:
     return str(inner) or type(inner).__name__
 
 
-async def stream_into(raw: Any, feed: Callable[[bytes], None]) -> None:
+class ByteStream(Protocol):
+    """An SDK's raw streamed response (openai's and anthropic's AsyncAPIResponse): its body
+    as it comes."""
+
+    def iter_bytes(self) -> AsyncIterator[bytes]: ...
+
+
+C = TypeVar("C")
+
+
+async def stream_into(raw: ByteStream, feed: Callable[[bytes], None]) -> None:
     """A streamed answer's bytes from an SDK's raw response (`with_streaming_response`)
     to `feed` as they come. The SDKs wrap errors of the request in their own, not those
     of reading its body: a cap met (`Refused`) is fatal, a dropped or timed-out read
@@ -149,7 +159,7 @@ async def stream_into(raw: Any, feed: Callable[[bytes], None]) -> None:
         raise ProviderError("transient", f"connection error: {connection_reason(exc)}") from None
 
 
-def sdk_http_client(default_client: Any, limit: int) -> Any:
+def sdk_http_client(default_client: Callable[..., C], limit: int) -> C:
     """The SDK's own default client class (its timeouts, redirects) over a bounded
     transport with the SDKs' pool limits."""
     pool = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
