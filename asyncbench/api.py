@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Unpack, overload
+from typing import TYPE_CHECKING, Literal, Unpack, overload
 
 from .config import RunConfig, RunOptions, run_options
 from .errors import UserError
@@ -72,7 +72,7 @@ class EvalResult:
     benchmark: str
     model: str
     complete: bool
-    scores: dict[str, Any]  # run.json's "scores": the benchmark's score object as JSON
+    scores: dict[str, object]  # run.json's "scores": the benchmark's score object as JSON
     cost: dict[str, float]
     summary: RunSummary = field(repr=False)
     cache: Path = field(repr=False)
