@@ -214,7 +214,7 @@ class AnthropicProvider(ProviderBase):
             await client.close()
 
 
-def parse_message(data: dict[str, Any], cut_at: list[str]) -> Response:
+def parse_message(data: object, cut_at: list[str]) -> Response:
     """A messages API answer (live or from a batch) as a Response (latency to be set).
 
     Only a message is an answer: a body with an `error` beside its content, or whose

@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 from ..errors import ProviderError
 from ..limits import parse_ratelimit_headers
@@ -82,7 +82,7 @@ class OpenAIProvider(ProviderBase):
         t0, sent_at = time.perf_counter(), time.time()
         reply = OpenAIStream(f"{base_url}/{'completions' if completion else 'chat/completions'}", request.max_tokens,
                              self.max_response_bytes, chat=not completion) if self.stream else None
-        streamed, data = False, cast(Any, None)
+        streamed, data = False, None
         try:
             if reply is not None:
                 # the raw byte stream (the transport's caps and the scheduler's deadline hold)
@@ -190,11 +190,11 @@ class OpenAIProvider(ProviderBase):
             elif resp.get("status_code"):
                 body = resp.get("body") or {}
                 found = body.get("error")
-                e: dict[str, Any] = found if isinstance(found, dict) else {}
+                e: dict[str, object] = found if isinstance(found, dict) else {}
                 out[cid] = classify_status(int(resp["status_code"]), str(e.get("message") or body),
-                                           code=e.get("code") if isinstance(e.get("code"), str) else None)
+                                           code=code if isinstance(code := e.get("code"), str) else None)
             else:  # batch_expired, batch_cancelled: not run, send it again
-                why: dict[str, Any] = err if isinstance(err, dict) else {}
+                why: dict[str, object] = err if isinstance(err, dict) else {}
                 out[cid] = ProviderError("transient",
                                          f"{why.get('code') or 'not run'}: {why.get('message') or ''}")
         return out

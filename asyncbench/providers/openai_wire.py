@@ -4,8 +4,6 @@ answer, and the answer streamed (`OpenAIStream`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..claims import claim
 from ..errors import ProviderError
 from ..types import ApiKind, Request, Usage
@@ -29,7 +27,7 @@ def request_body(request: Request, api: ApiKind, stream: bool = False) -> dict[s
     return body
 
 
-def parse_body(data: dict[str, Any]) -> tuple[str, Usage, str | None]:
+def parse_body(data: object) -> tuple[str, Usage, str | None]:
     """(text, usage, finish_reason) from a chat.completion or text_completion body.
 
     A 200 is an answer only when it is one: a body with an `error` object beside its
