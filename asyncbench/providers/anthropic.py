@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..claims import claim, claim_sum
 from ..errors import ProviderError
@@ -24,6 +24,9 @@ from .bounded import Refused, refusal_cause
 from .http import JSONTooDeep, json_value
 from .sdk_transport import connection_reason, sdk_http_client, stream_headers, stream_into
 from .stream_reply import StreamReply, stream_caps
+
+if TYPE_CHECKING:
+    import anthropic
 
 # How far the provider's clock may be behind ours when walking its list of batches.
 CLOCK_SKEW_S = 600.0
@@ -58,7 +61,7 @@ class AnthropicProvider(ProviderBase):
         # the documented minimum cacheable prompt: 2,048 tokens for Haiku, 1,024 for the others
         return 2048 if "haiku" in self.model else 1024
 
-    def _params(self, request: Request) -> tuple[dict[str, Any], list[str]]:
+    def _params(self, request: Request) -> tuple[dict[str, object], list[str]]:
         """The messages API parameters (as sent in a body) and the whitespace stop
         sequences applied to the answer here instead."""
         messages = request.messages or [{"role": "user", "content": request.prompt or ""}]
@@ -78,9 +81,9 @@ class AnthropicProvider(ProviderBase):
             turns = [{"role": turns[0]["role"], "content": [
                 {"type": "text", "text": text[:cut], "cache_control": {"type": "ephemeral"}},
                 {"type": "text", "text": text[cut:]}]}]
-        body: dict[str, Any] = {"model": self.model, "max_tokens": request.max_tokens,
-                                "messages": turns,
-                                "temperature": request.temperature, **params}
+        body: dict[str, object] = {"model": self.model, "max_tokens": request.max_tokens,
+                                   "messages": turns,
+                                   "temperature": request.temperature, **params}
         if "top_p" in body and one_sampler_only(self.model):  # refused beside temperature: module docstring
             del body["top_p"]
         if system:
@@ -94,7 +97,7 @@ class AnthropicProvider(ProviderBase):
         # The 2.x SDK no longer lists `temperature` as an argument; the messages API still
         # takes it, so greedy decoding and the other parameters go in the body.
         named = ("model", "max_tokens", "messages", "system")
-        body: dict[str, Any] = {k: params.pop(k) for k in named if k in params}
+        body: dict[str, object] = {k: params.pop(k) for k in named if k in params}
         body["extra_body"] = params
         t0, sent_at = time.perf_counter(), time.time()
         reply = AnthropicStream(f"{base_url}/v1/messages", request.max_tokens, self.max_response_bytes) \
@@ -125,8 +128,8 @@ class AnthropicProvider(ProviderBase):
         resp.timing = reply.timing(t0, sent_at) if reply is not None and reply.events else Timing(sent_at)
         return resp
 
-    async def _streamed(self, base_url: str, body: dict[str, Any], timeout: float,
-                        reply: AnthropicStream) -> tuple[dict[str, Any], dict[str, float]]:
+    async def _streamed(self, base_url: str, body: dict[str, object], timeout: float,
+                        reply: AnthropicStream) -> tuple[object, dict[str, float]]:
         """The message asked as a stream (`stream: true`), read through the SDK's raw
         byte stream (its transport's caps and the scheduler's deadline hold) into
         `reply`; the message body it assembles. A server that answers JSON instead is
@@ -142,13 +145,13 @@ class AnthropicProvider(ProviderBase):
         return reply.message(), info
 
     # -- Message Batches: the requests in one POST, results as JSONL at results_url ----
-    def batch_entry(self, request: Request, custom_id: str) -> dict[str, Any]:
+    def batch_entry(self, request: Request, custom_id: str) -> dict[str, object]:
         params, cut_at = self._params(request)
         if cut_at:  # applied to the answer when the results come (this or a later process)
             self.batch_cut_at[custom_id] = cut_at
         return {"custom_id": custom_id, "params": params}
 
-    async def batch_submit(self, base_url: str, entries: list[dict[str, Any]], meta: dict[str, str],
+    async def batch_submit(self, base_url: str, entries: list[dict[str, object]], meta: dict[str, str],
                            on_uploaded: Callable[[str], None] = lambda file_id: None) -> str:
         async with _errors():
             batch = await self._client(base_url).messages.batches.create(requests=entries)
@@ -270,9 +273,9 @@ class AnthropicStream(StreamReply):
     def __init__(self, url: str, max_tokens: int, max_bytes: int) -> None:
         super().__init__(url, max_tokens, max_bytes)
         self.started: dict[str, Any] | None = None
-        self.usage: dict[str, Any] = {}
-        self.blocks: dict[int, dict[str, Any]] = {}
-        self.stop_reason: Any = None
+        self.usage: dict[str, object] = {}
+        self.blocks: dict[int, dict[str, object]] = {}
+        self.stop_reason: object = None
         self.stopped = False
 
     def on_event(self, name: str, payload: bytes, now: float) -> None:
@@ -280,7 +283,7 @@ class AnthropicStream(StreamReply):
         kind = data.get("type", name)
         if kind == "error" or name == "error":
             found = data.get("error")
-            err: dict[str, Any] = found if isinstance(found, dict) else {}
+            err: dict[str, object] = found if isinstance(found, dict) else {}
             etype = str(err.get("type") or "")
             raise classify_status(ERROR_STATUS.get(etype, 500), f"{etype}: {err.get('message') or ''} (in the stream)",
                                   code=etype)
@@ -304,7 +307,7 @@ class AnthropicStream(StreamReply):
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ProviderError("transient", f"unexpected stream event from {self.url}: {type(exc).__name__}: {exc}") from None
 
-    def message(self) -> dict[str, Any]:
+    def message(self) -> dict[str, object]:
         if self.started is None or not self.stopped:
             raise self.incomplete("message_start and message_stop")
         if "output_tokens" not in self.usage or "input_tokens" not in self.usage:
@@ -313,7 +316,7 @@ class AnthropicStream(StreamReply):
         return {**self.started, "content": content, "stop_reason": self.stop_reason, "usage": self.usage}
 
 
-def _classified(exc: Any, info: dict[str, float] | None = None) -> ProviderError:
+def _classified(exc: anthropic.APIStatusError, info: dict[str, float] | None = None) -> ProviderError:
     body_ = exc.body if isinstance(exc.body, dict) else {}
     code = (body_.get("error") or {}).get("type") if isinstance(body_.get("error"), dict) else None
     return classify_status(exc.status_code, str(exc.message), retry_after=(info or {}).get("retry_after"),
