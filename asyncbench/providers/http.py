@@ -87,13 +87,13 @@ class HTTPClient:
         except HTTPFailure as exc:
             raise ProviderError("transient", f"{failed} {url}: {exc}", unreachable=exc.connect) from None
 
-    async def post_json(self, url: str, body: dict[str, object], timeout: float) -> tuple[Any, dict[str, float], dict[str, str]]:
+    async def post_json(self, url: str, body: dict[str, object], timeout: float) -> tuple[object, dict[str, float], dict[str, str]]:
         """POST JSON; return (parsed body, parsed rate-limit headers, headers with lower-case
         names) or raise ProviderError."""
         return await self.post_stream(url, body, timeout, None)
 
     async def post_stream(self, url: str, body: dict[str, object], timeout: float, sink: Sink | None,
-                          stream_caps: tuple[int, int] | None = None) -> tuple[Any, dict[str, float], dict[str, str]]:
+                          stream_caps: tuple[int, int] | None = None) -> tuple[object, dict[str, float], dict[str, str]]:
         """POST JSON asking for a streamed answer: a 2xx `text/event-stream` body goes to
         `sink` piece by piece, under the call's one deadline and `stream_caps` (bytes,
         chunks), and the parsed body returned is None; any other answer is read whole as
@@ -191,7 +191,7 @@ class SyncClient:
             self._local.conn = conn
         return conn
 
-    def call(self, method: str, url: str, body: dict[str, object] | None = None) -> Any:
+    def call(self, method: str, url: str, body: dict[str, object] | None = None) -> object:
         """The parsed JSON answer to one call; SyncCallError for anything else. A kept
         connection the server has closed meanwhile is replaced once."""
         path = request_path(urlsplit(url))
