@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from ..errors import UserError
 
@@ -35,7 +35,7 @@ def cluster_address(flag: str | None) -> str | None:
     return flag or os.environ.get("RAY_ADDRESS") or None
 
 
-def import_ray() -> Any:
+def import_ray() -> ModuleType:
     try:
         import ray
     except ImportError:
@@ -58,7 +58,7 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def connect(ray: Any, address: str | None, timeout_s: float,
+def connect(ray: ModuleType, address: str | None, timeout_s: float,
             log: Path = Path(tempfile.gettempdir()) / "asyncbench-ray-connect.log") -> threading.Event:
     """`ray.init` with a deadline. A loopback address stays loopback (Ray otherwise
     rewrites 127.0.0.1 to the host's other address, where a loopback cluster does not
@@ -148,7 +148,7 @@ def _reachable(host: str, port: int) -> bool:
     return True
 
 
-def _also_outside(ray: Any, port: int) -> bool:
+def _also_outside(ray: ModuleType, port: int) -> bool:
     """Whether the cluster given as 127.0.0.1:PORT also listens on the host's outside
     address: a cluster started without Ray's one-host switch, whose nodes registered
     under that address, where Ray's own rewrite of 127.0.0.1 is right."""
@@ -156,7 +156,7 @@ def _also_outside(ray: Any, port: int) -> bool:
     return outside not in LOOPBACK and _reachable(outside, port)
 
 
-def _keep_loopback(ray: Any) -> None:
+def _keep_loopback(ray: ModuleType) -> None:
     """Ray rewrites 127.0.0.1 (as a cluster's or this node's address) to the host's
     outside address unless its one-host switch is set: set it, before `import ray` in a
     fresh worker process, and in this already imported one."""

@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import uuid
+from types import ModuleType
 from typing import Any
 
 import anyio
@@ -57,7 +58,7 @@ def actor_name(name: str, spec: ModelSpec, api_key: str | None) -> str:
 class SharedLimiters:
     """This driver's attachments to shared limiter actors, and the thread renewing them."""
 
-    def __init__(self, ray: Any, name: str, where: str, ttl_s: float = TTL_S) -> None:
+    def __init__(self, ray: ModuleType, name: str, where: str, ttl_s: float = TTL_S) -> None:
         self.ray = ray
         self.name = check_name(name)
         self.where = where
