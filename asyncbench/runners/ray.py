@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -50,10 +50,12 @@ from ..providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
 from ..scheduler import Budget, EndpointHealth, Job, Outcome, SchedulerStats
 from ..types import Response
 from .base import JSON, Counting, OnEvent, RunnerReport, add_stats
-from .ray_actors import GenerationWorker, LimiterActor
+from .ray_actors import GenerationWorker, LimiterActor, LimiterHandle
 from .ray_connect import cluster_address, connect, first_line, import_ray
 from .ray_shared import TTL_S as SHARED_TTL_S
 from .ray_shared import SharedLimiters
+
+T = TypeVar("T")
 
 # Replacement workers started for one worker slot before its remaining jobs are failed.
 MAX_REPLACEMENTS = 3
@@ -71,7 +73,7 @@ def _group_key(spec: ModelSpec) -> tuple[str, str]:
     return (spec.label, spec.endpoint_id)
 
 
-def _apply(fn: Callable[..., Any], *args: Any) -> Any:
+def _apply(fn: Callable[..., T], *args: object) -> T:
     return fn(*args)
 
 
@@ -112,7 +114,7 @@ class RayRunner:
         self._worker_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(GenerationWorker)
         self._apply = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_apply)
         self._groups: dict[tuple[str, str], _WorkerGroup] = {}
-        self._limiters: dict[str, Any] = {}  # one limiter actor per provider account (client.account_key)
+        self._limiters: dict[str, LimiterHandle] = {}  # one limiter actor per provider account (client.account_key)
 
     def _on_driver_node(self) -> Any:
         """Scheduling on the driver's node: the limiter lives and dies with the run."""
@@ -246,7 +248,7 @@ class RayRunner:
 class _WorkerGroup:
     """The workers of one model client, their shared limiter, and where they ran."""
 
-    def __init__(self, backend: RayRunner, spec: ModelSpec, api_key: str | None, limiter: Any, limited: bool,
+    def __init__(self, backend: RayRunner, spec: ModelSpec, api_key: str | None, limiter: LimiterHandle, limited: bool,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self.backend = backend
         self.max_response_bytes = max_response_bytes
@@ -278,7 +280,7 @@ class _WorkerGroup:
         if node is not None:  # round-robin over the nodes (a lost one's replacement: anywhere)
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-            strategy: Any = NodeAffinitySchedulingStrategy(node, soft=False)
+            strategy: NodeAffinitySchedulingStrategy | str = NodeAffinitySchedulingStrategy(node, soft=False)
         else:
             strategy = "SPREAD"
         return b._worker_cls.options(scheduling_strategy=strategy).remote(
@@ -301,7 +303,7 @@ class _WorkerGroup:
             for k in range(len(self.workers)):
                 tg.start_soon(self.ready, k)
 
-    def replace_dead(self, k: int, dead: Any) -> bool:
+    def replace_dead(self, k: int, dead: object) -> bool:
         """A replacement for worker k, which died (once, however many of its batches saw
         it die); False when the slot has had too many."""
         if self.workers[k] is dead:
