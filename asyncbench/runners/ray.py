@@ -212,14 +212,14 @@ class RayRunner:
                 **self.placement()}
 
     # -- scoring --------------------------------------------------------------------
-    def map_chunks(self, fn: Callable[..., Any], calls: list[tuple[Any, ...]]) -> list[Any]:
+    def map_chunks(self, fn: Callable[..., object], calls: list[tuple[object, ...]]) -> list[object]:
         """`[fn(*args) for args in calls]`, each call a Ray task on one CPU, spread over
         the nodes; at most TASK_TIMEOUT_S for the lot."""
         ray = self.ray
         fn_ref = ray.put(fn)
         refs = [self._apply.remote(fn_ref, *args) for args in calls]
         try:
-            results: list[Any] = ray.get(refs, timeout=TASK_TIMEOUT_S)
+            results: list[object] = ray.get(refs, timeout=TASK_TIMEOUT_S)
         except ray.exceptions.GetTimeoutError:
             for ref in refs:
                 ray.cancel(ref, force=True)
