@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -56,6 +56,9 @@ from .ray_shared import TTL_S as SHARED_TTL_S
 from .ray_shared import SharedLimiters
 
 T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 # Replacement workers started for one worker slot before its remaining jobs are failed.
 MAX_REPLACEMENTS = 3
@@ -116,7 +119,7 @@ class RayRunner:
         self._groups: dict[tuple[str, str], _WorkerGroup] = {}
         self._limiters: dict[str, LimiterHandle] = {}  # one limiter actor per provider account (client.account_key)
 
-    def _on_driver_node(self) -> Any:
+    def _on_driver_node(self) -> NodeAffinitySchedulingStrategy:
         """Scheduling on the driver's node: the limiter lives and dies with the run."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
