@@ -82,6 +82,18 @@ class ProviderError(Exception):
         return f"{self.kind}: {self.message}"
 
 
+class NotRun(ProviderError):
+    """A batch's request that its provider never ran (the batch expired or was cancelled
+    first): sent again, and not one of the requests a server served (the run's request
+    count is what the servers ran)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorKind.TRANSIENT, message)
+
+    def __reduce__(self) -> tuple[Callable[..., ProviderError], tuple[object, ...]]:
+        return (NotRun, (self.message,))
+
+
 def _provider_error(kind: ErrorKind, message: str, status: int | None, retry_after: float | None,
                     ratelimit: dict[str, float], unreachable: str | None = None) -> ProviderError:
     return ProviderError(kind, message, status=status, retry_after=retry_after, ratelimit=ratelimit,

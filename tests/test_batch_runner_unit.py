@@ -245,6 +245,7 @@ async def test_an_expired_batchs_unanswered_requests_go_in_a_new_batch(client: M
     assert report.backend["batches_submitted"] == [first.batch_id, second.batch_id]
     stats = sim.stats()
     assert (stats["batches_submitted"], stats["batch_requests"], stats["requests"]) == (2, 6, 0)
+    assert report.stats.requests_sent == 4  # what the batches ran, not the two the first expired
 
 
 async def test_with_the_live_fallback_an_expired_batchs_rest_is_sent_live(client: Made) -> None:
@@ -258,6 +259,7 @@ async def test_with_the_live_fallback_an_expired_batchs_rest_is_sent_live(client
     assert report.backend["batches_submitted"] == [engine.of(BatchRecord)[0].batch_id]
     stats = sim.stats()
     assert (stats["batches_submitted"], stats["requests"]) == (1, 2)  # the two expired ones, live
+    assert report.stats.requests_sent == 4  # two the batch ran, two sent live
 
 
 async def test_requests_out_of_attempts_fail_with_the_batchs_error(client: Made) -> None:

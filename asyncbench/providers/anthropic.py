@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..claims import claim, claim_sum
-from ..errors import ProviderError
+from ..errors import NotRun, ProviderError
 from ..limits import parse_ratelimit_headers
 from ..sampling_rules import one_sampler_only
 from ..types import ApiKind, Request, Response, Timing, Usage
@@ -209,7 +209,7 @@ class AnthropicProvider(ProviderBase):
                 status = ERROR_STATUS.get(etype, 500)
                 out[cid] = classify_status(status, f"{etype}: {message}", code=etype)
             else:  # canceled, expired: not run, send it again
-                out[cid] = ProviderError("transient", f"{kind}: the request was not processed in its batch")
+                out[cid] = NotRun(f"{kind}: the request was not processed in its batch")
         return out
 
     async def aclose(self) -> None:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from ..errors import ProviderError
+from ..errors import NotRun, ProviderError
 from ..limits import parse_ratelimit_headers
 from ..prompt_cache import prefix_key, prompt_text
 from ..types import ApiKind, Request, Response, Timing
@@ -195,8 +195,7 @@ class OpenAIProvider(ProviderBase):
                                            code=code if isinstance(code := e.get("code"), str) else None)
             else:  # batch_expired, batch_cancelled: not run, send it again
                 why: dict[str, object] = err if isinstance(err, dict) else {}
-                out[cid] = ProviderError("transient",
-                                         f"{why.get('code') or 'not run'}: {why.get('message') or ''}")
+                out[cid] = NotRun(f"{why.get('code') or 'not run'}: {why.get('message') or ''}")
         return out
 
     async def aclose(self) -> None:

@@ -44,7 +44,7 @@ import anyio
 
 from ..claims import checked
 from ..client import ModelClient
-from ..errors import ProviderError, UserError
+from ..errors import NotRun, ProviderError, UserError
 from ..providers.base import BatchStatus
 from ..scheduler import Budget, Job, Outcome, SchedulerStats
 from ..secrets import strip_userinfo
@@ -359,7 +359,7 @@ class BatchRunner:
             if k not in call.by_key:
                 continue  # answered meanwhile (another run), or not in this call
             got = results.get(k)
-            if got is not None:  # a request the batch ran: booked where its answer lands
+            if got is not None and not isinstance(got, NotRun):  # a request the batch ran
                 call.stats.requests_sent += 1
             if got is None:
                 got = ProviderError("fatal" if status.error else "transient",
