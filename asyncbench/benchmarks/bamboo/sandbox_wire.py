@@ -19,7 +19,10 @@ import base64
 import datetime
 import io
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # names for annotations only: the sandbox execs this file without them
+    import pandas as pd
 
 MAX_DEPTH = 64
 
@@ -32,7 +35,21 @@ def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
 
-def encode(value: Any, depth: int = 0) -> Any:
+def _text(v: object) -> str:
+    """A JSON string where the codec wrote one; anything else is a malformed value."""
+    if not isinstance(v, str):
+        raise Unencodable("malformed value")
+    return v
+
+
+def _items(v: object) -> list[object]:
+    """A JSON array where the codec wrote one; anything else is a malformed value."""
+    if not isinstance(v, list):
+        raise Unencodable("malformed value")
+    return v
+
+
+def encode(value: object, depth: int = 0) -> object:
     """A JSON-ready form of `value`; exact types only (a subclass may override `__eq__`)."""
     if depth > MAX_DEPTH:
         raise Unencodable("nested too deeply")
@@ -41,18 +58,19 @@ def encode(value: Any, depth: int = 0) -> Any:
         return value
     if kind is float:
         return {"t": "float", "v": repr(value)}
-    if kind is complex:
+    if type(value) is complex:
         return {"t": "complex", "v": [repr(value.real), repr(value.imag)]}
-    if kind is bytes:
+    if type(value) is bytes:
         return {"t": "bytes", "v": _b64(value)}
-    if kind in (list, tuple, set, frozenset):
+    if kind in (list, tuple, set, frozenset) and isinstance(value, (list, tuple, set, frozenset)):
         return {"t": kind.__name__, "v": [encode(item, depth + 1) for item in value]}
-    if kind is dict:
+    if type(value) is dict:
         return {"t": "dict", "v": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
-    if kind in (datetime.datetime, datetime.date, datetime.time, datetime.timedelta):
-        seconds = value.total_seconds() if kind is datetime.timedelta else None
-        return {"t": kind.__name__, "v": repr(seconds) if seconds is not None else value.isoformat()}
-    if kind is slice:
+    if type(value) is datetime.timedelta:
+        return {"t": "timedelta", "v": repr(value.total_seconds())}
+    if kind in (datetime.datetime, datetime.date, datetime.time) and isinstance(value, (datetime.date, datetime.time)):
+        return {"t": kind.__name__, "v": value.isoformat()}
+    if type(value) is slice:
         return {"t": "slice", "v": [encode(value.start), encode(value.stop), encode(value.step)]}
     root = kind.__module__.split(".")[0]
     if root == "numpy":
@@ -62,10 +80,10 @@ def encode(value: Any, depth: int = 0) -> Any:
     raise Unencodable(f"a value of type {kind.__module__}.{kind.__qualname__} cannot be compared safely")
 
 
-def _encode_numpy(value: Any) -> Any:
+def _encode_numpy(value: object) -> dict[str, object]:
     import numpy as np
 
-    if type(value) in (np.ndarray, np.recarray, np.matrix):
+    if type(value) in (np.ndarray, np.recarray, np.matrix) and isinstance(value, np.ndarray):
         array = np.asarray(value) if type(value) is np.matrix else value.view(np.ndarray)
         tag = {np.ndarray: "ndarray", np.recarray: "recarray", np.matrix: "matrix"}[type(value)]
     elif isinstance(value, np.generic) and type(value).__module__ == "numpy":
@@ -80,7 +98,7 @@ def _encode_numpy(value: Any) -> Any:
     return {"t": tag, "v": _b64(buf.getvalue())}
 
 
-def _arrow(frame: Any) -> Any:
+def _arrow(frame: pd.DataFrame) -> object:
     """A frame as an Arrow IPC stream; a frame Arrow cannot type (a column mixing
     strings and numbers) column by column, its object columns as encoded values."""
     import pyarrow as pa
@@ -96,13 +114,13 @@ def _arrow(frame: Any) -> Any:
     return _b64(sink.getvalue().to_pybytes())
 
 
-def _column(series: Any) -> Any:
+def _column(series: pd.Series) -> dict[str, object]:
     if series.dtype == object:
         return {"dtype": "object", "values": encode(list(series))}
     return {"dtype": None, "frame": _arrow(series.to_frame(name="__values__").reset_index(drop=True))}
 
 
-def _encode_pandas(value: Any) -> Any:
+def _encode_pandas(value: pd.Timestamp | pd.DataFrame | pd.Series | pd.Index) -> dict[str, object]:
     import pandas as pd
 
     if type(value) is pd.Timestamp:
@@ -118,7 +136,7 @@ def _encode_pandas(value: Any) -> Any:
     raise Unencodable(f"pandas value of type {type(value).__qualname__}")
 
 
-def _frame(raw: Any) -> Any:
+def _frame(raw: object) -> pd.DataFrame:
     import pandas as pd
     import pyarrow as pa
 
@@ -134,14 +152,14 @@ def _frame(raw: Any) -> Any:
                              index=decode(raw["index"]))
         frame.columns = pd.Index(columns)
         return frame
-    stream = pa.ipc.open_stream(base64.b64decode(raw), options=pa.ipc.IpcReadOptions(use_threads=False))
+    stream = pa.ipc.open_stream(base64.b64decode(_text(raw)), options=pa.ipc.IpcReadOptions(use_threads=False))
     return stream.read_all().to_pandas(use_threads=False)
 
 
-def _numpy(tag: str, v: Any) -> Any:
+def _numpy(tag: str, v: object) -> object:
     import numpy as np
 
-    array = np.load(io.BytesIO(base64.b64decode(v)), allow_pickle=False)
+    array = np.load(io.BytesIO(base64.b64decode(_text(v))), allow_pickle=False)
     if tag == "npscalar":
         return array[()]
     return array.view(np.recarray) if tag == "recarray" else np.asmatrix(array) if tag == "matrix" else array
@@ -159,14 +177,14 @@ def _index_values(v: object, data: dict[str, object]) -> object:
     return pd.Index(decode(v), dtype=object, name=decode(data.get("name")))
 
 
-def _series(v: object, data: dict[str, Any]) -> Any:
+def _series(v: object, data: dict[str, object]) -> object:
     series = _frame(v)["__values__"]
     series.name = decode(data.get("name"))
     return series
 
 
-def _container(make: Callable[[list[Any]], Any]) -> Callable[[Any, dict[str, Any]], Any]:
-    return lambda v, _: make([decode(item) for item in v])
+def _container(make: Callable[[list[object]], object]) -> Callable[[object, dict[str, object]], object]:
+    return lambda v, _: make([decode(item) for item in _items(v)])
 
 
 def _array(tag: str) -> Callable[[object, dict[str, object]], object]:
@@ -175,17 +193,17 @@ def _array(tag: str) -> Callable[[object, dict[str, object]], object]:
 
 _CONTAINERS: dict[str, Callable[[list[object]], object]] = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}
 # tag -> (its value, the whole record) -> the value `encode` was given
-_DECODERS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
-    "float": lambda v, _: float(v),
-    "complex": lambda v, _: complex(float(v[0]), float(v[1])),
-    "bytes": lambda v, _: base64.b64decode(v),
+_DECODERS: dict[str, Callable[[object, dict[str, object]], object]] = {
+    "float": lambda v, _: float(_text(v)),
+    "complex": lambda v, _: complex(float(_text(_items(v)[0])), float(_text(_items(v)[1]))),
+    "bytes": lambda v, _: base64.b64decode(_text(v)),
     **{tag: _container(make) for tag, make in _CONTAINERS.items()},
-    "dict": lambda v, _: {decode(k): decode(val) for k, val in v},
-    "timedelta": lambda v, _: datetime.timedelta(seconds=float(v)),
-    "datetime": lambda v, _: datetime.datetime.fromisoformat(v),
-    "date": lambda v, _: datetime.date.fromisoformat(v),
-    "time": lambda v, _: datetime.time.fromisoformat(v),
-    "slice": lambda v, _: slice(decode(v[0]), decode(v[1]), decode(v[2])),
+    "dict": lambda v, _: {decode(k): decode(val) for k, val in map(_items, _items(v))},
+    "timedelta": lambda v, _: datetime.timedelta(seconds=float(_text(v))),
+    "datetime": lambda v, _: datetime.datetime.fromisoformat(_text(v)),
+    "date": lambda v, _: datetime.date.fromisoformat(_text(v)),
+    "time": lambda v, _: datetime.time.fromisoformat(_text(v)),
+    "slice": lambda v, _: slice(decode(_items(v)[0]), decode(_items(v)[1]), decode(_items(v)[2])),
     **{tag: _array(tag) for tag in ("ndarray", "npscalar", "recarray", "matrix")},
     "timestamp": lambda v, _: _timestamp(v),
     "index_values": _index_values,
@@ -195,7 +213,7 @@ _DECODERS: dict[str, Callable[[Any, dict[str, Any]], Any]] = {
 }
 
 
-def decode(data: object) -> Any:
+def decode(data: object) -> object:
     """The value `encode` made, rebuilt from data only."""
     if data is None or isinstance(data, (bool, int, str)):
         return data
