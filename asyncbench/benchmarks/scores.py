@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self, TypedDict
+from typing import ClassVar, Self, TypedDict
+
+from ..json_values import as_object
 
 # Renders a score tree (and the matching tree of [lo, hi] intervals) for a person.
 Show = Callable[[object, object], str]
@@ -33,7 +35,7 @@ class ScoreSet:
     """run.json's "scores" of one run (or a paper's row, or the ci95 tree of the same
     shape). `to_json` gives back exactly the JSON `from_json` read."""
 
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, object] = field(default_factory=dict)
 
     # the score kinds the report shows as columns, in order: headline keys (scalars), then
     # "by_length", the type's own `extra_cells`, "by_category", "by_task"
@@ -55,7 +57,7 @@ class ScoreSet:
         return dict(self.data)
 
     @classmethod
-    def published(cls, row: Mapping[str, object]) -> dict[str, Any]:
+    def published(cls, row: Mapping[str, object]) -> dict[str, object]:
         """A paper's row (data/published_baselines.json) as a scores tree of this type."""
         return {k: row[k] for k in ("overall", "overall_en", "overall_zh", "by_category", "by_task", "by_length")
                 if k in row}
@@ -66,34 +68,34 @@ class ScoreSet:
         return scalar(self.data.get("overall"))
 
     @property
-    def by_task(self) -> dict[str, Any]:
-        return dict(self.data.get("by_task") or {})
+    def by_task(self) -> dict[str, object]:
+        return dict(as_object(self.data.get("by_task")))
 
     @property
-    def by_category(self) -> dict[str, Any]:
-        return dict(self.data.get("by_category") or {})
+    def by_category(self) -> dict[str, object]:
+        return dict(as_object(self.data.get("by_category")))
 
     @property
-    def ci95(self) -> dict[str, Any]:
-        return dict(self.data.get("ci95") or {})
+    def ci95(self) -> dict[str, object]:
+        return dict(as_object(self.data.get("ci95")))
 
     # -- the report's cells ------------------------------------------------------------
-    def cells(self, leaf: Callable[[Any], Any] = scalar, columns: tuple[str, ...] | None = None) -> dict[str, Any]:
+    def cells(self, leaf: Callable[[object], object] = scalar, columns: tuple[str, ...] | None = None) -> dict[str, object]:
         """Column key -> value ("overall", "len:4k", "cat:Code", "task:qasper", and the
         type's own), the kinds `columns` (default COLUMNS) names, in column order."""
         columns = self.COLUMNS if columns is None else columns
-        cells: dict[str, Any] = {}
+        cells: dict[str, object] = {}
         for key in columns:
             if key.startswith("by_") or key in self.OWN_KINDS:
                 continue
             if key in self.data and leaf(self.data[key]) is not None:
                 cells[key] = leaf(self.data[key])
         if "by_length" in columns:
-            cells.update({f"len:{k}": leaf(v) for k, v in (self.data.get("by_length") or {}).items()})
+            cells.update({f"len:{k}": leaf(v) for k, v in as_object(self.data.get("by_length")).items()})
         cells.update(self.extra_cells(columns))
         for kind, prefix in (("by_category", "cat"), ("by_task", "task")):
             if kind in columns:
-                cells.update({f"{prefix}:{k}": leaf(v) for k, v in (self.data.get(kind) or {}).items()})
+                cells.update({f"{prefix}:{k}": leaf(v) for k, v in as_object(self.data.get(kind)).items()})
         return cells
 
     def extra_cells(self, columns: tuple[str, ...]) -> dict[str, float]:
@@ -115,7 +117,7 @@ class ScoreSet:
         """The name a paired comparison's number has in this type's scores."""
         return key
 
-    def estimate(self) -> dict[str, Any] | None:
+    def estimate(self) -> dict[str, object] | None:
         """The estimate of another benchmark's scores shown on ESTIMATE_BOARD, x100, as
         {"overall", "by_category", "by_task", "estimate_<method>"..., "method"}; None: none."""
         return None
@@ -143,7 +145,7 @@ class TaskScoresJson(TypedDict):
 
     overall: float | None
     by_task: dict[str, float]
-    ci95: dict[str, Any]  # 95% bootstrap intervals [lo, hi], in the tree shape of the numbers
+    ci95: dict[str, object]  # 95% bootstrap intervals [lo, hi], in the tree shape of the numbers
 
 
 class TaskScores(ScoreSet):

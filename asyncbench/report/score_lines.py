@@ -8,6 +8,7 @@ neither this module nor `summary.print_summary` knows a benchmark by name.
 from __future__ import annotations
 
 from ..benchmarks.scores import ScoreSet
+from ..json_values import as_object
 from ..run_summary import RunSummary
 
 
@@ -70,7 +71,7 @@ def score_rows(summary: RunSummary) -> list[tuple[str, str]]:
     scores, partial, ci = typed.data, summary.partial, typed.ci95
     rows = []
     for cat, value in typed.by_category.items():
-        rows.append((f"[italic]{cat}[/]", _fmt(value) + plus_minus((ci.get("by_category") or {}).get(cat))
+        rows.append((f"[italic]{cat}[/]", _fmt(value) + plus_minus(as_object(ci.get("by_category")).get(cat))
                      + (" (partial)" if partial else "")))
     for key, value in scores.items():
         if key == "overall" and "anchor_average" in scores:
@@ -99,12 +100,12 @@ def score_notes(summary: RunSummary) -> list[str]:
     the tasks an overall leaves out."""
     scores = scores_of(summary).data
     lines = []
-    for task, cells in (scores.get("unbuildable") or {}).items():
-        for length, why in cells.items():
+    for task, cells in as_object(scores.get("unbuildable")).items():
+        for length, why in as_object(cells).items():
             lines.append(f"[yellow]not built[/] {task} at {length}: {why}")
     covered = scores.get("overall_tasks")
     if isinstance(covered, list):
-        asked = list(dict.fromkeys([*(scores.get("by_task") or {}), *(scores.get("unbuildable") or {})]))
+        asked = list(dict.fromkeys([*as_object(scores.get("by_task")), *as_object(scores.get("unbuildable"))]))
         left = [t for t in asked if t not in covered]
         if left:
             lines.append(f"overall covers {len(covered)} of {len(asked)} tasks; not {', '.join(left)} "

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from rich.console import Console
 from rich.table import Table
 
+from ..json_values import as_object
 from ..ledger import SAMPLE_STATUSES, TaskFigures, usage_flag_line
 from ..pricing import NOTIONAL, is_simulator
 from ..run_summary import FailureGroup, RunSummary
@@ -72,7 +73,7 @@ def _score_table(summary: RunSummary) -> Table:
     for task, value in scored.items():
         t = by_task.get(task)
         mark = _partial(t) if t else ""
-        table.add_row(task, _fmt(value) + plus_minus((ci.get("by_task") or {}).get(task))
+        table.add_row(task, _fmt(value) + plus_minus(as_object(ci.get("by_task")).get(task))
                       + (f" ({mark})" if mark else ""), str(t["n"]) if t else "",
                       f"{t['cost_usd'].get('total', 0.0) if t else 0.0:.4f}")
     for task, t in by_task.items():  # tasks with no score (every sample failed, or excluded)

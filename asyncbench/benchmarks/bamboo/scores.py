@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self, TypedDict
+from typing import ClassVar, Self, TypedDict
 
+from ...json_values import as_object
 from ..scores import ScoreSet
 
 
@@ -28,9 +29,9 @@ class BambooScoresJson(TypedDict):
     by_task: dict[str, float]
     by_length: dict[str, float]
     diff_16k_minus_4k: LevelDiff
-    ci95: dict[str, Any]
+    ci95: dict[str, object]
     format_errors: dict[str, int]
-    detail: dict[str, dict[str, Any]]  # metric parts per task (P/R/F1 for hallucination detection)
+    detail: dict[str, dict[str, object]]  # metric parts per task (P/R/F1 for hallucination detection)
 
 
 class BambooScores(ScoreSet):
@@ -45,7 +46,7 @@ class BambooScores(ScoreSet):
     @property
     def by_length(self) -> dict[str, float]:
         """The average per length level ("4k", "16k")."""
-        return dict(self.data.get("by_length") or {})
+        return {k: float(v) for k, v in as_object(self.data.get("by_length")).items() if isinstance(v, (int, float))}
 
     @property
     def diff_average(self) -> float | None:

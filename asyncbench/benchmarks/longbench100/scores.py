@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Self, TypedDict
+from typing import ClassVar, Self, TypedDict
 
+from ...json_values import as_object
 from ..scores import ScoreSet
 
 _LONGSCORE_LABELS = {"base_ability": "base ability", "avg_score": "avg score (longer)", "avg_lc": "avg LongScore"}
@@ -25,7 +26,7 @@ class LongBench100ScoresJson(TypedDict):
     unbuildable: dict[str, dict[str, str]]
     base_lengths: list[str]
     base_ability_from: str  # the release's base set or the paper's Eq. 1
-    ci95: dict[str, Any]
+    ci95: dict[str, object]
     longscore: dict[str, object] | None
     longscore_by_task: dict[str, dict[str, object] | None]
 
@@ -40,7 +41,7 @@ class LongBench100Scores(ScoreSet):
     LINE_KEYS: ClassVar[tuple[str, ...]] = ("by_length", "longscore")
 
     @classmethod
-    def published(cls, row: Mapping[str, object]) -> dict[str, Any]:
+    def published(cls, row: Mapping[str, object]) -> dict[str, object]:
         """The paper's rows give LongScore's parts flat; here they are one `longscore` tree."""
         scores = super().published(row)
         ls = {k: row[k] for k in _LONGSCORE_LABELS if k in row}
@@ -49,15 +50,15 @@ class LongBench100Scores(ScoreSet):
         return scores
 
     @property
-    def longscore(self) -> dict[str, float | None]:
+    def longscore(self) -> dict[str, object]:
         """LongScore's parts: base ability, the average score at longer lengths, avg LongScore."""
-        return dict(self.data.get("longscore") or {})
+        return dict(as_object(self.data.get("longscore")))
 
     def extra_cells(self, columns: tuple[str, ...]) -> dict[str, float]:
         if "longscore" not in columns:
             return {}
         return {f"ls:{key}": float(value) for key, value in self.longscore.items()
-                if key in _LONGSCORE_LABELS and value is not None}
+                if key in _LONGSCORE_LABELS and isinstance(value, (int, float))}
 
     @classmethod
     def label(cls, key: str) -> str | None:
