@@ -18,11 +18,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from .irt import CATEGORIES, DATASET_NAMES, N_ITEMS, aggregate, dataset_index, fit_theta, item_curve
+from .irt import CATEGORIES, DATASET_NAMES, N_ITEMS, Aggregate, aggregate, dataset_index, fit_theta, item_curve
 
 DIMS = 3
 
@@ -55,7 +54,7 @@ class CategoryIrt:
         return cls(disc, diff)
 
 
-def _round(values: np.ndarray) -> Any:
+def _round(values: np.ndarray) -> object:
     return json.loads(json.dumps(np.vectorize(lambda v: float(f"{v:.7g}"))(values).tolist()))
 
 
@@ -71,7 +70,7 @@ def fit_category_irt(scores: np.ndarray, embeddings: np.ndarray, dims: int = DIM
     return CategoryIrt(disc, diff)
 
 
-def estimate_category_irt(model: CategoryIrt, anchors: np.ndarray, anchor_scores: np.ndarray) -> dict[str, object]:
+def estimate_category_irt(model: CategoryIrt, anchors: np.ndarray, anchor_scores: np.ndarray) -> Aggregate:
     """Per category: θ_c from its anchors, its items predicted, the anchors' scores kept."""
     full = np.zeros(N_ITEMS)
     y = np.asarray(anchor_scores, dtype=float)

@@ -12,13 +12,12 @@ its coverage and width are measured on the held-out models.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from .build import Recipe, build
 from .conformal import interval
-from .irt import CATEGORIES, IrtParams, aggregate, estimate_blend, estimate_direct, estimate_irt
+from .irt import CATEGORIES, Aggregate, IrtParams, aggregate, estimate_blend, estimate_direct, estimate_irt
 from .methods import BASE_METHODS
 
 
@@ -36,10 +35,10 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(spearmanr(a, b)[0])
 
 
-def _score(est: list[dict[str, Any]], truth: list[dict[str, Any]]) -> SplitScore:
+def _score(est: list[Aggregate], truth: list[Aggregate]) -> SplitScore:
     out = SplitScore()
     for key in ["overall", *CATEGORIES]:
-        def get(r: dict[str, Any], k: str = key) -> float:
+        def get(r: Aggregate, k: str = key) -> float:
             return float(r["overall"] if k == "overall" else r["by_category"][k])
 
         e = np.array([get(r) for r in est])
@@ -59,7 +58,7 @@ def splits(n_models: int, n_test: int, n_splits: int, seed: int = 0) -> list[tup
     return out
 
 
-def estimates(params: IrtParams, anchor_scores: np.ndarray) -> dict[str, dict[str, Any]]:
+def estimates(params: IrtParams, anchor_scores: np.ndarray) -> dict[str, Aggregate]:
     """The three estimates of one model from its anchor scores."""
     irt = estimate_irt(params, anchor_scores)
     direct = estimate_direct(params.anchors, anchor_scores)

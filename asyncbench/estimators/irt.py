@@ -32,11 +32,12 @@ import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
 from ..errors import UserError
+from ..json_values import as_list, as_object
 from .methods import METHODS
 
 SHIPPED = Path(__file__).resolve().parents[1] / "data" / "minilongbench"
@@ -45,13 +46,52 @@ SHIPPED = Path(__file__).resolve().parents[1] / "data" / "minilongbench"
 # categories (Overall = their mean); the MiniLongBench paper's Table 1 average lengths
 # (words for English/code, characters for Chinese) of LongBench and of the 237 anchors,
 # used for the cost estimate because the full LongBench texts are not shipped.
-_LAYOUT: dict[str, Any] = json.loads((SHIPPED / "layout.json").read_text(encoding="utf-8"))
+
+
+class _Layout(TypedDict):
+    """layout.json: [dataset, columns] in table order, category -> datasets, dataset ->
+    [LongBench, MiniLongBench] average length."""
+
+    columns: list[tuple[str, int]]
+    categories: dict[str, list[str]]
+    avg_length: dict[str, tuple[int, int]]
+
+
+_LAYOUT: _Layout = json.loads((SHIPPED / "layout.json").read_text(encoding="utf-8"))
 DATASETS: tuple[tuple[str, int], ...] = tuple((str(name), int(n)) for name, n in _LAYOUT["columns"])
 DATASET_NAMES: tuple[str, ...] = tuple(name for name, _ in DATASETS)
 N_ITEMS = sum(n for _, n in DATASETS)
 CATEGORIES: dict[str, tuple[str, ...]] = {c: tuple(ds) for c, ds in _LAYOUT["categories"].items()}
 CATEGORY_OF: dict[str, str] = {d: c for c, ds in CATEGORIES.items() for d in ds}
 AVG_LENGTH: dict[str, tuple[int, int]] = {d: (int(a), int(b)) for d, (a, b) in _LAYOUT["avg_length"].items()}
+
+
+
+class TokenCost(TypedDict):
+    """The anchors' size against the full benchmark (token_cost); the prompt-token
+    figures only when the anchors' real token counts were given."""
+
+    approximation: str
+    anchor_samples: int
+    full_samples: int
+    anchor_length_units: float
+    full_length_units: float
+    fraction: float
+    saved_fraction: float
+    anchor_prompt_tokens: NotRequired[int]
+    full_prompt_tokens_estimate: NotRequired[int]
+    saved_prompt_tokens_estimate: NotRequired[int]
+
+
+class Aggregate(TypedDict):
+    """An estimate of LongBench's scores on the 0-1 scale: Overall, category and dataset means."""
+
+    overall: float
+    by_category: dict[str, float]
+    by_dataset: dict[str, float]
+    ci90: NotRequired[list[float]]  # 90% conformal intervals, where the parameters carry residuals
+    by_category_ci90: NotRequired[dict[str, list[float]]]
+
 
 RELEASE_REPO = "https://raw.githubusercontent.com/MilkThink-Lab/MiniLongBench/main/"
 
@@ -90,7 +130,7 @@ class IrtParams:
     method: str = "irt"  # the headline estimate
     conformal: dict[str, list[float]] = field(default_factory=dict)  # method -> CV residuals (conformal.py)
 
-    def save(self, out_dir: Path, extra: Mapping[str, Any] | None = None) -> None:
+    def save(self, out_dir: Path, extra: Mapping[str, object] | None = None) -> None:
         """Write irt_parameters.json + anchors.json (release format) and estimator.json."""
         out_dir.mkdir(parents=True, exist_ok=True)
         params = {"disc": _round(self.disc), "diff": _round(self.diff.reshape(-1, 1))}
@@ -99,7 +139,7 @@ class IrtParams:
         (out_dir / "irt_parameters.json").write_text(json.dumps(params))
         anchors = [int(i) for i in self.anchors]
         (out_dir / "anchors.json").write_text(json.dumps({"anchors": anchors, "sorted_anchors": sorted(anchors)}))
-        est: dict[str, Any] = {"theta_prior": self.theta_prior, "method": self.method,
+        est: dict[str, object] = {"theta_prior": self.theta_prior, "method": self.method,
                                "calibration": {k: list(v) for k, v in self.calibration.items()}}
         if self.conformal:
             est["conformal"] = self.conformal
@@ -107,13 +147,13 @@ class IrtParams:
         (out_dir / "estimator.json").write_text(json.dumps(est, indent=1))
 
 
-def _round(values: np.ndarray) -> Any:
+def _round(values: np.ndarray) -> object:
     """Nested lists of floats to 7 significant digits: a third of the size, and estimates
     move by < 1e-6."""
     return json.loads(json.dumps(np.vectorize(lambda v: float(f"{v:.7g}"))(values).tolist()))
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path) -> object:
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
@@ -122,30 +162,39 @@ def _read_json(path: Path) -> Any:
         raise UserError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
 
 
+def _float(value: object) -> float:
+    """A number estimator.json holds (`float` of anything else is a TypeError, as before)."""
+    if isinstance(value, (int, float, str)):
+        return float(value)
+    raise TypeError(f"expected a number, got {type(value).__name__}")
+
+
 def load_params(params_dir: Path) -> IrtParams:
     """Load parameters from a directory laid out like `<data_dir>/minilongbench/`."""
-    raw = _read_json(params_dir / "irt_parameters.json")
-    anchors = _read_json(params_dir / "anchors.json")
+    raw = as_object(_read_json(params_dir / "irt_parameters.json"))
+    anchors = as_object(_read_json(params_dir / "anchors.json"))
     try:
-        disc = np.asarray(raw["disc"], dtype=float)
-        diff = np.asarray(raw["diff"], dtype=float).reshape(-1)
-        sorted_anchors = np.asarray(anchors.get("sorted_anchors") or sorted(anchors["anchors"]), dtype=int)
+        disc = np.asarray(raw["disc"], dtype=np.float64)
+        diff = np.asarray(raw["diff"], dtype=np.float64).reshape(-1)
+        # sorted below (np.sort), and every check on them is order-free
+        sorted_anchors = np.asarray(anchors.get("sorted_anchors") or anchors["anchors"], dtype=np.int_)
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"{params_dir}: malformed IRT parameters ({exc}); expected disc, diff and anchors") from None
     if disc.ndim != 2 or disc.shape[0] != N_ITEMS or diff.shape != (N_ITEMS,):
         raise UserError(f"{params_dir}/irt_parameters.json: expected disc ({N_ITEMS}, d) and diff ({N_ITEMS}, 1), got {disc.shape} and {diff.shape}")
     if len(np.unique(sorted_anchors)) != len(sorted_anchors) or sorted_anchors.min() < 0 or sorted_anchors.max() >= N_ITEMS:
         raise UserError(f"{params_dir}/anchors.json: anchors must be distinct column indices in [0, {N_ITEMS})")
-    ability = np.asarray(raw["ability"], dtype=float) if "ability" in raw else None
+    ability = np.asarray(raw["ability"], dtype=np.float64) if "ability" in raw else None
     source = "shipped" if params_dir.resolve() == SHIPPED else str(params_dir)  # no machine's path in run.json
     params = IrtParams(disc, diff, np.sort(sorted_anchors), ability, source=source)
     extra_path = params_dir / "estimator.json"
     if extra_path.exists():
-        extra = _read_json(extra_path)
-        params.theta_prior = float(extra.get("theta_prior", 0.0))
-        params.calibration = {k: (float(v[0]), float(v[1])) for k, v in extra.get("calibration", {}).items()}
+        extra = as_object(_read_json(extra_path))
+        params.theta_prior = _float(extra.get("theta_prior", 0.0))
+        params.calibration = {k: (_float(as_list(v)[0]), _float(as_list(v)[1]))
+                              for k, v in as_object(extra.get("calibration", {})).items()}
         params.method = str(extra.get("method", "irt"))
-        params.conformal = {str(k): [float(x) for x in v] for k, v in extra.get("conformal", {}).items()}
+        params.conformal = {str(k): [_float(x) for x in as_list(v)] for k, v in as_object(extra.get("conformal", {})).items()}
         if params.method not in METHODS:
             raise UserError(f"{extra_path}: unknown method {params.method!r}; expected one of {', '.join(METHODS)}")
     return params
@@ -184,7 +233,7 @@ class _IndexUnpickler(pickle.Unpickler):
                ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
                ("numpy._core.multiarray", "scalar")}
 
-    def find_class(self, module: str, name: str) -> Any:
+    def find_class(self, module: str, name: str) -> object:
         if (module, name) not in self.ALLOWED:
             raise pickle.UnpicklingError(f"refusing {module}.{name} in anchor.pkl")
         return super().find_class(module, name)
@@ -256,14 +305,14 @@ def fit_theta(scores: np.ndarray, disc: np.ndarray, diff: np.ndarray, prior: flo
     return theta
 
 
-def aggregate(per_item: np.ndarray) -> dict[str, Any]:
+def aggregate(per_item: np.ndarray) -> Aggregate:
     """LongBench aggregation on the 0-1 scale: dataset means -> category means -> Overall."""
     slices = dataset_slices()
     by_dataset = {name: float(np.mean(per_item[slices[name]])) for name in DATASET_NAMES}
     return aggregate_datasets(by_dataset)
 
 
-def aggregate_datasets(by_dataset: Mapping[str, float]) -> dict[str, Any]:
+def aggregate_datasets(by_dataset: Mapping[str, float]) -> Aggregate:
     """Category = mean of its datasets present in `by_dataset`; Overall = mean of categories."""
     by_category = {}
     for cat, members in CATEGORIES.items():
@@ -289,7 +338,7 @@ def predict_items(params: IrtParams, anchor_scores: np.ndarray) -> np.ndarray:
     return full
 
 
-def estimate_irt(params: IrtParams, anchor_scores: np.ndarray) -> dict[str, Any]:
+def estimate_irt(params: IrtParams, anchor_scores: np.ndarray) -> Aggregate:
     """The IRT estimate; with a calibration, each dataset's mean is mapped through it."""
     result = aggregate(predict_items(params, anchor_scores))
     if not params.calibration:
@@ -301,7 +350,7 @@ def estimate_irt(params: IrtParams, anchor_scores: np.ndarray) -> dict[str, Any]
     return aggregate_datasets(by_dataset)
 
 
-def estimate_direct(anchors: np.ndarray, anchor_scores: np.ndarray) -> dict[str, Any]:
+def estimate_direct(anchors: np.ndarray, anchor_scores: np.ndarray) -> Aggregate:
     """Appendix G of the paper: aggregate the anchor scores themselves.
 
     A dataset without anchors (possible when anchors are clustered per category) is left
@@ -313,7 +362,7 @@ def estimate_direct(anchors: np.ndarray, anchor_scores: np.ndarray) -> dict[str,
     return aggregate_datasets(by_dataset)
 
 
-def estimate_blend(irt: Mapping[str, Any], direct: Mapping[str, Any]) -> dict[str, Any]:
+def estimate_blend(irt: Aggregate, direct: Aggregate) -> Aggregate:
     """Equal-weight average, per dataset, of the IRT and the direct estimates.
 
     The two err in complementary ways on held-out models: IRT has the lower error but ranks
@@ -357,7 +406,7 @@ def anchor_vector(scores: Sequence[float] | Mapping[str, Sequence[float]], ancho
     return arr
 
 
-def token_cost(anchors: np.ndarray, anchor_tokens: Sequence[int] | None = None) -> dict[str, Any]:
+def token_cost(anchors: np.ndarray, anchor_tokens: Sequence[int] | None = None) -> TokenCost:
     """Cost of the anchors against the full benchmark.
 
     The full LongBench texts are not shipped offline, so the full benchmark is sized from
@@ -370,7 +419,6 @@ def token_cost(anchors: np.ndarray, anchor_tokens: Sequence[int] | None = None) 
     which = anchor_datasets(anchors)
     sizes = dict(DATASETS)
     anchor_units = full_units = 0.0
-    out: dict[str, Any] = {"approximation": "LongBench/MiniLongBench average lengths from the paper's Table 1"}
     tokens = None if anchor_tokens is None else np.asarray(anchor_tokens, dtype=float)
     if tokens is not None and len(tokens) != len(anchors):
         raise ValueError(f"anchor_tokens has {len(tokens)} entries for {len(anchors)} anchors")
@@ -384,9 +432,10 @@ def token_cost(anchors: np.ndarray, anchor_tokens: Sequence[int] | None = None) 
             mean_tok = float(tokens[which == k].mean())
             anchor_tok += float(tokens[which == k].sum())
             full_tok += sizes[name] * mean_tok * full_len / mini_len
-    out.update({"anchor_samples": int(len(anchors)), "full_samples": N_ITEMS,
-                "anchor_length_units": anchor_units, "full_length_units": full_units,
-                "fraction": anchor_units / full_units, "saved_fraction": 1 - anchor_units / full_units})
+    out: TokenCost = {"approximation": "LongBench/MiniLongBench average lengths from the paper's Table 1",
+                      "anchor_samples": int(len(anchors)), "full_samples": N_ITEMS,
+                      "anchor_length_units": anchor_units, "full_length_units": full_units,
+                      "fraction": anchor_units / full_units, "saved_fraction": 1 - anchor_units / full_units}
     if tokens is not None:
         out.update({"anchor_prompt_tokens": int(anchor_tok), "full_prompt_tokens_estimate": int(round(full_tok)),
                     "saved_prompt_tokens_estimate": int(round(full_tok - anchor_tok))})

@@ -35,6 +35,7 @@ from .category_irt import CategoryIrt, estimate_category_irt
 from .conformal import interval
 from .irt import (
     DATASET_NAMES,
+    Aggregate,
     IrtParams,
     aggregate_datasets,
     anchor_datasets,
@@ -75,9 +76,9 @@ class Estimator:
             out.append("stack")
         return tuple(out)
 
-    def save(self, out_dir: Path, extra: Mapping[str, Any] | None = None) -> None:
+    def save(self, out_dir: Path, extra: Mapping[str, object] | None = None) -> None:
         """The release's files plus estimator.json (and category_irt.json when fitted)."""
-        learnt: dict[str, Any] = dict(extra or {})
+        learnt: dict[str, object] = dict(extra or {})
         if self.ridge is not None:
             learnt["ridge"] = self.ridge.to_json()
         if self.stack:
@@ -124,23 +125,23 @@ def direct_vector(anchors: np.ndarray, anchor_scores: np.ndarray) -> np.ndarray:
     return out
 
 
-def estimate_ridge(model: AnchorRegression, anchors: np.ndarray, anchor_scores: np.ndarray) -> dict[str, Any]:
+def estimate_ridge(model: AnchorRegression, anchors: np.ndarray, anchor_scores: np.ndarray) -> Aggregate:
     """The direct estimate plus the regression's correction, per dataset, clipped to [0, 1]."""
     values = np.clip(direct_vector(anchors, anchor_scores) + model.correction(anchor_scores), 0.0, 1.0)
     return aggregate_datasets({d: float(v) for d, v in zip(DATASET_NAMES, values)})
 
 
-def estimate_stack(weights: Mapping[str, float], results: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def estimate_stack(weights: Mapping[str, float], results: Mapping[str, Aggregate]) -> Aggregate:
     """Per dataset, Σ_m w_m · estimate_m over the stacked methods."""
     by_dataset = {d: float(sum(w * results[m]["by_dataset"].get(d, 0.0) for m, w in weights.items()))
                   for d in DATASET_NAMES}
     return aggregate_datasets(by_dataset)
 
 
-def all_estimates(est: Estimator, y: np.ndarray) -> dict[str, dict[str, Any]]:
+def all_estimates(est: Estimator, y: np.ndarray) -> dict[str, Aggregate]:
     """Every method these parameters have, for anchor scores y in sorted-anchor order."""
     params = est.params
-    out: dict[str, dict[str, Any]] = {"irt": estimate_irt(params, y), "direct": estimate_direct(params.anchors, y)}
+    out: dict[str, Aggregate] = {"irt": estimate_irt(params, y), "direct": estimate_direct(params.anchors, y)}
     out["blend"] = estimate_blend(out["irt"], out["direct"])
     if est.category_irt is not None:
         out["category_irt"] = estimate_category_irt(est.category_irt, params.anchors, y)
