@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TypedDict
 
 from ..benchmarks import score_type
 
@@ -21,14 +21,33 @@ from ..benchmarks import score_type
 class Reference:
     name: str
     source: str
-    scores: dict[str, Any]  # same keys as a run's summary["scores"]
+    scores: dict[str, object]  # same keys as a run's summary["scores"]
     task_order: list[str] = field(default_factory=list)  # the table's task order, incl. per-length-only tasks
 
 
+class PaperRow(TypedDict, total=False):
+    """One model's row of a paper's table: the keys read here; the scores beside them are
+    read by the benchmark's score type (`ScoreSet.published`)."""
+
+    name: str
+    source_table: str  # a by-length table's name, for a row of `by_length_models`
+    by_task_length: dict[str, object]
+
+
+class PaperTables(TypedDict, total=False):
+    """A benchmark family's entry in data/published_baselines.json: its source and rows,
+    or the family whose rows it shares (`reference`)."""
+
+    reference: str
+    source: str
+    models: list[PaperRow]
+    by_length_models: list[PaperRow]
+
+
 @lru_cache(maxsize=1)
-def published() -> dict[str, Any]:
+def published() -> dict[str, PaperTables]:
     text = resources.files("asyncbench").joinpath("data/published_baselines.json").read_text(encoding="utf-8")
-    data: dict[str, Any] = json.loads(text)
+    data: dict[str, PaperTables] = json.loads(text)
     return data
 
 

@@ -15,9 +15,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from ..errors import UserError
+from ..json_values import as_int, as_list, as_object
 from ..ledger import SAMPLE_STATUSES, SETTLED, Account, Produced, TaskFigures, account, partial_label
 from ..percentiles import percentiles
 from ..serving import Point, points
@@ -70,7 +71,7 @@ class RunReport:
     status: str
     started_at: float | None
     finished_at: float | None
-    summary: dict[str, Any]
+    summary: dict[str, object]
     ledger: Account  # ledger.account of the run's rows
     tasks: list[TaskStats]
     endpoints: list[EndpointStats]
@@ -82,22 +83,22 @@ class RunReport:
     points: list[Point] = field(default_factory=list, repr=False)
 
     @property
-    def serving(self) -> dict[str, Any]:
+    def serving(self) -> dict[str, object]:
         """run.json's serving block ({} for a run from before it was kept)."""
-        found: dict[str, Any] = self.summary.get("serving") or {}
-        return found
+        return as_object(self.summary.get("serving"))
 
     @property
     def label(self) -> str:
         """Model, the one setting that most often tells two runs of it apart (the input
         cut-off), and the short run id."""
-        max_in = (self.summary.get("truncation") or {}).get("max_input_tokens")
-        cut = f" <={max_in} tok" if max_in and (self.summary.get("truncation") or {}).get("n_truncated") else ""
+        truncation = as_object(self.summary.get("truncation"))
+        max_in = truncation.get("max_input_tokens")
+        cut = f" <={max_in} tok" if max_in and truncation.get("n_truncated") else ""
         return f"{self.model}{cut} [{self.run_id[:8]}]"
 
     @property
-    def scores(self) -> dict[str, Any]:
-        return self.summary.get("scores") or {}
+    def scores(self) -> dict[str, object]:
+        return as_object(self.summary.get("scores"))
 
     @property
     def partial(self) -> str:
@@ -124,14 +125,14 @@ def _task_stats(task: str, block: TaskFigures, rows: list[ResultRow], score: flo
     )
 
 
-def _endpoint_stats(store: Store, run_id: str, summary: dict[str, Any], rows: list[ResultRow]) -> list[EndpointStats]:
+def _endpoint_stats(store: Store, run_id: str, summary: dict[str, object], rows: list[ResultRow]) -> list[EndpointStats]:
     """Per endpoint, the answers it served the run over every invocation (the ledger's
     sent rows: the last invocation's count read "served 0" beside 237 requests for a run
     whose re-run came from the cache); failed over every finished invocation (the
     summaries' `failed_in_run`), healthy as the last invocation left it. Latency per endpoint from the responses that
     served each sample. Rows without a request key can only be attributed when the run
     had a single endpoint, so with several the latency is left empty rather than guessed."""
-    declared = summary.get("endpoints") or []
+    declared = [as_object(ep) for ep in as_list(summary.get("endpoints"))]
     answered = store.runs.served_by_endpoint(run_id)
     by_url: dict[str, list[ResultRow]] = {}
     rows = [r for r in rows if r.status == "answered"]  # the samples this run sent
@@ -142,12 +143,15 @@ def _endpoint_stats(store: Store, run_id: str, summary: dict[str, Any], rows: li
         if url:
             by_url.setdefault(url, []).append(r)
     if unattributed and len(declared) == 1:
-        by_url.setdefault(declared[0]["url"], []).extend(unattributed)
+        by_url.setdefault(str(declared[0]["url"]), []).extend(unattributed)
     out: list[EndpointStats] = []
     for ep in declared:
-        lat, _ = latency_of(by_url.get(ep["url"], []))
+        url = str(ep["url"])
+        lat, _ = latency_of(by_url.get(url, []))
         failed = ep.get("failed_in_run", ep.get("failed", 0))  # older summaries: the last invocation's
-        out.append(EndpointStats(ep["url"], answered.get(ep["url"], 0), int(failed), ep.get("healthy"), lat))
+        healthy = ep.get("healthy")
+        out.append(EndpointStats(url, answered.get(url, 0), as_int(failed) or 0,
+                                 healthy if isinstance(healthy, bool) else None, lat))
     return out
 
 

@@ -13,9 +13,10 @@ import re
 from collections.abc import Mapping, Sequence
 from html import escape
 
+from ..json_values import as_object
 from . import plots, viewer
 from .data import RunReport
-from .model import Leaderboard, Report
+from .model import Leaderboard, Report, number
 from .samples import SampleRecord
 from .tables import (
     Table,
@@ -134,7 +135,7 @@ def _frontier(board: Leaderboard, members: list[RunReport]) -> list[tuple[str, f
         run = by_id.get(row.run_id or "")
         if row.kind != "run" or run is None:
             continue
-        ttft = ((run.serving.get("overall") or {}).get("ttft_ms") or {}).get("p95")
+        ttft = number(as_object(as_object(run.serving.get("overall")).get("ttft_ms")).get("p95"))
         priced = not run.summary.get("unpriced")
         out.append((row.label, row.cells.get(head), run.produced.usd if priced else None, ttft))
     return out

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ..benchmarks import score_type
 from ..benchmarks.scores import ScoreSet, scalar
+from ..json_values import as_object
 from .baselines import Reference, benchmark_family, references_for
 from .data import RunReport
 
@@ -56,6 +57,11 @@ class Report:
         return asdict(self)
 
 
+def number(value: object) -> float | None:
+    """A JSON number as it was read (an int stays an int), else None."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _pair(value: object) -> list[float] | None:
     """An interval leaf of run.json's ci95: [lo, hi]."""
     if isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
@@ -63,17 +69,17 @@ def _pair(value: object) -> list[float] | None:
     return None
 
 
-def score_cells(scores: dict[str, Any], columns: tuple[str, ...] | None = None,
-                leaf: Callable[[Any], Any] = scalar, kind: type[ScoreSet] = ScoreSet) -> dict[str, Any]:
+def score_cells(scores: Mapping[str, object], columns: tuple[str, ...] | None = None,
+                kind: type[ScoreSet] = ScoreSet) -> dict[str, float | None]:
     """A scores tree as column key -> number, in column order, showing the kinds of score
     `columns` names (default: those the benchmark's score type `kind` declares)."""
-    return kind.from_json(scores).cells(leaf, columns)
+    return {k: scalar(v) for k, v in kind.from_json(scores).cells(scalar, columns).items()}  # each a scalar already
 
 
-def interval_cells(ci95: dict[str, Any], kind: type[ScoreSet] = ScoreSet) -> dict[str, list[float]]:
+def interval_cells(ci95: Mapping[str, object], kind: type[ScoreSet] = ScoreSet) -> dict[str, list[float]]:
     """A run's ci95 tree flattened to the column keys of `score_cells` (the tree has the
     scores' shape)."""
-    return {k: v for k, v in score_cells(ci95, None, _pair, kind).items() if v is not None}
+    return {k: v for k, v in kind.from_json(ci95).cells(_pair).items() if isinstance(v, list)}  # _pair: a list or None
 
 
 def cell_label(key: str, kind: type[ScoreSet]) -> str:
@@ -130,10 +136,10 @@ def _run_row(r: RunReport, kind: type[ScoreSet], estimated: bool) -> Row:
     if not estimated:
         return Row(r.label, "run", score_cells(r.scores, kind.COLUMNS, kind=kind), run_id=r.run_id,
                    partial=r.partial or None, partial_cells={f"task:{t.task}": t.partial for t in r.tasks if t.partial},
-                   intervals=interval_cells(r.scores.get("ci95") or {}, kind))
+                   intervals=interval_cells(as_object(r.scores.get("ci95")), kind))
     est = kind.from_json(r.scores).estimate() or {}
     cells = score_cells(est, ESTIMATED_COLUMNS)
-    cells.update({f"est:{k[9:]}": v for k, v in est.items() if k.startswith("estimate_")})
+    cells.update({f"est:{k[9:]}": scalar(v) for k, v in est.items() if k.startswith("estimate_")})
     return Row(r.label, "run", cells, run_id=r.run_id, partial=r.partial or None)
 
 

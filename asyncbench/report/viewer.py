@@ -21,8 +21,9 @@ import itertools
 import json
 from collections.abc import Sequence
 from html import escape
-from typing import Any
+from typing import TypedDict
 
+from ..json_values import as_list
 from .samples import SampleRecord
 
 # Bytes of sample data in one report, all viewers together: SAMPLE_BUDGET, or
@@ -173,18 +174,27 @@ def _fit(lengths: list[int], budget: int) -> int | None:
     return lo if lo >= MIN_CUT else 0
 
 
+class _Rows(TypedDict):
+    """A run's samples for the viewer's script: task and status names, then each record
+    as a FIELDS array holding indexes into them."""
+
+    tasks: list[str]
+    statuses: list[str]
+    rows: list[list[object]]
+
+
 def _size(text: object) -> int:
     return len(text.encode()) if isinstance(text, str) else 0
 
 
-def _trim(row: list[Any]) -> list[Any]:
+def _trim(row: list[object]) -> list[object]:
     """The row without its trailing empty values (the script reads them as null)."""
     while row and row[-1] in (None, False, 0, [], ""):
         row.pop()
     return row
 
 
-def _record_row(r: SampleRecord, t_index: dict[str, int], s_index: dict[str, int]) -> list[Any]:
+def _record_row(r: SampleRecord, t_index: dict[str, int], s_index: dict[str, int]) -> list[object]:
     """One record as its FIELDS array (getattr, not dataclasses.asdict: its deep copies
     took ~0.7 ms a sample)."""
     d = {"task": t_index[r.task], "status": s_index[r.status], "prompt": readable(r.prompt),
@@ -196,7 +206,7 @@ def _record_row(r: SampleRecord, t_index: dict[str, int], s_index: dict[str, int
 _P, _PRED, _REFS, _FLAG = (FIELDS.index(f) for f in ("prompt", "prediction", "references", "prompt_cut"))
 
 
-def _cut_prompt(row: list[Any], size: int, cap: int, run_id: str) -> None:
+def _cut_prompt(row: list[object], size: int, cap: int, run_id: str) -> None:
     """A prompt over `cap` as head and tail; every prompt left out when `cap` is 0."""
     prompt = row[_P]
     if isinstance(prompt, str) and cap and size > cap:
@@ -205,14 +215,16 @@ def _cut_prompt(row: list[Any], size: int, cap: int, run_id: str) -> None:
         row[_P], row[_FLAG] = None, LEFT_OUT
 
 
-def _cut_others(row: list[Any], other_cap: int, run_id: str) -> None:
+def _cut_others(row: list[object], other_cap: int, run_id: str) -> None:
     """The prediction and references over `other_cap` as head and tail."""
-    if _size(row[_PRED]) > other_cap:
-        row[_PRED] = cut(row[_PRED], max(other_cap, 40), run_id)
-    row[_REFS] = [cut(x, max(other_cap, 40), run_id) if _size(x) > other_cap else x for x in row[_REFS] or []]
+    prediction = row[_PRED]
+    if isinstance(prediction, str) and _size(prediction) > other_cap:
+        row[_PRED] = cut(prediction, max(other_cap, 40), run_id)
+    row[_REFS] = [cut(x, max(other_cap, 40), run_id) if isinstance(x, str) and _size(x) > other_cap else x
+                  for x in as_list(row[_REFS])]
 
 
-def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[dict[str, Any], bool]:
+def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[_Rows, bool]:
     """The run's samples as {"tasks", "statuses", "rows"}: each record a FIELDS array, its
     texts cut so the JSON stays near `budget` bytes; True when every text is whole."""
     tasks = sorted({r.task for r in records})
@@ -221,7 +233,7 @@ def _rows(records: Sequence[SampleRecord], budget: int) -> tuple[dict[str, Any],
     rows = [_record_row(r, t_index, s_index) for r in records]
     fixed = _size(_json_for_script([[v for i, v in enumerate(row) if i not in (_P, _PRED, _REFS)] for row in rows]))
     prompts = [_size(row[_P]) for row in rows]
-    others = [_size(row[_PRED]) + sum(_size(x) for x in row[_REFS] or []) for row in rows]
+    others = [_size(row[_PRED]) + sum(_size(x) for x in as_list(row[_REFS])) for row in rows]
     room = budget - fixed
     cap = _fit(prompts, max(room - sum(others), 0))
     if cap is not None:

@@ -46,13 +46,14 @@ from typing import Any
 from ...benchmarks import score_type
 from ...benchmarks.scores import ScoreSet, scalar
 from ...errors import UserError
+from ...json_values import as_object
 from ...ledger import SETTLED
 from ...pricing import is_simulator
 from ...serving import Point
 from ..baselines import references_for
 from ..compare import NOT_DISTINGUISHABLE, Comparison, Line, compare_runs
 from ..data import RunReport, latency_of, load_runs
-from ..model import cell_label, score_cells
+from ..model import cell_label, number, score_cells
 
 MAX_DISAGREEMENTS = 500  # samples listed where models score differently (largest spread first)
 
@@ -199,13 +200,13 @@ def partial_mark(run: RunReport) -> str:
 
 
 def _cost(run: RunReport) -> Cost:
-    lat = run.summary.get("latency_ms") or {}
+    lat = as_object(run.summary.get("latency_ms"))
     if not lat:  # a run with no summary yet: the same percentiles from its sample rows
         measured, _ = latency_of(run.samples)
         lat = {"p50": measured.p50, "p95": measured.p95}
     made = run.produced
     return Cost(made.usd, bool(run.summary.get("unpriced")), is_simulator(run.model), made.prompt_tokens,
-                made.completion_tokens, lat.get("p50"), lat.get("p95"), made.from_cache_usd)
+                made.completion_tokens, number(lat.get("p50")), number(lat.get("p95")), made.from_cache_usd)
 
 
 def _interval(ci95: dict[str, object], key: str) -> tuple[float, float] | None:
