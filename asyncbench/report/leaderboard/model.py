@@ -41,7 +41,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ...benchmarks import score_type
 from ...benchmarks.scores import ScoreSet, scalar
@@ -94,13 +93,12 @@ class Entry:
     cache: str = dataclasses.field(default="", repr=False, compare=False)  # the store it came from
     # serving latency: run.json's `serving` (serving.py: TTFT, TPOT, ITL, e2e, throughputs,
     # overall and by context length), and each live answer's (prompt tokens, TTFT, TPOT)
-    serving: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    serving: dict[str, object] = dataclasses.field(default_factory=dict, compare=False)
     points: tuple[Point, ...] = dataclasses.field(default=(), repr=False, compare=False)
 
     @property
     def ttft_p95_ms(self) -> float | None:
-        found: float | None = ((self.serving.get("overall") or {}).get("ttft_ms") or {}).get("p95")
-        return found
+        return number(as_object(as_object(self.serving.get("overall")).get("ttft_ms")).get("p95"))
 
 
 @dataclass(frozen=True)

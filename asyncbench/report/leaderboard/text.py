@@ -11,8 +11,10 @@ from __future__ import annotations
 import io
 import json
 
+from ...json_values import as_object
 from ...pricing import NOTIONAL
 from ..compare import NOT_DISTINGUISHABLE
+from ..model import number
 from ..tables import Table, _md, fmt_num, fmt_score, fmt_usd
 from .model import Board, Entry, Leaderboard, ReferenceRow
 
@@ -67,12 +69,12 @@ def ranking_table(board: Board, terse: bool = False) -> Table:
     body = []
     for e in board.entries:
         label = name(e.label) + (f" ({e.partial})" if e.partial else "")
-        q = (e.serving.get("overall") or {}).get("ttft_ms") or {}
+        q = as_object(as_object(e.serving.get("overall")).get("ttft_ms"))
         body.append([rank_text(e), label, score_text(e.score, e.ci95),
                      *([fmt_score(e.estimate)] if est else []), _vs_next(e, board), _usd(e),
                      f"{compact(e.cost.prompt_tokens)}/{compact(e.cost.completion_tokens)}",
                      f"{compact(e.cost.p50_ms)}/{compact(e.cost.p95_ms)}",
-                     *([f"{compact(q.get('p50'))}/{compact(q.get('p95'))}"] if ttft else [])])
+                     *([f"{compact(number(q.get('p50')))}/{compact(number(q.get('p95')))}"] if ttft else [])])
     body += [["ref", ref.name, fmt_score(ref.score), *([fmt_score(ref.estimate_target)] if est else []),
               "", "", "", "", *[""] * len(ttft)] for ref in headline_references(board)]
     return header, body
@@ -87,14 +89,16 @@ def serving_table(board: Board, terse: bool = False) -> Table | None:
     header = ["model", "length", "n", "TTFT p50", "p95", "p99", "TPOT p50", "p95", "out tok/s", "req/s"]
     body = []
     for e in board.entries:
-        blocks = [*(e.serving.get("by_length") or {}).items(), ("all", e.serving.get("overall") or {})]
-        for label, b in blocks:
+        blocks = [*as_object(e.serving.get("by_length")).items(), ("all", e.serving.get("overall"))]
+        for label, block in blocks:
+            b = as_object(block)
             if not b:
                 continue
-            t, p = b.get("ttft_ms") or {}, b.get("tpot_ms") or {}
-            body.append([name(e.label), label, fmt_num(b.get("n")), _ms(t.get("p50")), _ms(t.get("p95")),
-                         _ms(t.get("p99")), _ms(p.get("p50")), _ms(p.get("p95")),
-                         compact(b.get("output_token_throughput")), compact(b.get("request_throughput"))])
+            t, p = as_object(b.get("ttft_ms")), as_object(b.get("tpot_ms"))
+            body.append([name(e.label), label, fmt_num(b.get("n")), _ms(number(t.get("p50"))),
+                         _ms(number(t.get("p95"))), _ms(number(t.get("p99"))), _ms(number(p.get("p50"))),
+                         _ms(number(p.get("p95"))), compact(number(b.get("output_token_throughput"))),
+                         compact(number(b.get("request_throughput")))])
     return header, body
 
 
