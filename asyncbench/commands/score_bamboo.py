@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import NoReturn
 
 from ..errors import UserError
+from ..json_values import as_object
 from ..jsonl_io import iter_json_objects
 
 
@@ -109,7 +110,7 @@ def read_predictions(path: Path) -> list[dict[str, object]]:
     return records
 
 
-async def score_records(records: list[dict[str, Any]], data_dir: Path | None, options: dict[str, Any]) -> dict[str, Any]:
+async def score_records(records: list[dict[str, object]], data_dir: Path | None, options: dict[str, object]) -> dict[str, object]:
     """Score validated records through the benchmark's own score/aggregate."""
     from ..benchmarks.bamboo.benchmark import BambooBenchmark, bamboo_dir, load_private_eval
     from ..benchmarks.base import RunContext
@@ -117,23 +118,23 @@ async def score_records(records: list[dict[str, Any]], data_dir: Path | None, op
 
     bench = BambooBenchmark(data_dir=data_dir)
     private = load_private_eval(bamboo_dir(data_dir)) \
-        if any(r["dataset"].startswith("private_eval_") for r in records) else None
+        if any(str(r["dataset"]).startswith("private_eval_") for r in records) else None
     samples = []
     for i, r in enumerate(records):
-        name, level = r["dataset"].rsplit("_", 1)
-        meta: dict[str, Any] = {"dataset": name, "length": level}
+        name, level = str(r["dataset"]).rsplit("_", 1)  # validated: read_predictions
+        meta: dict[str, object] = {"dataset": name, "length": level}
         if name == "private_eval":
             meta["task_id"] = r["task_id"]
-            meta["problem"] = private.problem(r["task_id"]) if private else {}
+            meta["problem"] = private.problem(str(r["task_id"])) if private else {}
         else:
             meta["answer"] = r["answer"]
-        samples.append(Sample(id=str(i), task=r["dataset"], meta=meta))
-    preds = [r["pred"] for r in records]
+        samples.append(Sample(id=str(i), task=str(r["dataset"]), meta=meta))
+    preds = [str(r["pred"]) for r in records]  # a string once validated (a parsed list is dumped back)
 
-    async def no_model(*_: Any) -> Any:
+    async def no_model(*_: object) -> NoReturn:
         raise UserError("scoring BAMBOO predictions needs no model calls")
 
-    def no_request(*_: Any, **__: Any) -> Any:
+    def no_request(*_: object, **__: object) -> NoReturn:
         raise UserError("scoring BAMBOO predictions needs no model calls")
 
     ctx = RunContext(model_spec="predictions", generate=no_model, make_request=no_request, options=options)
@@ -146,16 +147,17 @@ async def score_records(records: list[dict[str, Any]], data_dir: Path | None, op
     return bench.aggregate(results).to_json()
 
 
-def _table(report: dict[str, Any]) -> str:
+def _table(report: dict[str, object]) -> str:
     from ..benchmarks.bamboo import metrics as M
 
-    detail = report["detail"]
+    detail = as_object(report["detail"])
     lines = [f"{'dataset':<15}{'metric':<19}{'4k':>16}{'16k':>16}   format errors (4k/16k)"]
     for name in M.DATASETS:
         cells, errors = [], []
         for level in M.LEVELS:
-            d = detail.get(f"{name}_{level}")
-            if d is None:
+            found = detail.get(f"{name}_{level}")
+            d = as_object(found)
+            if found is None:
                 cells.append("-")
                 errors.append("-")
             elif "f1" in d:
@@ -167,11 +169,11 @@ def _table(report: dict[str, Any]) -> str:
         if cells != ["-", "-"]:
             metric = "P/R/F1" if M.METRIC[name] == "f1" else M.METRIC[name]
             lines.append(f"{name:<15}{metric:<19}{cells[0]:>16}{cells[1]:>16}   {'/'.join(errors)}")
-    by_length = report["by_length"]
+    by_length = as_object(report["by_length"])
     lines.append(f"{'average':<15}{'':<19}{by_length.get('4k', '-'):>16}{by_length.get('16k', '-'):>16}")
-    diff = report["diff_16k_minus_4k"]
+    diff = as_object(report["diff_16k_minus_4k"])
     if diff["average"] is not None:
-        per = ", ".join(f"{n} {v:+.1f}" for n, v in diff["datasets"].items())
+        per = ", ".join(f"{n} {v:+.1f}" for n, v in as_object(diff["datasets"]).items())
         lines.append(f"16k - 4k: {diff['average']:+.2f} on average over datasets at both levels ({per})")
     return "\n".join(lines)
 
@@ -182,7 +184,7 @@ def main(args: argparse.Namespace) -> int:
     from ..datadir import resolve_data_dir
 
     records = read_predictions(args.predictions)
-    options: dict[str, Any] = {}
+    options: dict[str, object] = {}
     if args.workers is not None:
         if args.workers < 1:
             raise UserError("--workers must be at least 1")
