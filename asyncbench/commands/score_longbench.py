@@ -11,10 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UserError
 from ..jsonl_io import iter_json_objects
+
+if TYPE_CHECKING:  # the benchmark loads when a command runs, not for `--help`
+    from ..benchmarks.longbench.aggregate import Aggregate, Summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,11 +58,11 @@ def read_predictions(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def format_report(agg: dict[str, Any]) -> str:
+def format_report(agg: Aggregate) -> str:
     """Plain-text tables: per dataset, per category, overall, then per length bin."""
     lines: list[str] = []
 
-    def block(title: str, part: dict[str, Any]) -> None:
+    def block(title: str, part: Summary) -> None:
         lines.append(title)
         for name, value in part["by_task"].items():
             lines.append(f"  {name:<24}{value:>8.2f}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from .score import base_dataset
 from .table import CATEGORIES, CATEGORY_OF, CODE_DATASETS, ZH_DATASETS
@@ -28,6 +28,23 @@ if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
     from ...estimators.intervals import Plan, Tree
 
 LENGTH_BINS = ("0-4k", "4-8k", "8k+")
+
+# A scored sample: (dataset name, score in [0, 1]), or with its context length (None: none)
+Row = tuple[str, float] | tuple[str, float, float | None]
+
+
+class Summary(TypedDict):
+    """LongBench's numbers (x100, 2 decimals): Overall by language, categories, datasets."""
+
+    overall: dict[str, float | None]  # "en", "zh", "all"; None: no dataset of that language but code
+    by_category: dict[str, float]
+    by_task: dict[str, float]
+
+
+class Aggregate(Summary):
+    """`aggregate_longbench`'s result: the summary, and one per length bin when rows carry lengths."""
+
+    by_length: NotRequired[dict[str, Summary]]
 
 
 def length_bin(length: float) -> str:
@@ -78,7 +95,7 @@ def macro_average(task_mean: Mapping[str, object]) -> dict[str, Any]:
     }
 
 
-def _summarise(rows: list[tuple[str, float]]) -> dict[str, Any]:
+def _summarise(rows: list[tuple[str, float]]) -> Summary:
     """overall / by_category / by_task of (dataset name, score in [0, 1]) rows."""
     per_task: dict[str, list[float]] = defaultdict(list)
     for name, score in rows:
@@ -97,7 +114,7 @@ def _task_order(names: Iterable[str]) -> list[str]:
     return sorted(names, key=lambda n: (rank[base_dataset(n)], n))
 
 
-def aggregate_longbench(rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
+def aggregate_longbench(rows: Iterable[Row]) -> Aggregate:
     """Aggregate per-sample rows `(dataset, score)` or `(dataset, score, length)`.
 
     Scores are in [0, 1]; returned numbers are x100, rounded to 2 decimals. Returns
@@ -117,7 +134,8 @@ def aggregate_longbench(rows: Iterable[Sequence[Any]]) -> dict[str, Any]:
             binned[length_bin(length)].append((name, score))
     if not scored:
         raise ValueError("no rows to aggregate")
-    result = _summarise(scored)
+    summary = _summarise(scored)
+    result: Aggregate = {"overall": summary["overall"], "by_category": summary["by_category"], "by_task": summary["by_task"]}
     if binned:
         result["by_length"] = {b: _summarise(binned[b]) for b in LENGTH_BINS if b in binned}
     return result
