@@ -16,10 +16,12 @@ import argparse
 import csv
 import io
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..estimators.methods import DEFAULT_METHOD, METHODS
+from ..json_values import as_object
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def read_anchor_scores(path: Path) -> Any:
+def read_anchor_scores(path: Path) -> Sequence[float] | Mapping[str, Sequence[float]]:
     """The anchor scores in FILE: a `scores` list or {dataset: [scores]} mapping, the
     release's example file (`scores_in_sorted_anchor_order`), or a `samples` export of a
     MiniLongBench run (.jsonl, .csv, .parquet or a JSON list of records with `sample_id` and
@@ -59,7 +61,7 @@ def read_anchor_scores(path: Path) -> Any:
         if not isinstance(raw, (list, dict)):
             raise UserError(f'{path}: expected {{"scores": [237 numbers]}}, {{"scores": {{dataset: [numbers]}}}} '
                             "or a `asyncbench samples RUN --out FILE.jsonl` export")
-        return raw
+        return raw  # its numbers are checked where they are read (irt.anchor_vector)
     text = read_text_file(path, what="anchor scores")
     if path.suffix.lower() == ".csv":
         # a `samples` export carries each prompt, far over the csv module's 128 KiB field default
@@ -70,7 +72,7 @@ def read_anchor_scores(path: Path) -> Any:
     return scores_from_samples(rows, path)
 
 
-def _parquet_records(path: Path) -> list[dict[str, Any]]:
+def _parquet_records(path: Path) -> list[dict[str, object]]:
     """`sample_id`, `score` and `status` of a `samples --out FILE.parquet` export."""
     from ..errors import UserError
     from ..store.parquet import read_parquet_columns
@@ -88,13 +90,14 @@ def _id_order(sample_id: str) -> tuple[str, int]:
     return dataset, int(key)
 
 
-def scores_from_samples(rows: list[Any], path: Path) -> dict[str, list[float]]:
+def scores_from_samples(rows: Sequence[object], path: Path) -> dict[str, list[float]]:
     """{dataset: scores in ascending id order} from a `samples` export, in any row order."""
     from ..errors import UserError
 
     by_dataset: dict[str, list[tuple[int, float]]] = {}
     for n, row in enumerate(rows, 1):
-        sample_id = row.get("sample_id") if isinstance(row, dict) else None
+        record = as_object(row)
+        sample_id = record.get("sample_id")
         if not isinstance(sample_id, str):
             raise UserError(f"{path} record {n}: no sample_id; expected a `asyncbench samples RUN` export")
         try:
@@ -102,11 +105,13 @@ def scores_from_samples(rows: list[Any], path: Path) -> dict[str, list[float]]:
         except ValueError:
             raise UserError(f"{path} record {n}: sample id {sample_id!r} is not DATASET/NUMBER, "
                             "as a MiniLongBench run's are") from None
-        score = row.get("score")
+        score = record.get("score")
         if score in (None, ""):
-            raise UserError(f"{path}: sample {sample_id} has no score (status {row.get('status') or 'unknown'}); "
+            raise UserError(f"{path}: sample {sample_id} has no score (status {record.get('status') or 'unknown'}); "
                             "the estimate needs all 237 anchors: finish the run with `asyncbench run --resume`")
         try:
+            if not isinstance(score, (int, float, str)):
+                raise TypeError(score)
             by_dataset.setdefault(dataset, []).append((key, float(score)))
         except (TypeError, ValueError):
             raise UserError(f"{path}: sample {sample_id}: score {score!r} is not a number") from None
