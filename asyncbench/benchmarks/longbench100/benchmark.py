@@ -218,7 +218,7 @@ class LongBench100(Benchmark):
         return cls(extra, data_dir=data_dir)
 
     @classmethod
-    def finish_options(cls, extra: dict[str, Any], model: str, tokenizer: str | None) -> dict[str, Any]:
+    def finish_options(cls, extra: dict[str, object], model: str, tokenizer: str | None) -> dict[str, object]:
         """Generation measures lengths with the target model's tokenizer when known."""
         from ...tokenizers import tiktoken_encoding_for
 
@@ -304,7 +304,7 @@ class LongBench100(Benchmark):
         return {"prior": prior, "judge": (len(calls), sum(calls), len(calls) * judge.JUDGE_MAX_TOKENS)}
 
     # -- prepare: prior-knowledge filter ---------------------------------------------------
-    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
+    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, object]]:
         """The release's prior-knowledge filter (pred.py `get_pred`, eval_trec.py `scorer`):
         every QA sample's question is asked once for that sample, without its context (the
         `qa_old` prompt), as the release sends it beside the sample's own request; that
@@ -391,7 +391,7 @@ class LongBench100(Benchmark):
                 for i, (v, line) in enumerate(zip(scores, parsed))]
 
     # -- aggregate ------------------------------------------------------------------------
-    def length_bin(self, meta: Mapping[str, Any]) -> str | None:
+    def length_bin(self, meta: Mapping[str, object]) -> str | None:
         """The sample's 100-LongBench length (the context it was built to: 2k ... 128k)."""
         length = meta.get("length")
         return str(length) if length else None
@@ -430,7 +430,7 @@ class LongBench100(Benchmark):
         strata = {f"{task}\t{length}": mean_stratum(v) for task, c in cells.items() for length, v in c.items()}
         return Plan(strata, _scores_tree)
 
-    def _longscore(self, scores: dict[str, float]) -> dict[str, Any] | None:
+    def _longscore(self, scores: dict[str, float]) -> dict[str, object] | None:
         """LongScore where the base lengths and a longer one were run; None otherwise."""
         try:
             ls = longscore(scores, self.base_lengths)
