@@ -68,7 +68,7 @@ class PrivateEvalResources:
     keywords: dict[str, dict[str, str]]
     problems: dict[str, dict[str, object]]
 
-    def problem(self, task_id: str) -> dict[str, Any]:
+    def problem(self, task_id: str) -> dict[str, object]:
         try:
             return self.problems[task_id]
         except KeyError:
@@ -317,7 +317,7 @@ class BambooBenchmark(Benchmark):
                 answer = row.get("canonical_solution") if name == "private_eval" else row["answer"]
             except (KeyError, IndexError, TypeError) as exc:
                 raise UserError(f"{task}.jsonl line {line}: row lacks what the {name} prompt needs ({exc!r})") from None
-            meta: dict[str, Any] = {"dataset": name, "length": level, "line": line}
+            meta: dict[str, object] = {"dataset": name, "length": level, "line": line}
             if "content" in row:  # questions on one paper, meeting or show share it: a bootstrap cluster
                 meta["context"] = hashlib.sha1(str(row["content"]).encode("utf-8", "surrogatepass")).hexdigest()[:12]
             if name == "private_eval":
@@ -330,9 +330,9 @@ class BambooBenchmark(Benchmark):
             yield Sample(id=f"{task}/{line}", task=task, prompt=prompt, answers=answers,
                          max_tokens=MAX_NEW_TOKENS, metric=M.METRIC[name], chat=True, meta=meta)
 
-    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, Any]]:
+    async def prepare(self, samples: list[Sample], ctx: RunContext) -> tuple[list[Sample], dict[str, object]]:
         notes = notes_of(samples)
-        report: dict[str, Any] = {"skipped_rows": [b.__dict__ for b in notes.get("skipped_rows", [])]}
+        report: dict[str, object] = {"skipped_rows": [b.__dict__ for b in notes.get("skipped_rows", [])]}
         if notes.get("missing"):
             report["not_in_data"] = list(notes["missing"])
         if ctx is not None and ctx.map_chunks is not None and any(
@@ -348,12 +348,14 @@ class BambooBenchmark(Benchmark):
             python, which = sandbox_interpreter(options)
             # as the sandbox's uid, through the sandbox: an unreadable environment is one line now
             iso = require_isolation(python, bool(options.get("allow_unsafe_sandbox")), PROBE_IMPORTS)
-            report["sandbox"] = {"isolation": iso.mode, "describe": iso.describe(), "interpreter": which,
-                                 "cpu_s": _cpu_s(options, which), "wall_cap_s": _limits(options, which).wall_cap_s,
-                                 "cgroup": iso.cgroups.version or None}
+            sandbox: dict[str, object] = {
+                "isolation": iso.mode, "describe": iso.describe(), "interpreter": which,
+                "cpu_s": _cpu_s(options, which), "wall_cap_s": _limits(options, which).wall_cap_s,
+                "cgroup": iso.cgroups.version or None}
+            report["sandbox"] = sandbox
             note = iso.limits_note()
             if note:  # a limit that does not hold for a sample as a whole: said before anything is paid for
-                report["sandbox"]["limits_note"] = note
+                sandbox["limits_note"] = note
                 print(f"asyncbench: {note}", file=sys.stderr, flush=True)
         return samples, report
 
