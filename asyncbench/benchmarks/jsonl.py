@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
 MAX_OUTPUT_TOKENS = 1_000_000
 
 
-def _sample(row: dict[str, Any], where: str) -> Sample:
+def _sample(row: dict[str, object], where: str) -> Sample:
     """One validated line: every field of the type the format documents, or one line
     naming the field, what it holds and what it should hold (checked in this order)."""
     if "id" not in row or not ("prompt" in row or "messages" in row):
@@ -57,7 +57,7 @@ def _sample(row: dict[str, Any], where: str) -> Sample:
                   meta={"all_classes": all_classes})
 
 
-def _text(row: dict[str, Any], where: str) -> tuple[str | None, list[dict[str, str]] | None]:
+def _text(row: dict[str, object], where: str) -> tuple[str | None, list[dict[str, str]] | None]:
     """(prompt, messages): `messages` when the line has it (its `prompt` is then ignored)."""
     if "messages" in row:
         messages = row["messages"]
@@ -100,7 +100,7 @@ class JsonlBenchmark(Benchmark):
         self.name = f"jsonl:{self.path}"
 
     @classmethod
-    def from_spec(cls, rest: str, extra: Mapping[str, Any], data_dir: Path | None) -> tuple[Benchmark, list[str] | None]:
+    def from_spec(cls, rest: str, extra: Mapping[str, object], data_dir: Path | None) -> tuple[Benchmark, list[str] | None]:
         """`jsonl:PATH`: the rest of the spec is the file, not a task selection."""
         if not rest:
             raise UserError("jsonl needs a file: jsonl:PATH (one JSON object a line)")
@@ -149,7 +149,7 @@ class JsonlBenchmark(Benchmark):
         return [SampleScore(metrics.score(s.metric, pred, s.answers, s.meta) if s.metric and s.answers else None)
                 for s, pred in zip(samples, predictions)]
 
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> TaskScores:
+    def aggregate(self, results: list[SampleResult], report: dict[str, object] | None = None) -> TaskScores:
         from ..estimators.intervals import intervals
 
         by_task = _scored_by_task(results)
