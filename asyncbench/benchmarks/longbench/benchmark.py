@@ -380,10 +380,10 @@ class _LongBenchFamily(Benchmark):
     async def score(self, samples: list[Sample], predictions: list[str], ctx: RunContext) -> list[SampleScore]:
         return await score_longbench(samples, predictions, getattr(ctx, "map_chunks", None))
 
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> LongBenchScores:
+    def aggregate(self, results: list[SampleResult], report: dict[str, object] | None = None) -> LongBenchScores:
         return self.SCORES.of(aggregate_results(results, by_length=self.by_length))
 
-    def length_bin(self, meta: Mapping[str, Any]) -> str | None:
+    def length_bin(self, meta: Mapping[str, object]) -> str | None:
         """LongBench-E's bin of the sample's `length` (eval.py's 0-4k/4-8k/8k+)."""
         from .aggregate import length_bin
 
@@ -413,7 +413,7 @@ class LongBench(_LongBenchFamily):
     )
 
     @classmethod
-    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
+    def configured(cls, extra: Mapping[str, object], data_dir: Path | None) -> Benchmark:
         """Plain LongBench (with --adaptive the registry picks AdaptiveLongBench instead)."""
         if any(extra.get(k) is not None for k in ADAPTIVE_ONLY):
             raise UserError("--target-se and the other --adaptive-* options need --adaptive")
@@ -452,7 +452,7 @@ class MiniLongBench(_LongBenchFamily):
     params: str = "shipped"  # the shipped parameters use the release's 237 anchors, whose prompts runs have
 
     @classmethod
-    def configured(cls, extra: Mapping[str, Any], data_dir: Path | None) -> Benchmark:
+    def configured(cls, extra: Mapping[str, object], data_dir: Path | None) -> Benchmark:
         method = extra.get("estimate_method")
         return cls(data_dir=data_dir, method=str(method) if method else None,
                    params=str(extra.get("estimate_params", "shipped")))
@@ -460,7 +460,7 @@ class MiniLongBench(_LongBenchFamily):
     def load(self, opts: LoadOptions) -> list[Sample]:
         return load_minilongbench(opts)
 
-    def aggregate(self, results: list[SampleResult], report: dict[str, Any] | None = None) -> LongBenchScores:
+    def aggregate(self, results: list[SampleResult], report: dict[str, object] | None = None) -> LongBenchScores:
         """`overall` is the headline estimate of the full-LongBench Overall (x100, None when
         it is not available); the anchors aggregated as LongBench aggregates (the mean of the
         category means, each the mean of its datasets' means, not the plain mean over the 237
