@@ -4,11 +4,14 @@ from its estimate of the full LongBench, the estimate's lines in the terminal su
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypedDict
 
 from ...estimators.methods import METHODS as ESTIMATE_METHODS
 from ..scores import ScoreSet, Show
 from .table import CATEGORIES
+
+if TYPE_CHECKING:
+    from .aggregate import Summary
 
 
 def _estimate_lines(est: object) -> list[str]:
@@ -43,8 +46,8 @@ class LongBenchScoresJson(TypedDict, total=False):
     overall_zh: float | None
     by_task: dict[str, float]
     by_category: dict[str, float]
-    ci95: dict[str, Any]  # 95% bootstrap intervals [lo, hi] of the numbers above, same tree shape
-    by_length: dict[str, Any]  # LongBench-E: each bin's overall ({en, zh, all}), categories, datasets
+    ci95: dict[str, object]  # 95% bootstrap intervals [lo, hi] of the numbers above, same tree shape
+    by_length: dict[str, Summary]  # LongBench-E: each bin's overall ({en, zh, all}), categories, datasets
     truncated: dict[str, int]  # {"n": samples cut, "tokens": tokens removed}
     n_scored: int
     n_failed: int
@@ -119,7 +122,7 @@ class MiniLongBenchScores(LongBenchScores):
         """A comparison's overall is the anchors' mean of category means (the estimate is not resampled)."""
         return key.replace("overall", "anchor_average", 1) if key.startswith("overall") else key
 
-    def estimate(self) -> dict[str, Any] | None:
+    def estimate(self) -> dict[str, object] | None:
         """The estimate of the full LongBench score, x100 like the papers' tables: the
         headline method's overall, categories and datasets, and every method's overall as
         `estimate_<method>`. None when the run has no estimate."""
@@ -127,7 +130,7 @@ class MiniLongBenchScores(LongBenchScores):
         if not (isinstance(est, dict) and est.get("available")):
             return None
         head = est.get(est["method"]) or {}
-        out: dict[str, Any] = {"overall": 100 * est["overall"],
+        out: dict[str, object] = {"overall": 100 * est["overall"],
                                "by_category": {c: 100 * v for c, v in (head.get("by_category") or {}).items()},
                                "by_task": {d: 100 * v for d, v in (head.get("by_dataset") or {}).items()}}
         for m in ESTIMATE_METHODS:
