@@ -213,7 +213,7 @@ class AdaptiveTest:
     asked: list[int] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     unavailable: set[int] = field(default_factory=set)  # asked but unanswered (failed)
-    trajectory: list[dict[str, Any]] = field(default_factory=list)
+    trajectory: list[dict[str, object]] = field(default_factory=list)
     stop_reason: str | None = None
     theta: np.ndarray | None = None
 

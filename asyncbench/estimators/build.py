@@ -24,6 +24,7 @@ per-dataset linear calibration fitted on the training models.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -104,11 +105,12 @@ def make_labels(scores: np.ndarray, mode: str) -> tuple[np.ndarray, dict[str, fl
 # ---------------------------------------------------------------- 2. representation learning
 
 
-def single_thread() -> Any:
+def single_thread() -> AbstractContextManager[object]:
     """A context in which BLAS (numpy, scipy, scikit-learn) uses one thread."""
     from threadpoolctl import threadpool_limits
 
-    return threadpool_limits(1)
+    limits: AbstractContextManager[object] = threadpool_limits(1)  # threadpoolctl is untyped
+    return limits
 
 
 def pca(x: np.ndarray, d: int) -> np.ndarray:

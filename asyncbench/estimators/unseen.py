@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -22,7 +21,7 @@ from .anchor_regression import AnchorRegression, fit_pls, fit_ridge
 from .build import Recipe, build
 from .category_irt import CategoryIrt, estimate_category_irt, fit_category_irt
 from .conformal import interval
-from .irt import CATEGORIES, DATASET_NAMES, IrtParams, aggregate, dataset_slices, estimate_irt
+from .irt import CATEGORIES, DATASET_NAMES, Aggregate, IrtParams, aggregate, dataset_slices, estimate_irt
 from .methods import DEFAULT_METHOD, FOLDS, METHODS
 from .minilongbench import STACK_BASES, Estimator, direct_vector
 from .stacking import choose_weights
@@ -74,7 +73,7 @@ def dataset_means(scores: np.ndarray) -> np.ndarray:
     return np.stack([scores[:, sl].mean(axis=1) for sl in dataset_slices().values()], axis=1)
 
 
-def _vector(result: Mapping[str, Any]) -> np.ndarray:
+def _vector(result: Aggregate) -> np.ndarray:
     return np.array([result["by_dataset"][d] for d in DATASET_NAMES])
 
 
