@@ -18,7 +18,6 @@ import functools
 import math
 import socket
 from collections.abc import Callable
-from typing import Any
 
 from ...errors import UserError
 from .sandbox import Limits, Program, ProgramVerdict
@@ -30,13 +29,15 @@ CHUNK_PROGRAMS = 4
 # The options a node needs to choose the interpreter and limits as the driver would.
 SANDBOX_OPTIONS = ("sandbox_python", "sandbox_own_python", "allow_unsafe_sandbox", "sandbox_timeout_s")
 
-MapChunks = Callable[[Callable[..., Any], list[tuple[Any, ...]]], list[Any]]
 # options -> (interpreter, Limits) on the machine that runs the chunk (benchmark.sandbox_setup;
 # a module-level function, so Ray sends it by name)
-Setup = Callable[[dict[str, Any]], tuple[str, Limits]]
+Setup = Callable[[dict[str, object]], tuple[str, Limits]]
+# (check_chunk, its arguments per chunk) -> each chunk's verdicts, in order (RunContext.map_chunks)
+MapChunks = Callable[[Callable[..., list[ProgramVerdict]], list[tuple[list[Program], dict[str, object], Setup]]],
+                     list[list[ProgramVerdict]]]
 
 
-def check_chunk(programs: list[Program], options: dict[str, Any], setup: Setup) -> list[ProgramVerdict]:
+def check_chunk(programs: list[Program], options: dict[str, object], setup: Setup) -> list[ProgramVerdict]:
     """Check `programs` on this machine, one at a time (the task holds one CPU), after
     choosing the interpreter and limits (`setup(options)`, the benchmark's rule) and
     probing the sandbox here. A machine that cannot sandbox: every program gets
@@ -57,7 +58,7 @@ def check_chunk(programs: list[Program], options: dict[str, Any], setup: Setup) 
         return [ProgramVerdict(why, 0.0) for _ in programs]
 
 
-def check_spread(programs: list[Program], options: dict[str, Any], map_chunks: MapChunks,
+def check_spread(programs: list[Program], options: dict[str, object], map_chunks: MapChunks,
                  setup: Setup) -> list[ProgramVerdict]:
     """`check_many` through `map_chunks`: identical programs run once, the distinct ones
     in chunks of CHUNK_PROGRAMS, one task each; outcomes in the order of `programs`."""
