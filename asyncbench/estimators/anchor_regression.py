@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -46,18 +46,21 @@ class AnchorRegression:
         out: np.ndarray = self.intercept + (np.asarray(y, dtype=float) - self.x_mean) @ self.coef
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"kind": self.kind, "complexity": self.complexity, "x_mean": _floats(self.x_mean),
                 "intercept": _floats(self.intercept), "coef": [_floats(row) for row in self.coef]}
 
     @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> AnchorRegression:
+    def from_json(cls, raw: Mapping[str, object]) -> AnchorRegression:
         kind = raw["kind"]
-        if kind not in ("ridge", "pls"):
+        if kind != "ridge" and kind != "pls":
             raise ValueError(f"not an anchor regression kind: {kind!r}")
-        return cls(kind, np.asarray(raw["x_mean"], dtype=float), np.asarray(raw["intercept"], dtype=float),
-                   np.asarray(raw["coef"], dtype=float).reshape(len(raw["x_mean"]), len(raw["intercept"])),
-                   float(raw["complexity"]))
+        complexity = raw["complexity"]
+        if not isinstance(complexity, (int, float, str)):
+            raise TypeError(f"complexity must be a number, not {complexity!r}")
+        x_mean, intercept = np.asarray(raw["x_mean"], dtype=np.float64), np.asarray(raw["intercept"], dtype=np.float64)
+        return cls(kind, x_mean, intercept,
+                   np.asarray(raw["coef"], dtype=np.float64).reshape(len(x_mean), len(intercept)), float(complexity))
 
 
 def _floats(values: np.ndarray) -> list[float]:
