@@ -130,7 +130,7 @@ def load_scores(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not data:
         raise UserError(f'{path}: expected a JSON object such as {{"4k": 96.5, "8k": 95.8}}')
 
-    def check(mapping: dict[str, Any], where: str) -> None:
+    def check(mapping: dict[str, object], where: str) -> None:
         for key, value in mapping.items():
             parse_length(key)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
