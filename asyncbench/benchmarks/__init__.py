@@ -8,7 +8,7 @@ Importing this package registers the benchmarks' own metrics in the metric regis
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -77,22 +77,26 @@ def family_of(spec: str) -> str:
     return spec.partition(":")[0]
 
 
-def _option_value(opt: CliOption, value: Any) -> Any:
+def _option_value(opt: CliOption, value: object) -> object:
     """A given option's value as the run records it: a list option takes a list or a
     comma-separated string; a choice must be one of its choices."""
     if opt.kind == "list":
-        return [x.strip() for x in value.split(",") if x.strip()] if isinstance(value, str) else list(value)
+        if isinstance(value, str):
+            return [x.strip() for x in value.split(",") if x.strip()]
+        if not isinstance(value, Iterable):
+            raise TypeError(f"{type(value).__name__!r} object is not iterable")
+        return list(value)
     if opt.choices and value not in opt.choices:
         raise UserError(f"{opt.flag} must be one of {', '.join(opt.choices)} (got {value!r})")
     return value
 
 
-def _given(value: Any) -> bool:
+def _given(value: object) -> bool:
     return value is not None and value is not False
 
 
-def benchmark_options(benchmark: str, given: Mapping[str, Any], model: str,
-                      tokenizer: str | None = None) -> dict[str, Any]:
+def benchmark_options(benchmark: str, given: Mapping[str, object], model: str,
+                      tokenizer: str | None = None) -> dict[str, object]:
     """The options the chosen benchmark reads (`LoadOptions.extra`, part of the run id),
     from values keyed by option name (`CliOption.key`; None or False: not given), as the
     CLI and the Python API both pass them. Another benchmark's option is an error (it
@@ -106,7 +110,7 @@ def benchmark_options(benchmark: str, given: Mapping[str, Any], model: str,
         for opt in cls.OPTIONS:
             if opt.key not in keys and _given(given.get(opt.key)):
                 raise UserError(f"{opt.flag} is a {name} option; {family} does not use it")
-    extra: dict[str, Any] = {}
+    extra: dict[str, object] = {}
     for opt in mine:
         value = given.get(opt.key) if _given(given.get(opt.key)) else opt.default
         if value is not None:
@@ -124,7 +128,7 @@ def option_keys() -> dict[str, str]:
     return {key: opt.flag for key, opt in all_options().items()}
 
 
-def parse_benchmark(spec: str, extra: Mapping[str, Any] | None = None,
+def parse_benchmark(spec: str, extra: Mapping[str, object] | None = None,
                     data_dir: Path | None = None) -> tuple[Benchmark, list[str] | None]:
     """`longbench:hotpotqa,qasper` -> (LongBench(), ["hotpotqa", "qasper"]); `jsonl:PATH`."""
     name, _, rest = spec.partition(":")
