@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from ..errors import UserError, did_you_mean
 from .bamboo import metrics as _bamboo_metrics  # noqa: F401  registers bamboo_<dataset> in the metric registry
