@@ -30,10 +30,10 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ...errors import UserError
 from ...metrics import registry as metrics
@@ -46,6 +46,7 @@ from .scores import BambooScores
 if TYPE_CHECKING:  # numpy stays out of `asyncbench --help`
     from ...estimators.intervals import Array, Plan, Tree
     from .sandbox import Limits, ProgramVerdict
+    from .sandbox_spread import MapChunks
 
 RELEASE_URL = "https://raw.githubusercontent.com/RUCAIBox/BAMBOO/main/"
 # The files the public release has (all ten at 4k; four at 16k).
@@ -491,14 +492,24 @@ def sandbox_interpreter(options: dict[str, object]) -> tuple[str, str]:
     return release_python(), f"release environment ({', '.join(PACKAGES)})"
 
 
-def _cpu_s(options: dict[str, Any], which: str) -> float:
+_N = TypeVar("_N", int, float)
+
+
+def _number(value: object, kind: type[_N]) -> _N:
+    """An option's number (`kind(value)`, as the CLI and the API give it); anything else is a TypeError."""
+    if not isinstance(value, (int, float, str)):
+        raise TypeError(f"expected a number, not {value!r}")
+    return kind(value)
+
+
+def _cpu_s(options: dict[str, object], which: str) -> float:
     """--timeout (CPU seconds of a program after its imports), else the release's 3 s in
     its environment, else our 10 s (today's libraries are slower)."""
     from .sandbox import Limits
     from .sandbox_env import RELEASE_TIMEOUT_S
 
     if options.get("sandbox_timeout_s"):
-        return float(options["sandbox_timeout_s"])
+        return _number(options["sandbox_timeout_s"], float)
     return RELEASE_TIMEOUT_S if which.startswith("release") else Limits.cpu_s
 
 
@@ -514,8 +525,8 @@ def sandbox_setup(options: dict[str, object]) -> tuple[str, Limits]:
     return python, _limits(options, which)
 
 
-async def run_programs(programs: list[Program], options: dict[str, Any],
-                       map_chunks: Callable[..., list[Any]] | None = None) -> list[ProgramVerdict]:
+async def run_programs(programs: list[Program], options: dict[str, object],
+                       map_chunks: MapChunks | None = None) -> list[ProgramVerdict]:
     """Check PrivateEval completions (program and checker, both sandboxed) with bounded workers, or
     in chunks on other machines through `map_chunks` (the Ray backend; sandbox_spread.py)."""
     from .sandbox import check_many
@@ -528,7 +539,7 @@ async def run_programs(programs: list[Program], options: dict[str, Any],
         return await anyio.to_thread.run_sync(check_spread, programs, options, map_chunks, sandbox_setup)
     from .sandbox_env import PROBE_IMPORTS
 
-    workers = int(options.get("sandbox_workers") or os.cpu_count() or 2)
+    workers = _number(options.get("sandbox_workers") or os.cpu_count() or 2, int)
     python, which = sandbox_interpreter(options)
     return await check_many(programs, _limits(options, which), workers=workers, python=python,
                             allow_unsafe=bool(options.get("allow_unsafe_sandbox")), imports=PROBE_IMPORTS)
