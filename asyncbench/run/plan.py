@@ -43,10 +43,6 @@ from .dry_run import Pricing
 from .prompting import Prompting, Tally
 from .resolve import official_model, prompt_budget, resolve_model, truncation_tokenizer
 
-# An adaptive benchmark's rounds (benchmarks/longbench/adaptive.py): it is handed the
-# samples it may ask and `ask(batch)`, and returns the rounds asked and a report.
-Administer = Callable[[list[Sample], Callable[[list[Sample]], Awaitable[tuple[Any, list[SampleResult]]]]],
-                      Awaitable[tuple[list[tuple[list[Sample], Any, list[SampleResult]]], Mapping[str, object]]]]
 PlannedCalls = Callable[[list[Sample], Callable[[str], int]], Mapping[str, tuple[int, int, int]]]
 
 
@@ -60,7 +56,12 @@ class Capabilities:
     fingerprint: Callable[[], str] | None  # its data's content hash, for a streamed run's id
     rules: PromptRules  # how its samples become requests (prompt_rules/rules.py)
     planned_calls: PlannedCalls | None  # its judge / prior-knowledge calls, at most
-    administer: Administer | None  # it chooses each batch of samples (adaptive testing)
+    # an adaptive benchmark's rounds (benchmarks/longbench/adaptive.py): handed the samples
+    # it may ask and `ask(batch)` (its Generated is opaque to it), it returns the rounds
+    # asked and a report
+    administer: Callable[[list[Sample], Callable[[list[Sample]], Awaitable[tuple[Any, list[SampleResult]]]]],
+                         Awaitable[tuple[list[tuple[list[Sample], Any, list[SampleResult]]],
+                                         Mapping[str, object]]]] | None
     rescores: bool  # its scores depend on this machine: a complete run's re-run scores again
 
 
