@@ -203,19 +203,21 @@ def unnest(n: int) -> str:
 
 
 def insert_missing(con: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str], source: str,
-                   params: object = None, key: str = "key") -> None:
+                   params: object = None, key: str = "key", unique: bool = False) -> None:
     """INSERT the rows of `source` (a query yielding `columns`) whose `key` `table` lacks,
     one row per key: what a primary key's INSERT OR IGNORE did, without the index that
     DuckDB holds whole in memory (schema.py, v7). The table's keys are found by a semi-join
     built on the incoming batch (small) and probed by a scan of the table's key column,
     whose blocks stay evictable; inside the write transaction (one writer per file) no
-    other process can add a key between the check and the insert."""
+    other process can add a key between the check and the insert. `unique`: `source`
+    holds each key once (a journal batch: one line per paid answer), so no window is
+    needed to keep one row per key."""
     cols = ", ".join(columns)
+    once = "" if unique else f" QUALIFY row_number() OVER (PARTITION BY {key}) = 1"
     con.execute(f"WITH incoming AS ({source}), present AS (SELECT {key} FROM {table} "
                 f"WHERE {key} IN (SELECT {key} FROM incoming)) "
                 f"INSERT INTO {table} ({cols}) SELECT {cols} FROM incoming "
-                f"WHERE {key} NOT IN (SELECT {key} FROM present) "
-                f"QUALIFY row_number() OVER (PARTITION BY {key}) = 1", params)
+                f"WHERE {key} NOT IN (SELECT {key} FROM present){once}", params)
 
 
 def check_cache_path(path: Path) -> None:

@@ -213,7 +213,7 @@ def ingest(store: Store, path: Path, replay: bool = False) -> None:
         source, params = "journal_batch j", None
     insert_missing(con, "responses", RESPONSE_COLUMNS,
                    "SELECT " + ", ".join(f"j.response.{c} AS {c}" for c in RESPONSE_COLUMNS) + f" FROM {source}",
-                   params)
+                   params, unique=not replay)  # this process's batch: one line per answer it paid
     once = f" AND NOT EXISTS (SELECT 1 FROM ledger_requests l WHERE l.run_id = j.run_id AND {_SAME_ROW})"
     con.execute(f"INSERT INTO ledger_requests (run_id, {_LEDGER}) SELECT j.run_id, "
                 + ", ".join(f"j.ledger.{c}" for c in LEDGER_COLUMNS)
@@ -221,7 +221,8 @@ def ingest(store: Store, path: Path, replay: bool = False) -> None:
     where = " AND " if replay else " WHERE "
     insert_missing(con, "prompt_refs", ("key", "file", "start", "length"),
                    "SELECT j.response.key AS key, j.prompt_at.file AS file, j.prompt_at.start AS start, "
-                   f"j.prompt_at.length AS length FROM {source}{where}j.prompt_at IS NOT NULL", params)
+                   f"j.prompt_at.length AS length FROM {source}{where}j.prompt_at IS NOT NULL", params,
+                   unique=not replay)
     if replay:
         insert_missing(con, "prompts", ("key", "prompt"),
                        f"SELECT j.response.key AS key, j.prompt AS prompt FROM {source} AND j.prompt IS NOT NULL",
