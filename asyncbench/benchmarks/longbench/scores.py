@@ -4,14 +4,12 @@ from its estimate of the full LongBench, the estimate's lines in the terminal su
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypedDict
+from typing import Any, ClassVar, Self, TypedDict
 
 from ...estimators.methods import METHODS as ESTIMATE_METHODS
 from ..scores import ScoreSet, Show
+from .aggregate import Summary  # at run time too: the declared keys are read with get_type_hints
 from .table import CATEGORIES
-
-if TYPE_CHECKING:
-    from .aggregate import Summary
 
 
 def _estimate_lines(est: object) -> list[str]:
