@@ -33,16 +33,19 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _peak_rss_mb(tmp_path: Path, rows: int, *args: str, lengths: str = "128k", cache: str = "c.duckdb") -> float:
-    """A 100-LongBench command's peak resident memory (the child's ru_maxrss: the larger
-    of its own and its simulator's), in MB."""
-    proc = subprocess.Popen([*CLI, "run", "100-longbench:kv_retrieval,passage_count", "--model", "sim", *args,
-                             "--lengths", lengths, "--rows", str(rows), "--cache", str(tmp_path / cache)],
-                            env=_env(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, err
-    return usage.ru_maxrss / 1024
+    """A 100-LongBench command's peak resident memory (the larger of its own and its
+    simulator's), in MB, read by a wrapper process that runs only it: a child's ru_maxrss
+    counts the process it was forked from, and a pytest worker may hold more than the
+    command (the difference of two readings was then 0)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from raw_client_ratio import WRAP
+
+    done = subprocess.run([sys.executable, "-c", WRAP, *CLI, "run", "100-longbench:kv_retrieval,passage_count",
+                           "--model", "sim", *args, "--lengths", lengths, "--rows", str(rows), "--cache",
+                           str(tmp_path / cache)], env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    measured = json.loads(done.stdout)
+    assert measured["rc"] == 0, measured["stderr"]
+    return float(measured["rss_kb"]) / 1024
 
 
 def test_dry_run_memory_is_flat_in_the_number_of_rows(tmp_path: Path) -> None:
