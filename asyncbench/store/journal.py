@@ -210,7 +210,7 @@ def ingest(store: Store, path: Path, replay: bool = False) -> None:
     else:
         con.execute(f"CREATE OR REPLACE TEMP TABLE journal_batch AS SELECT * FROM {lines} "
                     "WHERE response.key IS NOT NULL", file)
-        source, params = "journal_batch j", None
+        source, params = "journal_batch j WHERE j.response.key IS NOT NULL", None  # a WHERE, as replay's
     insert_missing(con, "responses", RESPONSE_COLUMNS,
                    "SELECT " + ", ".join(f"j.response.{c} AS {c}" for c in RESPONSE_COLUMNS) + f" FROM {source}",
                    params, unique=not replay)  # this process's batch: one line per answer it paid
@@ -218,10 +218,9 @@ def ingest(store: Store, path: Path, replay: bool = False) -> None:
     con.execute(f"INSERT INTO ledger_requests (run_id, {_LEDGER}) SELECT j.run_id, "
                 + ", ".join(f"j.ledger.{c}" for c in LEDGER_COLUMNS)
                 + f" FROM {source}{once if replay else ''}", params)
-    where = " AND " if replay else " WHERE "
     insert_missing(con, "prompt_refs", ("key", "file", "start", "length"),
                    "SELECT j.response.key AS key, j.prompt_at.file AS file, j.prompt_at.start AS start, "
-                   f"j.prompt_at.length AS length FROM {source}{where}j.prompt_at IS NOT NULL", params,
+                   f"j.prompt_at.length AS length FROM {source} AND j.prompt_at IS NOT NULL", params,
                    unique=not replay)
     if replay:
         insert_missing(con, "prompts", ("key", "prompt"),
