@@ -46,7 +46,15 @@ class Sim:
             return json.loads(r.read())
 
     def reset(self) -> None:
-        req = urllib.request.Request(f"{self.base_url}/stats/reset", method="POST", data=b"")
+        self._post("reset")
+
+    def hold(self, held: bool = True) -> None:
+        """Hold every answer from now on (requests are still received and counted), or
+        release them."""
+        self._post("hold" if held else "release")
+
+    def _post(self, what: str) -> None:
+        req = urllib.request.Request(f"{self.base_url}/stats/{what}", method="POST", data=b"")
         urllib.request.urlopen(req, timeout=10).read()
 
 

@@ -205,7 +205,8 @@ def test_ray_matches_local_and_keeps_the_global_rpm(tmp_path, shared_data, start
 
 def test_a_node_killed_mid_run_repeats_only_its_in_flight_requests(tmp_path, start_sim, ray_cluster):
     """The worker node's whole process tree SIGKILLed mid-run: the run completes on the
-    head, and the only requests sent twice are ones in flight on the lost node."""
+    head, the only requests sent twice are ones in flight on the lost node, and the run's
+    request count is what the servers received, the lost node's requests included."""
     n = 300
     prompts = {f"s{i}": f"Passage {i}: " + " ".join(f"w{(i * 13 + k) % 97}" for k in range(40)) + "\nAnswer:"
                for i in range(n)}
@@ -220,10 +221,23 @@ def test_a_node_killed_mid_run_repeats_only_its_in_flight_requests(tmp_path, sta
         while sum(s.stats()["requests"] for s in sims) < 60:
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.05)
+        # Answers held: every worker's slots fill with requests the servers received, and
+        # then nothing moves. The kill comes at a moment when what each worker sent is
+        # settled (a request leaving in the instant of a kill could be unknown to the
+        # driver, and to the test, either way).
+        for s in sims:
+            s.hold()
+        seen, still = -1, 0
+        while still < 10:  # one second with no new request
+            now = sum(s.stats()["requests"] for s in sims)
+            still, seen = (still + 1 if now == seen else 0), now
+            time.sleep(0.1)
         victims = ray_cluster.worker_node_processes()
         assert any("GenerationWorker" in cmd for cmd in victims.values()), f"no worker on the node: {victims}"
         ray_cluster.command("kill")
         killed_at = time.time()
+        for s in sims:
+            s.hold(False)
         _, err = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
@@ -255,6 +269,11 @@ def test_a_node_killed_mid_run_repeats_only_its_in_flight_requests(tmp_path, sta
     # (its share of --concurrency 4, 2, on each of the two endpoints: 2 x 2 x 2).
     print(f"node kill: {len(seen_twice)} sent twice, {backend['requests_resent']} handed again, {backend}")
     assert len(log) - len(set(log)) == len(seen_twice) <= backend["requests_resent"] <= 2 * 2 * 2, (seen_twice, backend)
+    # every request counted, the lost node's too: run.json's count is the servers'
+    this = summary["this_invocation"]
+    assert this["requests"] == len(log) == sum(n["sent"] for n in backend["nodes"]), (this, len(log), backend)
+    assert [n["lost"] for n in backend["nodes"]].count(True) == 1, backend["nodes"]
+    assert len(seen_twice) > 0  # the lost node had requests in flight: its share of the held ones
 
 
 # Pasted into the driver scripts that check work ran on both nodes: a node just added (or

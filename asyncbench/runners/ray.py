@@ -12,12 +12,19 @@ Who does what:
   the outcomes finished since the last message. A worker holds at most two batches'
   worth, and gets the next batch when half of that is answered, so a slow worker never
   keeps a backlog and the first request leaves while the rest of the data is being read.
-- One limiter actor per endpoint group holds the RPM/TPM buckets, on the driver's node,
-  or, with `--ray-shared-limiter NAME`, a named detached one that several drivers lease
-  from (ray_shared.py).
+- Workers, and the limiter host on the driver's node, are long-lived actors reused by
+  every run of the same code on a running cluster (ray_pool.py): a run opens its
+  endpoint groups in them and closes them at its end, so only the first run pays for
+  starting Ray worker processes.
+- The limiter host holds one RPM/TPM limit per provider account of the run, or, with
+  `--ray-shared-limiter NAME`, a named detached limiter that several drivers lease from
+  (ray_shared.py).
   Workers lease requests and tokens from it in blocks (one call per block, none at all
   while no limit applies), so ten workers never send ten times the RPM. Rate-limit
   headers ride along with the next lease; a 429's Retry-After is passed on at once.
+- Counters (requests sent, retries, 429s) come back with the outcomes, as they happen:
+  a lost worker's requests are counted like the others, and the run's counts are what
+  the servers received.
 - If a worker dies (its node lost), the driver starts a replacement and gives it the
   jobs of that worker that had no answer yet; answered ones are never sent again.
 - Scoring: chunks of predictions go to Ray tasks (`map_chunks`), one CPU each, spread
@@ -35,9 +42,10 @@ max_tokens at list price), which can only err on the safe side.
 from __future__ import annotations
 
 import math
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -50,15 +58,12 @@ from ..providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
 from ..scheduler import Budget, EndpointHealth, Job, Outcome, SchedulerStats
 from ..types import Response
 from .base import JSON, Counting, OnEvent, RunnerReport, add_stats
-from .ray_actors import GenerationWorker, LimiterActor, LimiterHandle
+from .ray_actors import IDLE_S, SHARED, TTL_S, GenerationWorker, LimiterActor, LimiterHandle, Progress, WorkerReport
 from .ray_connect import cluster_address, connect, first_line, import_ray
-from .ray_shared import TTL_S as SHARED_TTL_S
+from .ray_pool import NAMESPACE, Attachments, limiter_name, worker_name
 from .ray_shared import SharedLimiters
 
 T = TypeVar("T")
-
-if TYPE_CHECKING:
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 # Replacement workers started for one worker slot before its remaining jobs are failed.
 MAX_REPLACEMENTS = 3
@@ -88,7 +93,7 @@ class RayRunner:
     def __init__(self, address: str | None, workers: int, concurrency: int, timeout_s: float,
                  max_attempts: int, worker_delays: Sequence[float] = (),
                  connect_timeout_s: float = CONNECT_TIMEOUT_S, shared_limiter: str | None = None,
-                 shared_ttl_s: float = SHARED_TTL_S) -> None:
+                 shared_ttl_s: float = TTL_S) -> None:
         """`worker_delays`: an artificial per-request delay for each worker, to measure and
         test how work spreads when one worker is slower than the others.
         `connect_timeout_s`: connecting and starting actors, at most.
@@ -109,7 +114,9 @@ class RayRunner:
         self.connect_timeout_s = connect_timeout_s
         # one batch can take as long as its slowest job's retries (scheduler.max_retry_s)
         self.batch_timeout_s = 900.0 + 2 * timeout_s
-        self._shared = SharedLimiters(ray, shared_limiter, self.where, shared_ttl_s) \
+        self.driver = uuid.uuid4().hex
+        self.attached = Attachments(ray, self.driver, TTL_S)
+        self._shared = SharedLimiters(ray, shared_limiter, self.where, self.driver, shared_ttl_s) \
             if shared_limiter is not None else None
         self._started = not ray.is_initialized()
         self._release = connect(ray, address, connect_timeout_s) if self._started else None
@@ -117,13 +124,43 @@ class RayRunner:
         self._worker_cls = ray.remote(num_cpus=0, max_concurrency=100_000)(GenerationWorker)
         self._apply = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_apply)
         self._groups: dict[tuple[str, str], _WorkerGroup] = {}
-        self._limiters: dict[str, LimiterHandle] = {}  # one limiter actor per provider account (client.account_key)
+        # the limiter of each provider account (client.account_key) and its key there
+        self._limiters: dict[str, tuple[LimiterHandle, str]] = {}
 
-    def _on_driver_node(self) -> NodeAffinitySchedulingStrategy:
-        """Scheduling on the driver's node: the limiter lives and dies with the run."""
+    def pooled(self, cls: Any, name: str, node: str) -> Any:
+        """The long-lived actor `name` on `node`, made if no run has made it yet."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        return NodeAffinitySchedulingStrategy(self.ray.get_runtime_context().get_node_id(), soft=True)
+        return cls.options(name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+                           scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
+                           ).remote(TTL_S, IDLE_S)
+
+    async def _limiter(self, account: str, spec: ModelSpec, api_key: str | None, rpm: float | None,
+                       tpm: float | None) -> tuple[LimiterHandle, str]:
+        """This run's limit for a provider account: a key in the limiter host on the
+        driver's node (it lives as long as the run needs it), or the shared limiter."""
+        if account not in self._limiters:
+            if self._shared is not None:  # one limiter for every driver that names it
+                shared = await self._shared.attach(self._limiter_cls, spec, api_key, rpm, tpm, self.connect_timeout_s)
+                return self._limiters.setdefault(account, (shared, SHARED))
+            node = self.ray.get_runtime_context().get_node_id()
+            key = f"{self.driver}/{len(self._limiters)}"
+            for attempt in (0, 1):
+                host = self.pooled(self._limiter_cls, limiter_name(node), node)
+                try:
+                    with anyio.fail_after(self.connect_timeout_s):
+                        await host.open.remote(self.driver, key, rpm, tpm)
+                    break
+                except self.ray.exceptions.RayActorError:  # ending itself (idle) just now: a new one
+                    if attempt:
+                        raise
+                    self.ray.kill(host, no_restart=True)
+                except TimeoutError:
+                    raise UserError(f"Ray at {self.where}: the limiter actor did not start within "
+                                    f"{self.connect_timeout_s:g} s (are the cluster's nodes up?)") from None
+            self.attached.add(host)
+            self._limiters[account] = (host, key)
+        return self._limiters[account]
 
     def _alive_nodes(self) -> list[str]:
         """Node ids to spread workers over (the driver's own first)."""
@@ -140,15 +177,9 @@ class RayRunner:
         if key not in self._groups:
             # models on one key (an eval set) lease from one limiter: the provider's limit is the key's
             account = account_key(spec.provider, spec.base_urls, api_key)
-            if account not in self._limiters:
-                if self._shared is not None:  # one limiter for every driver that names it
-                    self._limiters[account] = await self._shared.attach(self._limiter_cls, spec, api_key, rpm, tpm,
-                                                                        self.connect_timeout_s)
-                else:
-                    self._limiters[account] = self._limiter_cls.options(
-                        scheduling_strategy=self._on_driver_node()).remote(rpm, tpm)
-            limiter = self._limiters[account]
-            group = _WorkerGroup(self, spec, api_key, limiter, bool(rpm or tpm), max_response_bytes)
+            limiter, limit_key = await self._limiter(account, spec, api_key, rpm, tpm)
+            group = _WorkerGroup(self, f"{self.driver}/g{len(self._groups)}", spec, api_key, limiter, limit_key,
+                                 bool(rpm or tpm), max_response_bytes)
             await group.start()
             self._groups[key] = group
         return self._groups[key]
@@ -195,15 +226,21 @@ class RayRunner:
         (batches of jobs, limiter leases)."""
         groups = list(self._groups.values())
         by_node: Counter[str] = Counter()
+        sent_by_node: Counter[str] = Counter()
         workers_on: Counter[str] = Counter()
         ips: dict[str, str] = {}
+        lost: set[str] = set()
         for g in groups:
             by_node.update(g.served_by_node)
-            workers_on.update(g.node_of[k] for k in range(len(g.workers)) if g.node_of[k])
+            sent_by_node.update(g.sent_by_node)
+            workers_on.update(g.ran_on)
             ips.update(g.node_ip)
+            lost |= g.lost_nodes
         nodes: list[JSON] = [{"node": node[:12], "ip": ips.get(node, ""), "requests": by_node[node],
-                  "workers": workers_on[node]} for node in sorted(set(by_node) | set(workers_on))]
+                              "sent": sent_by_node[node], "workers": workers_on[node], "lost": node in lost}
+                             for node in sorted(set(by_node) | set(workers_on) | set(sent_by_node))]
         return {"workers_replaced": sum(g.replaced for g in groups),
+                "workers_reused": sum(g.reused for g in groups),
                 "requests_resent": sum(g.resent for g in groups),
                 "batches": sum(g.batches for g in groups), "limiter_leases": sum(g.leases for g in groups),
                 "jobs_per_worker": [sum(g.served[k] for g in groups) for k in range(self.n_workers)],
@@ -232,12 +269,13 @@ class RayRunner:
         return results
 
     async def aclose(self) -> None:
+        """Detach from the pooled actors (closing this run's groups and limits there: they
+        stay for the next run) and from a shared limiter; replacements made anywhere
+        (not pooled) are killed."""
         for group in self._groups.values():
-            for w in group.workers:
+            for w in group.unpooled:
                 self.ray.kill(w)
-        if self._shared is None:
-            for limiter in self._limiters.values():
-                self.ray.kill(limiter)
+        self.attached.release(self.connect_timeout_s)
         self._groups.clear()
         self._limiters.clear()
         if self._shared is not None:  # the last driver sharing a limiter kills it
@@ -249,15 +287,18 @@ class RayRunner:
 
 
 class _WorkerGroup:
-    """The workers of one model client, their shared limiter, and where they ran."""
+    """The workers of one model client (the group `gid` opened in each), the limit they
+    lease from, and where they ran."""
 
-    def __init__(self, backend: RayRunner, spec: ModelSpec, api_key: str | None, limiter: LimiterHandle, limited: bool,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+    def __init__(self, backend: RayRunner, gid: str, spec: ModelSpec, api_key: str | None, limiter: LimiterHandle,
+                 limit_key: str, limited: bool, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self.backend = backend
+        self.gid = gid
         self.max_response_bytes = max_response_bytes
         self.spec = spec
         self.api_key = api_key
         self.limiter = limiter
+        self.limit_key = limit_key
         self.limited = limited
         # per-endpoint concurrency is a global setting: each worker gets its share
         self.per_worker = max(1, math.ceil(backend.concurrency / backend.n_workers))
@@ -265,46 +306,64 @@ class _WorkerGroup:
         self.capacity = self.per_worker * max(1, len(spec.base_urls))
         nodes = backend._alive_nodes()
         self.workers = [self._new_worker(k, nodes[k % len(nodes)]) for k in range(backend.n_workers)]
-        self.node_of = [""] * len(self.workers)
+        self.unpooled: list[Any] = []  # replacements made anywhere, killed at the end
+        self.node_of = [""] * len(self.workers)  # "" until the worker has opened the group
         self.node_ip: dict[str, str] = {}
-        self.health: dict[int, list[dict[str, Any]]] = {}
+        self.ran_on: Counter[str] = Counter()  # workers that opened the group, per node
+        self.lost_nodes: set[str] = set()
+        self.health: dict[int, list[EndpointHealth]] = {}
         self.replaced = 0
+        self.reused = 0  # workers found running (made by an earlier run)
         self.resent = 0
         self.batches = 0  # actor calls carrying jobs
         self.leases = 0  # limiter calls the workers made
         self.replaced_in_slot = [0] * len(self.workers)
         self.served = [0] * len(self.workers)  # jobs answered through each worker slot
         self.served_by_node: Counter[str] = Counter()
+        self.sent_by_node: Counter[str] = Counter()  # requests sent (retries included)
         self.dead: str | None = None
 
     def _new_worker(self, k: int, node: str | None) -> Any:
+        """Worker slot k on `node`: the pooled one (made now if no run has made it yet);
+        with no node to name (a lost one's replacement when no other is known), a worker
+        of this run's own, anywhere."""
+        b = self.backend
+        if node is not None:
+            return b.pooled(b._worker_cls, worker_name(node, k), node)
+        worker = b._worker_cls.options(scheduling_strategy="SPREAD").remote(TTL_S, IDLE_S)
+        self.unpooled.append(worker)
+        return worker
+
+    async def open(self, k: int) -> None:
+        """Open this group in worker k (bounded; a pooled worker ending itself just now
+        is made again), and note its node."""
         b = self.backend
         delay = b.worker_delays[k] if k < len(b.worker_delays) else 0.0
-        if node is not None:  # round-robin over the nodes (a lost one's replacement: anywhere)
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            strategy: NodeAffinitySchedulingStrategy | str = NodeAffinitySchedulingStrategy(node, soft=False)
-        else:
-            strategy = "SPREAD"
-        return b._worker_cls.options(scheduling_strategy=strategy).remote(
-            self.spec, self.api_key, self.per_worker, b.timeout_s, b.max_attempts, self.limiter, self.limited,
-            delay, self.max_response_bytes)
-
-    async def ready(self, k: int) -> None:
-        """Wait (bounded) until worker k runs, and note its node."""
-        b = self.backend
-        try:
-            with anyio.fail_after(b.connect_timeout_s):
-                node, ip = await self.workers[k].ready.remote()
-        except TimeoutError:
-            raise UserError(f"Ray at {b.where}: a generation worker did not start within "
-                            f"{b.connect_timeout_s:g} s (are the cluster's nodes up?)") from None
+        for attempt in (0, 1):
+            try:
+                with anyio.fail_after(b.connect_timeout_s):
+                    node, ip, reused = await self.workers[k].open.remote(
+                        b.driver, self.gid, self.spec, self.api_key, self.per_worker, b.timeout_s, b.max_attempts,
+                        self.limiter, self.limit_key, self.limited, delay, self.max_response_bytes)
+                break
+            except TimeoutError:
+                raise UserError(f"Ray at {b.where}: a generation worker did not start within "
+                                f"{b.connect_timeout_s:g} s (are the cluster's nodes up?)") from None
+            except b.ray.exceptions.RayActorError:
+                if attempt:
+                    raise
+                b.ray.kill(self.workers[k], no_restart=True)
+                nodes = b._alive_nodes()
+                self.workers[k] = self._new_worker(k, nodes[k % len(nodes)])
+        b.attached.add(self.workers[k])
         self.node_of[k], self.node_ip[node] = node, ip
+        self.ran_on[node] += 1
+        self.reused += reused
 
     async def start(self) -> None:
         async with anyio.create_task_group() as tg:
             for k in range(len(self.workers)):
-                tg.start_soon(self.ready, k)
+                tg.start_soon(self.open, k)
 
     def replace_dead(self, k: int, dead: object) -> bool:
         """A replacement for worker k, which died (once, however many of its batches saw
@@ -312,14 +371,20 @@ class _WorkerGroup:
         if self.workers[k] is dead:
             if self.replaced_in_slot[k] >= MAX_REPLACEMENTS:
                 return False
-            self.backend.ray.kill(dead)
+            self.backend.ray.kill(dead, no_restart=True)
+            self.lost_nodes.add(self.node_of[k])
             # on another node than the lost one (which Ray may think alive for a while)
-            others = [node for node in self.backend._alive_nodes() if node != self.node_of[k]]
+            others = [node for node in self.backend._alive_nodes() if node not in self.lost_nodes]
             self.workers[k] = self._new_worker(k, others[k % len(others)] if others else None)
             self.node_of[k] = ""
             self.replaced += 1
             self.replaced_in_slot[k] += 1
         return True
+
+    def count(self, k: int, stats: dict[str, int] | None) -> None:
+        """Counters worker k sent: the dispatch adds them to the run's, here per node."""
+        if stats:
+            self.sent_by_node[self.node_of[k]] += stats.get("requests_sent", 0)
 
     def endpoint_health(self) -> list[EndpointHealth]:
         """Served/failed per endpoint summed over the workers' last reports."""
@@ -406,17 +471,18 @@ class _Dispatch:
             worker = group.workers[k]
             try:
                 if not group.node_of[k]:
-                    await group.ready(k)
+                    await group.open(k)
                 with anyio.fail_after(group.backend.batch_timeout_s):
-                    stream = worker.run_batch.options(num_returns="streaming").remote(list(left.values()))
+                    stream = worker.run_batch.options(num_returns="streaming").remote(group.gid, list(left.values()))
                     group.batches += 1
                     async for ref in stream:
-                        answered = await ref
-                        for outcome in answered:
+                        progress: Progress = await ref
+                        self._count(k, progress.stats)
+                        for outcome in progress.outcomes:
                             group.served[k] += 1
                             group.served_by_node[group.node_of[k]] += 1
                             self._record(outcome, left.pop(outcome.index))
-                        self._free(k, len(answered))
+                        self._free(k, len(progress.outcomes))
                 if left:  # the stream ended short: never expected, but never hang on it
                     raise ray.exceptions.RayActorError()
             except lost as exc:
@@ -441,18 +507,26 @@ class _Dispatch:
         self.outcomes[outcome.index] = outcome
         self.on_event(outcome)
 
+    def _count(self, k: int, stats: dict[str, int] | None) -> None:
+        """Counters from worker k (with its outcomes, or at the end): the run's, live."""
+        if stats:
+            self.group.count(k, stats)
+            for name, value in stats.items():
+                setattr(self.stats, name, getattr(self.stats, name) + value)
+
     async def _collect_stats(self) -> None:
+        """What the workers did not send with outcomes: the last counters, limiter leases,
+        endpoint health, whether they gave up."""
         for k, worker in enumerate(self.group.workers):
             try:
                 with anyio.fail_after(self.group.backend.connect_timeout_s):
-                    report = await worker.take_stats.remote()
-            except Exception:  # a worker lost (or stuck) at the very end: its counters are lost
+                    report: WorkerReport = await worker.take_stats.remote(self.group.gid)
+            except Exception:  # a worker lost (or stuck) at the very end: its last counters are lost
                 continue
             self.group.health[k] = report["health"]
             self.group.leases += report["leases"]
             self.group.dead = self.group.dead or report["dead"]
-            for name, value in report["stats"].items():
-                setattr(self.stats, name, getattr(self.stats, name) + value)
+            self._count(k, report["stats"])
 
 
 async def _chain(first: Job, rest: AsyncIterator[Job]) -> AsyncIterator[Job]:

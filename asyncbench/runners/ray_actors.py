@@ -1,13 +1,23 @@
 """What the Ray backend runs inside the cluster: generation workers (async actors
-running the ordinary scheduler on the batches the driver hands them, outcomes streamed
-back) and the limiter actor they lease rate-limit tokens from in blocks."""
+running the ordinary scheduler on the batches the driver hands them, outcomes and
+counters streamed back) and the limiter actor they lease rate-limit tokens from in
+blocks.
+
+Both are long-lived on a running cluster: named detached actors that every run of the
+same code reuses (starting a Ray worker process and importing the engine costs seconds
+to tens of seconds per run; reusing one, a few actor calls). A driver `attach`es to each
+with its own id, opens its endpoint groups (or limiter keys) under it, renews the
+attachment from a thread while it runs and detaches at its end (closing what it opened:
+the API key goes with its group). A driver that dies without detaching expires after
+`ttl_s`, its groups with it; an actor with no driver attached for `idle_s` ends itself.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Protocol, TypedDict
 
 import anyio
@@ -15,14 +25,25 @@ import anyio
 from ..errors import ProviderError
 from ..limits import RateLimiter
 from ..providers import ModelSpec, make_provider
-from ..providers.bounded import DEFAULT_MAX_RESPONSE_BYTES
+from ..providers.base import Provider
 from ..scheduler import EndpointHealth, EndpointPool, Job, Outcome, Scheduler, SchedulerStats
 from .ray_connect import import_ray
 
+# A driver's attachment lapses this long after its last renewal (it renews 4x as often).
+TTL_S = 60.0
+# A pooled actor (worker, limiter host) with no driver attached this long ends itself.
+IDLE_S = 600.0
+# How long a worker gathers outcomes and counters before sending them: one message for
+# all that finished meanwhile (under load, dozens), not one per event.
+FLUSH_S = 0.01
+# The limiter key of a shared limiter (--ray-shared-limiter): it holds that one limit.
+SHARED = ""
+
 
 class WorkerReport(TypedDict):
-    """What a worker's `take_stats` hands the driver: its scheduler's counters since the
-    last call, the limiter leases it took, its endpoints' health, whether it gave up."""
+    """What a worker's `take_stats` hands the driver at a run's end: the counters not yet
+    sent with outcomes, the limiter leases it took, its endpoints' health, whether it
+    gave up."""
 
     stats: dict[str, int]
     leases: int
@@ -30,18 +51,29 @@ class WorkerReport(TypedDict):
     dead: str | None
 
 
+@dataclass(frozen=True)
+class Progress:
+    """One message of a batch's stream: the outcomes finished since the last message and
+    the group's counters since then (requests sent, retries, 429s...), so what a worker
+    sent is known as it goes, not only if it lives to the run's end (a lost node's
+    requests are counted like any others)."""
+
+    outcomes: list[Outcome]
+    stats: dict[str, int] | None
+
 
 class _Lease(Protocol):
-    def remote(self, waiting: int, tokens: int, info: dict[str, float], /) -> Awaitable[int]: ...
+    def remote(self, key: str, waiting: int, tokens: int, info: dict[str, float], /) -> Awaitable[int]: ...
 
 
 class _Pause(Protocol):
-    def remote(self, seconds: float, /) -> object: ...
+    def remote(self, key: str, seconds: float, /) -> object: ...
 
 
 class LimiterHandle(Protocol):
-    """The Ray actor handle of the shared limiter (LimiterActor below): its two
-    methods, called with `.remote`; a lease's ObjectRef is awaited for the grant."""
+    """The Ray actor handle of a limiter actor (LimiterActor below): its two methods,
+    called with `.remote` and the key of the limit; a lease's ObjectRef is awaited for
+    the grant."""
 
     @property
     def lease(self) -> _Lease: ...
@@ -57,8 +89,9 @@ class LeasedLimiter:
     a stored burst on top of the bucket's). No call at all while no limit applies: no
     `--rpm`/`--tpm`, no rate-limit header seen, no 429."""
 
-    def __init__(self, handle: LimiterHandle, limited: bool) -> None:
+    def __init__(self, handle: LimiterHandle, key: str, limited: bool) -> None:
         self.handle = handle
+        self.key = key
         self.limited = limited
         self.requests = 0
         self.tokens = 0
@@ -84,7 +117,7 @@ class LeasedLimiter:
             async with self._lock:  # one lease in flight per worker; FIFO
                 if self.requests < 1 or self.tokens < tokens:
                     info, self.info = self.info, {}
-                    granted = await self.handle.lease.remote(self.waiting, tokens, info)
+                    granted = await self.handle.lease.remote(self.key, self.waiting, tokens, info)
                     self.leases += 1
                     self.requests += granted
                     self.tokens += granted * tokens
@@ -96,7 +129,7 @@ class LeasedLimiter:
     def pause(self, seconds: float) -> None:
         self.paused_until = max(self.paused_until, time.monotonic() + seconds)
         self.limited = True  # a 429: a limit applies, whatever was configured
-        self.handle.pause.remote(seconds)
+        self.handle.pause.remote(self.key, seconds)
 
     def observe(self, info: dict[str, float]) -> None:
         if info:
@@ -110,82 +143,79 @@ def limits_text(rpm: float | None, tpm: float | None) -> str:
     return " ".join(f"--{k} {'none' if v is None else f'{v:g}'}" for k, v in (("rpm", rpm), ("tpm", tpm)))
 
 
-class LimiterActor:
-    """One RateLimiter for an endpoint group, shared by every worker through leases (an
-    async actor: a lease waiting for its bucket does not block other calls).
 
-    Shared by several drivers (`--ray-shared-limiter`), it is a named detached actor that
-    outlives any one run, so it counts its users: each driver `attach`es (and renews every
-    `ttl_s / 4` from a thread of its own), and `detach`es at its end; the last one to
-    detach kills it. A driver that dies without detaching stops renewing: its attachment
-    expires after `ttl_s`, and an actor with no attachment left for `ttl_s` kills itself.
-    So it never outlives its last user by more than about twice `ttl_s`."""
+class Attached:
+    """The drivers using a long-lived actor: each attaches, renews every `ttl_s / 4`
+    (from a thread of its own, runner side) and detaches at its end. A driver that stops
+    renewing for `ttl_s` is dropped with what it opened (`_dropped`); with no driver
+    attached for `idle_s`, the actor ends itself."""
 
-    def __init__(self, rpm: float | None, tpm: float | None, ttl_s: float = 0.0) -> None:
-        self.rpm, self.tpm = rpm, tpm
-        self.limiter: RateLimiter | None = None
-        self._lock: anyio.Lock | None = None
+    def __init__(self, ttl_s: float, idle_s: float) -> None:
         self.ttl_s = ttl_s
+        self.idle_s = idle_s
         self.drivers: dict[str, float] = {}  # driver id -> when it last renewed
         self.idle_since = time.monotonic()  # since when no driver is attached
         self.closing = False
         self._reaper: asyncio.Task[None] | None = None
 
-    async def attach(self, driver: str, rpm: float | None, tpm: float | None) -> str:
-        """"" when `driver` now shares this limiter; "closing" when it is going away (make
-        a new one); else what this limiter holds that differs from the driver's limits."""
-        if self._reaper is None and self.ttl_s > 0:
+    def _join(self, driver: str) -> None:
+        if self._reaper is None and self.ttl_s > 0:  # made inside the actor's event loop
             self._reaper = asyncio.get_running_loop().create_task(self._reap())
-        if self.closing:
-            return "closing"
-        if (rpm, tpm) != (self.rpm, self.tpm):
-            return f"holds {limits_text(self.rpm, self.tpm)}"
         self.drivers[driver] = time.monotonic()
-        return ""
 
-    async def renew(self, driver: str) -> None:
+    async def renew(self, driver: str) -> bool:
+        """False when this actor no longer knows `driver` (it expired)."""
         if driver in self.drivers:
             self.drivers[driver] = time.monotonic()
+            return True
+        return False
 
     async def detach(self, driver: str) -> bool:
-        """True when `driver` was the last user: it is closed (the caller kills it)."""
+        """Drop `driver` and what it opened; True when the actor is now closing."""
         self.drivers.pop(driver, None)
+        self._dropped(driver)
         if not self.drivers:
-            self.closing = True
+            self.idle_since = time.monotonic()
         return self.closing
 
+    def _dropped(self, driver: str) -> None:
+        """What a driver opened goes with it."""
+
     async def _reap(self) -> None:
-        """Expire drivers that stopped renewing; kill this actor once none is left."""
         while True:
             await asyncio.sleep(self.ttl_s / 4)
             now = time.monotonic()
             for driver, seen in list(self.drivers.items()):
                 if now - seen > self.ttl_s:
                     del self.drivers[driver]
+                    self._dropped(driver)
                     self.idle_since = now
             if self.drivers:
                 continue
-            if self.closing or now - self.idle_since > self.ttl_s:
+            if self.closing or now - self.idle_since > self.idle_s:
                 self.closing = True
                 ray = import_ray()
                 ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
                 return
 
-    def _get(self) -> RateLimiter:
-        if self.limiter is None:  # anyio primitives are made inside the actor's event loop
-            self.limiter = RateLimiter(self.rpm, self.tpm)
-            self._lock = anyio.Lock()
-        return self.limiter
+
+class Buckets:
+    """One endpoint group's RateLimiter, handed out in leases (made inside the actor's
+    event loop: anyio primitives bind to it)."""
+
+    def __init__(self, rpm: float | None, tpm: float | None) -> None:
+        self.rpm, self.tpm = rpm, tpm
+        self.limiter = RateLimiter(rpm, tpm)
+        self.lock = anyio.Lock()
 
     async def lease(self, n: int, tokens: int, info: dict[str, float]) -> int:
         """Up to `n` requests of `tokens` tokens each, charged now (a block never bigger
         than the request bucket holds); how many were granted."""
-        lim = self._get()
+        lim = self.limiter
         lim.observe(info)
         if lim.requests is not None:
             n = max(1, min(n, int(lim.requests.capacity)))
-        assert self._lock is not None
-        async with self._lock:
+        async with self.lock:
             while True:
                 now = time.monotonic()
                 wait = max(0.0, lim.paused_until - now)
@@ -203,82 +233,168 @@ class LimiterActor:
                 lim.tokens.take(n * tokens)
         return n
 
-    async def pause(self, seconds: float) -> None:
-        self._get().pause(seconds)
+
+class LimiterActor(Attached):
+    """Rate limits shared by every worker of an endpoint group through leases (an async
+    actor: a lease waiting for its bucket does not block other calls), under a key.
+
+    Two uses. Pooled (the default): one per driver node, reused by every run; a run opens
+    a key per provider account and closes it at its end. Shared (`--ray-shared-limiter`,
+    ray_shared.py): a named actor holding the one limit (`shared`) several drivers lease
+    from; the last driver to detach kills it, and it never outlives its last user by
+    more than about twice `ttl_s` (its `idle_s`)."""
+
+    def __init__(self, ttl_s: float, idle_s: float, shared: tuple[float | None, float | None] | None = None) -> None:
+        super().__init__(ttl_s, idle_s)
+        self.shared = shared
+        self.keys: dict[str, Buckets] = {}
+        self.owner: dict[str, str] = {}  # key -> the driver that opened it
+
+    async def attach(self, driver: str, rpm: float | None, tpm: float | None) -> str:
+        """A shared limiter: "" when `driver` now shares it; "closing" when it is going
+        away (make a new one); else what it holds that differs from the driver's limits."""
+        if self.closing:
+            return "closing"
+        if (rpm, tpm) != self.shared:
+            return f"holds {limits_text(*self.shared)}" if self.shared else "is not a shared limiter"
+        if SHARED not in self.keys:
+            self.keys[SHARED] = Buckets(rpm, tpm)
+        self._join(driver)
+        return ""
+
+    async def detach(self, driver: str) -> bool:
+        closing = await super().detach(driver)
+        if self.shared is not None and not self.drivers:
+            self.closing = True  # the last user of a shared limiter: it goes
+        return closing or self.closing
+
+    async def open(self, driver: str, key: str, rpm: float | None, tpm: float | None) -> None:
+        """A pooled limiter: a limit under `key` for `driver`'s run."""
+        self._join(driver)
+        self.keys[key] = Buckets(rpm, tpm)
+        self.owner[key] = driver
+
+    def _dropped(self, driver: str) -> None:
+        for key in [k for k, d in self.owner.items() if d == driver]:
+            del self.keys[key], self.owner[key]
+
+    async def lease(self, key: str, n: int, tokens: int, info: dict[str, float]) -> int:
+        return await self.keys[key].lease(n, tokens, info)
+
+    async def pause(self, key: str, seconds: float) -> None:
+        buckets = self.keys.get(key)
+        if buckets is not None:
+            buckets.limiter.pause(seconds)
 
 
-class GenerationWorker:
-    """Sends the batches it is handed through the ordinary scheduler machinery (retries,
-    endpoint pool with health checks, the leased limiter), and streams the outcomes back
-    as they finish."""
+class _Group:
+    """One driver's endpoint group inside a worker: its scheduler (retries, endpoint pool,
+    leased limiter) and the batch streams waiting to report."""
 
-    def __init__(self, spec: ModelSpec, api_key: str | None, concurrency: int, timeout_s: float,
-                 max_attempts: int, limiter: LimiterHandle, limited: bool, delay_s: float = 0.0,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
-        self.spec = spec
-        self.concurrency = concurrency
+    def __init__(self, driver: str, provider: Provider, scheduler: Scheduler, pool: EndpointPool,
+                 limiter: LeasedLimiter, delay_s: float) -> None:
+        self.driver = driver
+        self.provider = provider
+        self.scheduler = scheduler
+        self.pool = pool
+        self.limiter = limiter
         self.delay_s = delay_s
-        self.pool: EndpointPool | None = None
-        self.scheduler: Scheduler | None = None
-        self.slots: asyncio.Semaphore | None = None
-        provider = make_provider(spec, api_key)
-        provider.max_response_bytes = max_response_bytes
-        self._args = (provider, timeout_s, max_attempts, LeasedLimiter(limiter, limited))
+        self.slots = asyncio.Semaphore(pool.capacity())
+        self.wakes: set[asyncio.Event] = set()  # one per batch stream now running
+        scheduler.on_attempt = self.notify
 
-    def ready(self) -> tuple[str, str]:
-        """(node id, node IP) of the node this worker runs on."""
-        ctx = import_ray().get_runtime_context()
-        return ctx.get_node_id(), import_ray().util.get_node_ip_address()
+    def notify(self) -> None:
+        """A request left, or an outcome is in: the streams report soon."""
+        for wake in self.wakes:
+            wake.set()
 
-    def _scheduler(self) -> Scheduler:
-        if self.scheduler is None:  # anyio primitives are made inside the actor's event loop
-            provider, timeout_s, max_attempts, limiter = self._args
-            self.pool = EndpointPool(self.spec.base_urls, self.concurrency)
-            self.scheduler = Scheduler(provider, self.pool, limiter, timeout_s=timeout_s, max_attempts=max_attempts)
-            self.slots = asyncio.Semaphore(self.pool.capacity())
-        return self.scheduler
+    def take_stats(self) -> dict[str, int] | None:
+        """The scheduler's counters since the last call (None: nothing happened)."""
+        stats = self.scheduler.stats
+        if not any(vars(stats).values()):
+            return None
+        self.scheduler.stats = SchedulerStats()
+        return asdict(stats)
 
-    async def _one(self, scheduler: Scheduler, job: Job) -> Outcome:
-        assert self.slots is not None
+    async def one(self, job: Job) -> Outcome:
         async with self.slots:
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
             try:
-                return await scheduler.process(job)
+                return await self.scheduler.process(job)
             except Exception as exc:  # a bug must not leave the batch waiting for ever
                 return Outcome(job.index, error=ProviderError("fatal", f"Ray worker: {type(exc).__name__}: {exc}"))
 
-    async def run_batch(self, jobs: list[Job]) -> AsyncIterator[list[Outcome]]:
-        """Every job of the batch, at most the pool's capacity at once; yields the outcomes
-        finished since the previous yield (one message for several under load)."""
-        scheduler = self._scheduler()
+
+class GenerationWorker(Attached):
+    """Sends the batches it is handed through the ordinary scheduler machinery, one
+    scheduler per endpoint group a driver opened, and streams outcomes and counters back
+    as they come."""
+
+    def __init__(self, ttl_s: float, idle_s: float) -> None:
+        super().__init__(ttl_s, idle_s)
+        self.groups: dict[str, _Group] = {}
+        self.opened = 0  # groups ever opened here: 0 on a fresh worker
+
+    async def open(self, driver: str, gid: str, spec: ModelSpec, api_key: str | None, concurrency: int,
+                   timeout_s: float, max_attempts: int, limiter: LimiterHandle, limit_key: str, limited: bool,
+                   delay_s: float, max_response_bytes: int) -> tuple[str, str, bool]:
+        """Open endpoint group `gid` for `driver`: (node id, node IP, whether this worker
+        was reused: it had served a group before)."""
+        self._join(driver)
+        provider = make_provider(spec, api_key)
+        provider.max_response_bytes = max_response_bytes
+        pool = EndpointPool(spec.base_urls, concurrency)
+        leased = LeasedLimiter(limiter, limit_key, limited)
+        scheduler = Scheduler(provider, pool, leased, timeout_s=timeout_s, max_attempts=max_attempts)
+        self.groups[gid] = _Group(driver, provider, scheduler, pool, leased, delay_s)
+        reused, self.opened = self.opened > 0, self.opened + 1
+        ray = import_ray()
+        return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), reused
+
+    async def close(self, gid: str) -> None:
+        group = self.groups.pop(gid, None)
+        if group is not None:
+            await group.provider.aclose()
+
+    def _dropped(self, driver: str) -> None:
+        for gid in [g for g, group in self.groups.items() if group.driver == driver]:
+            group = self.groups.pop(gid)
+            asyncio.get_running_loop().create_task(group.provider.aclose())
+
+    async def run_batch(self, gid: str, jobs: list[Job]) -> AsyncIterator[Progress]:
+        """Every job of the batch, at most the group's capacity at once; yields what
+        finished since the previous message, gathered for FLUSH_S (one message for many
+        under load), with the counters of the requests that left meanwhile."""
+        group = self.groups[gid]
         done: list[Outcome] = []
         wake = asyncio.Event()
 
         async def one(job: Job) -> None:
-            done.append(await self._one(scheduler, job))
+            done.append(await group.one(job))
             wake.set()
 
         tasks = [asyncio.ensure_future(one(job)) for job in jobs]
         left = len(jobs)
+        group.wakes.add(wake)
         try:
             while left:
                 await wake.wait()
+                if len(done) < left:
+                    await asyncio.sleep(FLUSH_S)
                 wake.clear()
                 out = done[:]
                 del done[:]
                 left -= len(out)
-                yield out
+                yield Progress(out, group.take_stats())
         finally:
+            group.wakes.discard(wake)
             for task in tasks:
                 task.cancel()
 
-    def take_stats(self) -> WorkerReport:
-        """Counters since the last call (the scheduler's, and leases taken), and endpoint
-        health."""
-        scheduler = self._scheduler()
-        stats, scheduler.stats = asdict(scheduler.stats), SchedulerStats()
-        limiter = self._args[3]
-        leases, limiter.leases = limiter.leases, 0
-        return {"stats": stats, "leases": leases, "health": self.pool.health() if self.pool else [],
-                "dead": scheduler.dead}
+    def take_stats(self, gid: str) -> WorkerReport:
+        """At a run's end: counters not yet sent, leases taken, endpoint health."""
+        group = self.groups[gid]
+        leases, group.limiter.leases = group.limiter.leases, 0
+        return {"stats": group.take_stats() or {}, "leases": leases, "health": group.pool.health(),
+                "dead": group.scheduler.dead}

@@ -19,9 +19,7 @@ import hashlib
 import json
 import re
 import sys
-import threading
 import time
-import uuid
 from types import ModuleType
 from typing import Any
 
@@ -29,13 +27,11 @@ import anyio
 
 from ..errors import UserError
 from ..providers import ModelSpec
-from .ray_actors import limits_text
+from .ray_actors import TTL_S, limits_text
 from .ray_connect import first_line
+from .ray_pool import NAMESPACE, Attachments
 
-NAMESPACE = "asyncbench"
 PREFIX = "asyncbench-limiter-"
-# A driver's attachment lapses this long after its last renewal (it renews 4x as often).
-TTL_S = 60.0
 # On the head node: it lives as long as the cluster, not as the first driver's machine.
 HEAD = "node:__internal_head__"
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -58,15 +54,13 @@ def actor_name(name: str, spec: ModelSpec, api_key: str | None) -> str:
 class SharedLimiters:
     """This driver's attachments to shared limiter actors, and the thread renewing them."""
 
-    def __init__(self, ray: ModuleType, name: str, where: str, ttl_s: float = TTL_S) -> None:
+    def __init__(self, ray: ModuleType, name: str, where: str, driver: str, ttl_s: float = TTL_S) -> None:
         self.ray = ray
         self.name = check_name(name)
         self.where = where
         self.ttl_s = ttl_s
-        self.driver = uuid.uuid4().hex
-        self.handles: dict[str, Any] = {}  # actor name -> handle
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.driver = driver
+        self.attached = Attachments(ray, driver, ttl_s)
 
     async def attach(self, cls: Any, spec: ModelSpec, api_key: str | None, rpm: float | None, tpm: float | None,
                      timeout_s: float) -> Any:
@@ -75,7 +69,7 @@ class SharedLimiters:
         deadline = time.monotonic() + timeout_s
         while True:
             handle = cls.options(name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
-                                 resources={HEAD: 0.001}).remote(rpm, tpm, self.ttl_s)
+                                 resources={HEAD: 0.001}).remote(self.ttl_s, self.ttl_s, (rpm, tpm))
             try:
                 with anyio.fail_after(max(0.1, deadline - time.monotonic())):
                     why = await handle.attach.remote(self.driver, rpm, tpm)
@@ -92,25 +86,14 @@ class SharedLimiters:
             if time.monotonic() > deadline:
                 raise UserError(f"Ray at {self.where}: the shared limiter {self.name!r} kept closing for {timeout_s:g} s")
             await anyio.sleep(0.1)
-        self.handles[name] = handle
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._renew, name="asyncbench-ray-renew", daemon=True)
-            self._thread.start()
+        self.attached.add(handle)
         return handle
-
-    def _renew(self) -> None:
-        while not self._stop.wait(self.ttl_s / 4):
-            for handle in list(self.handles.values()):
-                handle.renew.remote(self.driver)
 
     def release(self, timeout_s: float) -> None:
         """Detach from every shared limiter; kill the ones this driver was the last user of."""
-        self._stop.set()
-        for handle in self.handles.values():
-            try:
-                if self.ray.get(handle.detach.remote(self.driver), timeout=timeout_s):
-                    self.ray.kill(handle, no_restart=True)
-            except self.ray.exceptions.RayError as exc:  # gone already, or the cluster is: it expires by itself
-                print(f"asyncbench: shared limiter {self.name!r} not released ({first_line(exc)}); "
+        for handle, closing in self.attached.release(timeout_s):
+            if closing is True:
+                self.ray.kill(handle, no_restart=True)
+            elif closing is not False:  # gone already, or the cluster is: it expires by itself
+                print(f"asyncbench: shared limiter {self.name!r} not released ({first_line(closing)}); "
                       f"it expires within {2 * self.ttl_s:g} s", file=sys.stderr, flush=True)
-        self.handles.clear()

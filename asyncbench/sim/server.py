@@ -3,7 +3,8 @@
 Routes: POST /v1/chat/completions, /v1/completions (OpenAI; also TGI's Messages API),
 the batch APIs (batch.py: /v1/files, /v1/batches, /v1/messages/batches),
 POST /v1/messages (Anthropic), POST /generate, GET /info, GET /health (TGI), GET /v1/models,
-GET /stats[?log=1], POST /stats/reset.
+GET /stats[?log=1], POST /stats/reset, POST /stats/hold and /stats/release (test
+controls: hold every answer from now on, counted and logged on arrival, until released).
 
 A generation request goes through, in order: parse (400 in the API's own error shape),
 context-length check (the marker `<<SIM:CONTEXT_TOO_LONG>>` always fails it), rate limits
@@ -175,7 +176,14 @@ class SimServer:
             ("GET", "/v1/models"): self._models,
             ("GET", "/stats"): self._get_stats,
             ("POST", "/stats/reset"): self._reset_stats,
+            ("POST", "/stats/hold"): self._hold,
+            ("POST", "/stats/release"): self._release,
         }
+        # Set while answers flow; cleared by /stats/hold. A test freezes what its client
+        # has in flight with it (every request received, none answered) to compare the
+        # client's counts with the server's at a moment when neither can move.
+        self._flowing = asyncio.Event()
+        self._flowing.set()
 
     @staticmethod
     def check_anthropic_headers(request: web.BaseRequest) -> None:
@@ -297,6 +305,14 @@ class SimServer:
     def _reset_stats(self, request: web.BaseRequest) -> web.Response:
         self.reset()
         return _json({"reset": True})
+
+    def _hold(self, request: web.BaseRequest) -> web.Response:
+        self._flowing.clear()
+        return _json({"held": True})
+
+    def _release(self, request: web.BaseRequest) -> web.Response:
+        self._flowing.set()
+        return _json({"held": False})
 
     # ------------------------------------------------------------ generation
 
@@ -510,6 +526,7 @@ class SimServer:
                        completion: int, fingerprint: str, attempt: int, headers: dict[str, str],
                        arrived: float) -> web.StreamResponse:
         cfg = self.config
+        await self._flowing.wait()
         fault, jitter = "", 0.0
         if cfg.faulty:
             rng = random.Random(f"{cfg.seed}:{fingerprint}:{attempt}")
