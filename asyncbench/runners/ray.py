@@ -308,6 +308,7 @@ class _WorkerGroup:
         self.workers = [self._new_worker(k, nodes[k % len(nodes)]) for k in range(backend.n_workers)]
         self.unpooled: list[Any] = []  # replacements made anywhere, killed at the end
         self.node_of = [""] * len(self.workers)  # "" until the worker has opened the group
+        self.opening = [anyio.Lock() for _ in self.workers]  # one open per worker, whoever asks
         self.node_ip: dict[str, str] = {}
         self.ran_on: Counter[str] = Counter()  # workers that opened the group, per node
         self.lost_nodes: set[str] = set()
@@ -337,6 +338,11 @@ class _WorkerGroup:
     async def open(self, k: int) -> None:
         """Open this group in worker k (bounded; a pooled worker ending itself just now
         is made again), and note its node."""
+        async with self.opening[k]:
+            if not self.node_of[k]:  # not opened by another batch meanwhile
+                await self._open(k)
+
+    async def _open(self, k: int) -> None:
         b = self.backend
         delay = b.worker_delays[k] if k < len(b.worker_delays) else 0.0
         for attempt in (0, 1):
@@ -380,11 +386,6 @@ class _WorkerGroup:
             self.replaced += 1
             self.replaced_in_slot[k] += 1
         return True
-
-    def count(self, k: int, stats: dict[str, int] | None) -> None:
-        """Counters worker k sent: the dispatch adds them to the run's, here per node."""
-        if stats:
-            self.sent_by_node[self.node_of[k]] += stats.get("requests_sent", 0)
 
     def endpoint_health(self) -> list[EndpointHealth]:
         """Served/failed per endpoint summed over the workers' last reports."""
@@ -472,15 +473,16 @@ class _Dispatch:
             try:
                 if not group.node_of[k]:
                     await group.open(k)
+                node = group.node_of[k]  # this batch's, even once a replacement is opening
                 with anyio.fail_after(group.backend.batch_timeout_s):
                     stream = worker.run_batch.options(num_returns="streaming").remote(group.gid, list(left.values()))
                     group.batches += 1
                     async for ref in stream:
                         progress: Progress = await ref
-                        self._count(k, progress.stats)
+                        self._count(node, progress.stats)
                         for outcome in progress.outcomes:
                             group.served[k] += 1
-                            group.served_by_node[group.node_of[k]] += 1
+                            group.served_by_node[node] += 1
                             self._record(outcome, left.pop(outcome.index))
                         self._free(k, len(progress.outcomes))
                 if left:  # the stream ended short: never expected, but never hang on it
@@ -507,10 +509,11 @@ class _Dispatch:
         self.outcomes[outcome.index] = outcome
         self.on_event(outcome)
 
-    def _count(self, k: int, stats: dict[str, int] | None) -> None:
-        """Counters from worker k (with its outcomes, or at the end): the run's, live."""
+    def _count(self, node: str, stats: dict[str, int] | None) -> None:
+        """Counters from a worker on `node` (with its outcomes, or at the end): the run's,
+        live, and the node's requests."""
         if stats:
-            self.group.count(k, stats)
+            self.group.sent_by_node[node] += stats.get("requests_sent", 0)
             for name, value in stats.items():
                 setattr(self.stats, name, getattr(self.stats, name) + value)
 
@@ -526,7 +529,7 @@ class _Dispatch:
             self.group.health[k] = report["health"]
             self.group.leases += report["leases"]
             self.group.dead = self.group.dead or report["dead"]
-            self._count(k, report["stats"])
+            self._count(self.group.node_of[k], report["stats"])
 
 
 async def _chain(first: Job, rest: AsyncIterator[Job]) -> AsyncIterator[Job]:
