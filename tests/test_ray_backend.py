@@ -662,3 +662,50 @@ def test_a_shared_limiter_outlives_a_crashed_driver_by_its_ttl_only(ray_cluster)
                               "--rpm 60 --tpm none); this run asks --rpm 120 --tpm none: give every run the same limits, or another name"), done.stdout
     assert _shared_limiters_left(ray_cluster, 0, on_head=True) == 1  # still there right after the crash
     assert _shared_limiters_left(ray_cluster, 60) == 0  # expired: 10 s without renewal, then 10 s idle
+
+
+POOL_SCRIPT = r"""
+import sys, time
+import anyio, ray
+from asyncbench.providers import parse_model_spec
+from asyncbench.runners.ray import RayRunner
+
+spec = parse_model_spec("openai-compat:sim", ["http://127.0.0.1:9/v1"])
+
+def pooled():
+    return sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if "pooltest" in a["name"])
+
+async def one_run():
+    runner = RayRunner(sys.argv[1], workers=2, concurrency=2, timeout_s=5, max_attempts=1, idle_s=3.0,
+                       pool_tag="pooltest")
+    started = time.monotonic()
+    group = await runner.group(spec, "sk-not-used", None, None)
+    took = time.monotonic() - started
+    names = pooled()
+    await runner.aclose()
+    return group.reused, took, names
+
+for run in (1, 2):
+    reused, took, names = anyio.run(one_run)
+    print(run, reused, f"{took:.2f}", ",".join(names), flush=True)
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+deadline = time.monotonic() + 60
+while pooled() and time.monotonic() < deadline:
+    time.sleep(0.5)
+print("left", len(pooled()), f"{60 - (deadline - time.monotonic()):.1f}", flush=True)
+"""
+
+
+def test_workers_are_reused_by_the_next_run_and_end_when_idle(ray_cluster):
+    """A second run on a running cluster finds the first run's workers and limiter host
+    (no Ray worker process started for it); with no run attached they end themselves
+    after their idle time (3 s here, 10 min by default)."""
+    done = subprocess.run([sys.executable, "-c", POOL_SCRIPT, ray_cluster.address], env=ENV, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second, left = (line.split() for line in done.stdout.strip().splitlines()[-3:])
+    print(first, second, left)
+    assert first[1] == "0" and second[1] == "2", done.stdout  # two workers made, then both reused
+    assert first[3] == second[3] and first[3].count("asyncbench-gen") == 2, done.stdout  # the same actors
+    assert "asyncbench-limits" in first[3], done.stdout
+    assert left[1] == "0", done.stdout  # all ended once idle

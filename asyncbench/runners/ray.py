@@ -93,12 +93,14 @@ class RayRunner:
     def __init__(self, address: str | None, workers: int, concurrency: int, timeout_s: float,
                  max_attempts: int, worker_delays: Sequence[float] = (),
                  connect_timeout_s: float = CONNECT_TIMEOUT_S, shared_limiter: str | None = None,
-                 shared_ttl_s: float = TTL_S) -> None:
+                 shared_ttl_s: float = TTL_S, idle_s: float = IDLE_S, pool_tag: str = "") -> None:
         """`worker_delays`: an artificial per-request delay for each worker, to measure and
         test how work spreads when one worker is slower than the others.
         `connect_timeout_s`: connecting and starting actors, at most.
         `shared_limiter`: a NAME under which drivers share one limiter per endpoint group
-        (ray_shared.py); its actor expires `shared_ttl_s` after a driver's last renewal."""
+        (ray_shared.py); its actor expires `shared_ttl_s` after a driver's last renewal.
+        `idle_s`: how long the pooled workers this run makes wait for another run;
+        `pool_tag`: a pool of their own (by name), for a test of that wait."""
         if workers < 1:
             raise UserError(f"--ray-workers must be at least 1 (got {workers})")
         self.ray = ray = import_ray()
@@ -115,6 +117,8 @@ class RayRunner:
         # one batch can take as long as its slowest job's retries (scheduler.max_retry_s)
         self.batch_timeout_s = 900.0 + 2 * timeout_s
         self.driver = uuid.uuid4().hex
+        self.idle_s = idle_s
+        self.pool_tag = pool_tag
         self.attached = Attachments(ray, self.driver, TTL_S)
         self._shared = SharedLimiters(ray, shared_limiter, self.where, self.driver, shared_ttl_s) \
             if shared_limiter is not None else None
@@ -133,7 +137,7 @@ class RayRunner:
 
         return cls.options(name=name, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
                            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
-                           ).remote(TTL_S, IDLE_S)
+                           ).remote(TTL_S, self.idle_s)
 
     async def _limiter(self, account: str, spec: ModelSpec, api_key: str | None, rpm: float | None,
                        tpm: float | None) -> tuple[LimiterHandle, str]:
@@ -146,7 +150,7 @@ class RayRunner:
             node = self.ray.get_runtime_context().get_node_id()
             key = f"{self.driver}/{len(self._limiters)}"
             for attempt in (0, 1):
-                host = self.pooled(self._limiter_cls, limiter_name(node), node)
+                host = self.pooled(self._limiter_cls, limiter_name(node, self.pool_tag), node)
                 try:
                     with anyio.fail_after(self.connect_timeout_s):
                         await host.open.remote(self.driver, key, rpm, tpm)
@@ -330,8 +334,8 @@ class _WorkerGroup:
         of this run's own, anywhere."""
         b = self.backend
         if node is not None:
-            return b.pooled(b._worker_cls, worker_name(node, k), node)
-        worker = b._worker_cls.options(scheduling_strategy="SPREAD").remote(TTL_S, IDLE_S)
+            return b.pooled(b._worker_cls, worker_name(node, k, b.pool_tag), node)
+        worker = b._worker_cls.options(scheduling_strategy="SPREAD").remote(TTL_S, b.idle_s)
         self.unpooled.append(worker)
         return worker
 

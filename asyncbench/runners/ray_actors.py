@@ -183,7 +183,7 @@ class Attached:
 
     async def _reap(self) -> None:
         while True:
-            await asyncio.sleep(self.ttl_s / 4)
+            await asyncio.sleep(min(self.ttl_s, self.idle_s) / 4)
             now = time.monotonic()
             for driver, seen in list(self.drivers.items()):
                 if now - seen > self.ttl_s:

@@ -34,12 +34,12 @@ def code_digest() -> str:
     return digest.hexdigest()[:12]
 
 
-def worker_name(node: str, slot: int) -> str:
-    return f"asyncbench-gen-{code_digest()}-{node[:12]}-{slot}"
+def worker_name(node: str, slot: int, tag: str = "") -> str:
+    return f"asyncbench-gen{tag}-{code_digest()}-{node[:12]}-{slot}"
 
 
-def limiter_name(node: str) -> str:
-    return f"asyncbench-limits-{code_digest()}-{node[:12]}"
+def limiter_name(node: str, tag: str = "") -> str:
+    return f"asyncbench-limits{tag}-{code_digest()}-{node[:12]}"
 
 
 class Attachments:
