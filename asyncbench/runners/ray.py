@@ -310,7 +310,7 @@ class _WorkerGroup:
         self.capacity = self.per_worker * max(1, len(spec.base_urls))
         nodes = backend._alive_nodes()
         self.workers = [self._new_worker(k, nodes[k % len(nodes)]) for k in range(backend.n_workers)]
-        self.unpooled: list[Any] = []  # replacements made anywhere, killed at the end
+        self.unpooled: list[object] = []  # replacements made anywhere, killed at the end
         self.node_of = [""] * len(self.workers)  # "" until the worker has opened the group
         self.opening = [anyio.Lock() for _ in self.workers]  # one open per worker, whoever asks
         self.node_ip: dict[str, str] = {}

@@ -18,7 +18,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Protocol
 
 NAMESPACE = "asyncbench"
 
@@ -42,6 +42,20 @@ def limiter_name(node: str, tag: str = "") -> str:
     return f"asyncbench-limits{tag}-{code_digest()}-{node[:12]}"
 
 
+class _Remote(Protocol):
+    def remote(self, driver: str, /) -> object: ...
+
+
+class Attachable(Protocol):
+    """A long-lived actor's handle, as the attachments call it."""
+
+    @property
+    def renew(self) -> _Remote: ...
+
+    @property
+    def detach(self) -> _Remote: ...
+
+
 class Attachments:
     """This driver's attachments to long-lived actors, renewed from a daemon thread."""
 
@@ -49,12 +63,12 @@ class Attachments:
         self.ray = ray
         self.driver = driver
         self.ttl_s = ttl_s
-        self.handles: dict[str, Any] = {}  # actor id -> handle
+        self.handles: dict[str, Attachable] = {}  # by the handle's repr, which names the actor
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def add(self, handle: Any) -> None:
-        self.handles[handle._actor_id.hex()] = handle
+    def add(self, handle: Attachable) -> None:
+        self.handles[repr(handle)] = handle
         if self._thread is None:
             self._thread = threading.Thread(target=self._renew, name="asyncbench-ray-renew", daemon=True)
             self._thread.start()
@@ -64,14 +78,14 @@ class Attachments:
             for handle in list(self.handles.values()):
                 handle.renew.remote(self.driver)
 
-    def release(self, timeout_s: float) -> list[tuple[Any, bool | BaseException]]:
+    def release(self, timeout_s: float) -> list[tuple[Attachable, bool | BaseException]]:
         """Detach from every actor (all at once, `timeout_s` at most): each handle with
         whether it is now closing, or the error that says it or the cluster is gone."""
         self._stop.set()
         handles = list(self.handles.values())
         self.handles.clear()
         refs = [h.detach.remote(self.driver) for h in handles]
-        out: list[tuple[Any, bool | BaseException]] = []
+        out: list[tuple[Attachable, bool | BaseException]] = []
         for handle, ref in zip(handles, refs):
             try:
                 out.append((handle, bool(self.ray.get(ref, timeout=timeout_s))))
