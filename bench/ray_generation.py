@@ -53,8 +53,28 @@ def load_before(path: str) -> Any:
     return importlib.import_module("asyncbench.runners._ray_before").RayRunner
 
 
-async def measure(runner: Any, client: Any, n: int) -> tuple[float, float]:
-    """(wall s, driver CPU s) of one `run` over n fresh jobs."""
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def actor_cpu() -> float:
+    """CPU seconds so far of this host's Ray generation workers and limiter actors (the
+    `ray::` process titles): the part of the Ray backend's work done outside the driver."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if not (entry / "cmdline").read_bytes().startswith((b"ray::GenerationWorker", b"ray::LimiterActor")):
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / TICK
+    return total
+
+
+async def measure(runner: Any, client: Any, n: int) -> tuple[float, float, float]:
+    """(wall s, driver CPU s, workers' CPU s) of one `run` over n fresh jobs."""
     answered = 0
     errors: list[Any] = []
 
@@ -71,14 +91,15 @@ async def measure(runner: Any, client: Any, n: int) -> tuple[float, float]:
             yield Job(index=i, request=client.request(prompt=f"question {i} {time.time_ns()} " + "word " * 25,
                                                       max_tokens=4), tokens=40)
 
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall, cpu, actors = time.perf_counter(), time.process_time(), actor_cpu()
     if hasattr(runner, "bind"):  # an earlier ray.py (--before) speaks the old seam
         await runner.run(client, jobs(), budget=Budget(None), on_outcome=on_event)
     else:
         await runner.run(client, jobs(), on_event, budget=Budget(None))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    actors = actor_cpu() - actors if isinstance(runner, RayRunner) else 0.0
     assert answered == n, (answered, n, errors)
-    return wall, cpu
+    return wall, cpu, actors
 
 
 def main() -> None:
@@ -113,16 +134,18 @@ async def compare(runners: dict[str, Any], client: Any, args: argparse.Namespace
         await measure(runner, client, 200)
     print(f"{args.n} requests, concurrency {args.concurrency}, {os.cpu_count()} cores, "
           f"load average {os.getloadavg()[0]:.2f}")
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in runners}
+    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in runners}
     for _ in range(args.rounds):
         for name, runner in runners.items():
             results[name].append(await measure(runner, client, args.n))
-    local_wall = min(w for w, _ in results["local"])
-    local_cpu = min(c for _, c in results["local"])
+    local_wall = min(r[0] for r in results["local"])
+    local_cpu = min(r[1] for r in results["local"])
     for name, rows in results.items():
-        wall, cpu = min(w for w, _ in rows), min(c for _, c in rows)
+        wall, cpu, actors = min(r[0] for r in rows), min(r[1] for r in rows), min(r[2] for r in rows)
         print(f"{name:13s} wall {wall:6.2f} s ({args.n / wall:6.0f} req/s, x{local_wall / wall:.2f} local's "
-              f"throughput)  driver CPU {1000 * cpu / args.n:.3f} ms/request (x{cpu / local_cpu:.2f} local)")
+              f"throughput)  driver CPU {1000 * cpu / args.n:.3f} ms/request (x{cpu / local_cpu:.2f} local)"
+              + (f"  workers {1000 * actors / args.n:.3f} ms/request (x{actors / local_cpu:.2f} local)"
+                 if actors else ""))
     await client.aclose()
 
 

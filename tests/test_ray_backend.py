@@ -709,3 +709,25 @@ def test_workers_are_reused_by_the_next_run_and_end_when_idle(ray_cluster):
     assert first[3] == second[3] and first[3].count("asyncbench-gen") == 2, done.stdout  # the same actors
     assert "asyncbench-limits" in first[3], done.stdout
     assert left[1] == "0", done.stdout  # all ended once idle
+
+
+def test_a_run_without_an_address_starts_its_own_instance_beside_a_cluster(tmp_path, start_sim, ray_cluster):
+    """No --ray-address and no RAY_ADDRESS: a private local instance, even while a
+    cluster started on this host is recorded in /tmp/ray/ray_current_cluster (which
+    Ray's own `ray.init()` would join: another user's, or a test's, cluster)."""
+    recorded = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    if not recorded.exists() or recorded.read_text().strip() != ray_cluster.address:
+        recorded.parent.mkdir(exist_ok=True)
+        recorded.write_text(ray_cluster.address)  # what `ray start` / the cluster's head writes
+    sim = start_sim()
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"s{i}", "prompt": f"p {i}", "answers": ["x"], "max_tokens": 4}) + "\n"
+                            for i in range(5)))
+    env = {k: v for k, v in ENV.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, "-m", "asyncbench.cli", "run", f"jsonl:{data}", "--model", "openai-compat:sim",
+                           "--base-url", sim.base_url + "/v1", "--backend", "ray", "--ray-workers", "2",
+                           "--cache", str(tmp_path / "c.duckdb"), "--out", str(tmp_path / "out"), "--no-progress"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    backend = json.loads((tmp_path / "out" / "run.json").read_text())["backend"]
+    assert backend["address"] == "local" and len(backend["nodes"]) == 1, backend  # one node: its own

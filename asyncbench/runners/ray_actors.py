@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Protocol, TypedDict
 
@@ -33,9 +33,10 @@ from .ray_connect import import_ray
 TTL_S = 60.0
 # A pooled actor (worker, limiter host) with no driver attached this long ends itself.
 IDLE_S = 600.0
-# How long a worker gathers outcomes and counters before sending them: one message for
-# all that finished meanwhile (under load, dozens), not one per event.
-FLUSH_S = 0.01
+# How long a worker gathers outcomes and counters before sending them, unless half its
+# capacity of outcomes (or the batch's last) is in first: under load one message carries
+# dozens, and a message costs both sides about what a request does.
+FLUSH_S = 0.05
 # The limiter key of a shared limiter (--ray-shared-limiter): it holds that one limit.
 SHARED = ""
 
@@ -300,13 +301,16 @@ class _Group:
         self.limiter = limiter
         self.delay_s = delay_s
         self.slots = asyncio.Semaphore(pool.capacity())
-        self.wakes: set[asyncio.Event] = set()  # one per batch stream now running
+        self.enough = max(1, pool.capacity() // 2)  # outcomes that make a message at once
+        # the batch streams now running, each by its `arm` (report within FLUSH_S)
+        self.streams: dict[Callable[[], None], None] = {}
         scheduler.on_attempt = self.notify
 
     def notify(self) -> None:
-        """A request left, or an outcome is in: the streams report soon."""
-        for wake in self.wakes:
-            wake.set()
+        """A request left: one stream reports the counters within FLUSH_S."""
+        for arm in self.streams:
+            arm()
+            return
 
     def take_stats(self) -> dict[str, int] | None:
         """The scheduler's counters since the last call (None: nothing happened)."""
@@ -364,31 +368,44 @@ class GenerationWorker(Attached):
 
     async def run_batch(self, gid: str, jobs: list[Job]) -> AsyncIterator[Progress]:
         """Every job of the batch, at most the group's capacity at once; yields what
-        finished since the previous message, gathered for FLUSH_S (one message for many
-        under load), with the counters of the requests that left meanwhile."""
+        finished since the previous message, with the counters of the requests that left
+        meanwhile: once `enough` outcomes are in, or the batch's last, else FLUSH_S after
+        the first thing to report (one message for many under load)."""
         group = self.groups[gid]
+        loop = asyncio.get_running_loop()
         done: list[Outcome] = []
         wake = asyncio.Event()
+        left = len(jobs)  # jobs not yet reported
+        armed = False
+
+        def arm() -> None:
+            nonlocal armed
+            if not armed:
+                armed = True
+                loop.call_later(FLUSH_S, wake.set)
 
         async def one(job: Job) -> None:
             done.append(await group.one(job))
-            wake.set()
+            if len(done) >= min(left, group.enough):
+                wake.set()
+            else:
+                arm()
 
         tasks = [asyncio.ensure_future(one(job)) for job in jobs]
-        left = len(jobs)
-        group.wakes.add(wake)
+        group.streams[arm] = None
         try:
             while left:
                 await wake.wait()
-                if len(done) < left:
-                    await asyncio.sleep(FLUSH_S)
                 wake.clear()
+                armed = False
                 out = done[:]
                 del done[:]
-                left -= len(out)
-                yield Progress(out, group.take_stats())
+                stats = group.take_stats()
+                if out or stats:
+                    left -= len(out)
+                    yield Progress(out, stats)
         finally:
-            group.wakes.discard(wake)
+            group.streams.pop(arm, None)
             for task in tasks:
                 task.cancel()
 

@@ -89,7 +89,8 @@ def connect(ray: ModuleType, address: str | None, timeout_s: float,
                               "include_dashboard": False}
     if address:
         kwargs["address"] = address
-    else:
+    else:  # Ray's own default joins the cluster `ray start` last wrote to /tmp/ray: not ours
+        kwargs["address"] = "local"
         kwargs["_node_ip_address"] = "127.0.0.1"
     failure: list[BaseException] = []
     connected, release = threading.Event(), threading.Event()
