@@ -43,6 +43,7 @@ max_tokens at list price), which can only err on the safe side.
 from __future__ import annotations
 
 import math
+import pickle
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
@@ -484,10 +485,11 @@ class _Dispatch:
                     await group.open(k)
                 node = group.node_of[k]  # this batch's, even once a replacement is opening
                 with anyio.fail_after(group.backend.batch_timeout_s):
-                    stream = worker.run_batch.options(num_returns="streaming").remote(group.gid, list(left.values()))
+                    stream = worker.run_batch.options(num_returns="streaming").remote(
+                        group.gid, pickle.dumps(list(left.values()), protocol=5))
                     group.batches += 1
                     async for ref in stream:
-                        progress: Progress = await ref
+                        progress: Progress = pickle.loads(await ref)
                         self._count(node, progress.stats)
                         for outcome in progress.outcomes:
                             self._record(outcome, left.pop(outcome.index))
