@@ -27,6 +27,7 @@ from .tables import (
     endpoint_table,
     headline_table,
     invocation_table,
+    run_node_table,
     run_task_table,
     serving_table,
     sources,
@@ -99,8 +100,7 @@ def render_html(report: Report, runs: list[RunReport],
     parts.append(_figure("plot-cost", plots.cost_chart(runs), "cost by task to produce each run (USD)"))
     parts.append(_figure("plot-latency", plots.latency_chart(runs), "latency distribution per run"))
     parts += _serving(report, runs)
-    for run in report.runs:
-        parts.append(f"<h3>{escape(run['label'])} per task</h3>" + _table(f"tasks-run-{run['run_id']}", run_task_table(run)))
+    parts += [_run_section(run) for run in report.runs]
     parts.append("<h2>Endpoints</h2>" + _table("endpoints", endpoint_table(report)))
     script = ""
     if samples:
@@ -113,6 +113,14 @@ def render_html(report: Report, runs: list[RunReport],
     parts.insert(1, _contents(parts, [(r.run_id, r.label) for r in runs if samples and r.run_id in samples]))
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>asyncbench report</title>"
             f"<style>{_CSS}{viewer.CSS}</style></head><body>{''.join(parts)}{script}</body></html>\n")
+
+
+def _run_section(run: dict[str, object]) -> str:
+    """A run's per-task table, then (a Ray run) its requests and workers per node."""
+    section = f"<h3>{escape(str(run['label']))} per task</h3>" + _table(f"tasks-run-{run['run_id']}", run_task_table(run))
+    if (nodes := run_node_table(run)) is not None:
+        section += f"<h3>{escape(nodes[0])}</h3>" + _table(f"nodes-run-{run['run_id']}", nodes[1])
+    return section
 
 
 def _serving(report: Report, runs: list[RunReport]) -> list[str]:

@@ -175,8 +175,8 @@ def _leaderboard(benchmark: str, runs: list[RunReport], refs: list[Reference], k
 
 def _run_block(run: RunReport) -> dict[str, object]:
     """A run's figures for the report: the ledger's (the same fields as run.json: complete,
-    samples, cost_usd, tokens, by_task, invocations), plus latency, truncation, endpoints
-    and the per-task rows the tables show."""
+    samples, cost_usd, tokens, by_task, invocations), plus latency, truncation, endpoints,
+    the backend (a Ray run's nodes: placement.py) and the per-task rows the tables show."""
     s, ledger = run.summary, run.ledger
     invocations = ledger["invocations"]
     settled = ledger["samples"]["settled"]
@@ -194,6 +194,7 @@ def _run_block(run: RunReport) -> dict[str, object]:
         "latency_ms": s.get("latency_ms") or {},
         "serving": run.serving,
         "truncation": s.get("truncation") or {},
+        "backend": s.get("backend") or {},  # the last invocation's, as run.json has it
         "tasks": [{k: v for k, v in asdict(t).items() if k != "latencies_ms"} for t in run.tasks],
         "endpoints": [asdict(e) for e in run.endpoints],
     }

@@ -15,6 +15,7 @@ from ..pricing import NOTIONAL, is_simulator
 from ..run_summary import FailureGroup, RunSummary
 from ..serving import serving_lines
 from ..terminal import shown_markup
+from .placement import placement_lines, placement_of
 from .score_lines import _fmt, plus_minus, readable, score_lines, score_notes, score_rows, score_title, scores_of
 
 __all__ = ["plus_minus", "print_summary", "readable"]
@@ -38,7 +39,8 @@ def _partial(t: TaskFigures) -> str:
 
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     """Scores (subset scores marked partial), then the ledger: samples by status, this
-    invocation, and what the run cost to produce by purpose and by task."""
+    invocation (a Ray run's requests and workers per node: placement.py), and what the
+    run cost to produce by purpose and by task."""
     console = console or Console(emoji=False)
     console.print(f"[bold]{shown_markup(summary.benchmark)}[/] with [bold]{shown_markup(summary.model)}[/], "
                   f"run {shown_markup(summary.run_id)}")
@@ -87,8 +89,8 @@ def _score_table(summary: RunSummary) -> Table:
 
 
 def _ledger_lines(console: Console, summary: RunSummary) -> None:
-    """Samples by status, this invocation's requests, time and spend, and what the run
-    cost to produce (every invocation) by purpose."""
+    """Samples by status, this invocation's requests, time and spend (a Ray run's per
+    node), and what the run cost to produce (every invocation) by purpose."""
     partial, unpriced = summary.partial, bool(summary.unpriced)
     n = summary.samples
     console.print(f"samples {n['total']}: " + ", ".join(f"{k.replace('_', ' ')} {n[k]}" for k in SAMPLE_STATUSES)
@@ -106,6 +108,7 @@ def _ledger_lines(console: Console, summary: RunSummary) -> None:
         + (f"; provider prompt cache: {this['prompt_cache_read_tokens']:,} tokens read, "
            f"{this['prompt_cache_write_tokens']:,} written"
            if this.get("prompt_cache_read_tokens") or this.get("prompt_cache_write_tokens") else ""))
+    _block(console, placement_lines(placement_of(summary.backend)))  # a Ray run's nodes; none for a local run
     tokens = summary.tokens
     console.print(
         f"to produce this run ({len(invs)} invocation{'s' if len(invs) != 1 else ''}): "
@@ -116,12 +119,15 @@ def _ledger_lines(console: Console, summary: RunSummary) -> None:
     if (flagged := usage_flag_line(summary.usage_flags)) is not None:
         console.print(f"[bold yellow]{shown_markup(flagged)}[/]")
     if summary.serving:
-        head, *rows = serving_lines(summary.serving)
-        console.print(shown_markup(head), highlight=False)
-        for line in rows:  # a table's rows (80 columns): never wrapped
-            console.print(shown_markup(line), highlight=False, soft_wrap=True)
+        _block(console, serving_lines(summary.serving))
     if is_simulator(summary.model):
         console.print(f"[dim]{NOTIONAL}[/]")
+
+
+def _block(console: Console, lines: list[str]) -> None:
+    """A heading (wrapped to the terminal), then a table's rows, never wrapped."""
+    for i, line in enumerate(lines):
+        console.print(shown_markup(line), highlight=False, soft_wrap=i > 0)
 
 
 def _truncation_lines(console: Console, summary: RunSummary) -> None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..ledger import PURPOSES, SAMPLE_STATUSES, usage_flag_line
 from ..terminal import shown_markup
 from .model import Column, Leaderboard, Report, Row
+from .placement import node_table, placement_of, replacements
 
 if TYPE_CHECKING:  # rich is imported where tables are printed
     from rich.console import Console
@@ -161,6 +162,18 @@ def run_task_table(run: dict[str, Any]) -> Table:
     return header, body
 
 
+def run_node_table(run: Mapping[str, object]) -> tuple[str, Table] | None:
+    """A Ray run's requests and workers per node in its last invocation (run.json's
+    `backend`: the last invocation's runner), with the title that says so and the
+    workers replaced; None for a local run or a Ray run.json without nodes."""
+    placement = placement_of(run.get("backend"))
+    if placement is None or not placement.nodes:
+        return None
+    replaced = replacements(placement)
+    return (f"{run['label']} per Ray node (last invocation" + (f"; {replaced}" if replaced else "") + ")",
+            node_table(placement))
+
+
 def endpoint_table(report: Report) -> Table:
     """Per endpoint: answers served and failed attempts over the whole run (every
     invocation), health as the last invocation left it (so named), latency."""
@@ -262,6 +275,8 @@ def render_markdown(report: Report) -> str:
     out += [f"- {line}" for line in where_it_went(report)] + [""]
     for run in report.runs:
         out += [f"### {run['label']} per task", "", _md(run_task_table(run)), ""]
+        if (nodes := run_node_table(run)) is not None:
+            out += [f"### {nodes[0]}", "", _md(nodes[1]), ""]
     out += ["## Endpoints", "", _md(endpoint_table(report)), ""]
     return "\n".join(out)
 
@@ -335,5 +350,7 @@ def print_tables(report: Report, console: Console | None = None) -> None:
         show(f"{run['label']} per task",
              pick(run_task_table(run), ["task", "n", "answered", "from cache", "shared", "failed", "score", "USD total",
                                         "USD/sample", "p95 ms"]))
+        if (nodes := run_node_table(run)) is not None:
+            show(*nodes)
     show("endpoints", pick(endpoint_table(report), ["run", "endpoint", "served", "failed", "p50 ms",
                                                     "p95 ms", "p99 ms"]))
