@@ -8,7 +8,9 @@ cluster, so a driver-only figure flatters it. In one invocation this script
      holder process of its own session, 1 CPU each, its own temp dir and ports; stopped
      by its holder and PIDs, never `ray stop`), with PYTHONPATH set to `--tree` so the
      Ray workers import that asyncbench (checked: a remote task returns
-     `asyncbench.__file__`), and one simulator subprocess (`--latency-ms 0`);
+     `asyncbench.__file__`), its address kept out of /tmp/ray/ray_current_cluster (where
+     another process's `ray.init()` would find and join it; a run whose workers belong to
+     more than one Ray job is flagged), and one simulator subprocess (`--latency-ms 0`);
   2. writes a jsonl benchmark of N small distinct prompts (4 output tokens);
   3. for ROUNDS rounds, alternating (the shared machine's load drifts), runs
      `asyncbench run jsonl:DATA --concurrency C` with `--backend local` and with
@@ -67,7 +69,14 @@ AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
 # the rest picked by the OS. Prints the address, then waits for EOF on stdin.
 HOLDER = r"""
 import json, sys
+import ray._common.utils, ray._private.utils
 from ray.cluster_utils import Cluster
+# Cluster() writes its address to /tmp/ray/ray_current_cluster, where any `ray.init()`
+# without an address on this host (a run's "private local instance") would find it and
+# join this cluster instead of starting its own (another helper's run did, mid-benchmark),
+# and its shutdown deletes that file whoever wrote it: neither here
+ray._private.utils.write_ray_address = lambda *args, **kwargs: None
+ray._common.utils.reset_ray_address = lambda *args, **kwargs: None
 temp, gcs_port, agent_port, dash_port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 args = {"num_cpus": 1, "object_store_memory": 100_000_000, "temp_dir": temp}
 cluster = Cluster(initialize_head=True, shutdown_at_exit=True, head_node_args={
@@ -111,6 +120,7 @@ class Proc:
     comm: str
     ticks: int
     names: set[str] = field(default_factory=set)
+    job: str = ""  # RAY_JOB_ID of a worker process (the raylet starts each for one job)
 
 
 def _stat(pid: str) -> tuple[str, list[str]] | None:
@@ -148,8 +158,16 @@ def cluster_procs(holder: int) -> dict[tuple[int, int], Proc]:
         except OSError:
             continue
         # f[11], f[12]: utime, stime; f[19]: start time (fields 14, 15, 22 of stat)
-        out[(pid, int(f[19]))] = Proc(pid, comm, int(f[11]) + int(f[12]), {cmd} if cmd else set())
+        out[(pid, int(f[19]))] = Proc(pid, comm, int(f[11]) + int(f[12]), {cmd} if cmd else set(), _job(pid))
     return out
+
+
+def _job(pid: int) -> str:
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return ""
+    return next((e[len(b"RAY_JOB_ID="):].decode() for e in env if e.startswith(b"RAY_JOB_ID=")), "")
 
 
 def proc_ticks(pid: int) -> int:
@@ -193,6 +211,7 @@ class Sampler:
             seen = self.last.setdefault(key, p)
             seen.ticks = p.ticks
             seen.names |= p.names
+            seen.job = seen.job or p.job
 
     def _loop(self) -> None:
         while not self._stop.wait(SAMPLE_S):
@@ -220,12 +239,16 @@ class Sampler:
             cpu = (p.ticks - (self.first[key].ticks if key in self.first else 0)) / TICK
             split[kind(p)] = split.get(kind(p), 0.0) + cpu
             procs.append({"pid": p.pid, "kind": kind(p), "cpu_s": cpu, "new": key not in self.first,
-                          "ended": key not in now, "names": sorted(n[:120] for n in p.names)})
+                          "ended": key not in now, "job": p.job, "names": sorted(n[:120] for n in p.names)})
             started += key not in self.first
             if key not in now:
                 ended += 1
                 ended_cpu += cpu
-        return {"cpu_s": split, "processes_started": started, "processes_ended": ended,
+        by_job: dict[str, float] = {}
+        for rec in procs:
+            if rec["job"]:
+                by_job[rec["job"]] = by_job.get(rec["job"], 0.0) + rec["cpu_s"]
+        return {"cpu_s": split, "cpu_s_by_job": by_job, "processes_started": started, "processes_ended": ended,
                 "ended_cpu_s": ended_cpu, "processes_now": len(now), "processes": procs}
 
 
@@ -300,6 +323,10 @@ def one_run(s: Setup, backend: str, data: Path, n: int, name: str) -> dict[str, 
         wall = time.perf_counter() - t
         child.returncode = os.waitstatus_to_exitcode(status)
     clu = sampler.stop()
+    busy_jobs = sorted(j for j, cpu in clu["cpu_s_by_job"].items() if cpu > 0.05)
+    if len(busy_jobs) > 1:  # a driver other than this run's used the cluster meanwhile
+        print(f"WARNING: {name}: workers of {len(busy_jobs)} Ray jobs used CPU during the run: "
+              f"{ {j: round(clu['cpu_s_by_job'][j], 2) for j in busy_jobs} }", flush=True)
     sim_cpu = (proc_ticks(s.sim) - sim0) / TICK
     if child.returncode != 0:
         raise SystemExit(f"{name}: exit {child.returncode}\n" + (s.tmp / f"{name}.log").read_text()[-3000:])
