@@ -26,7 +26,8 @@ cluster, so a driver-only figure flatters it. In one invocation this script
      (agents, log monitor, holder), and the simulator's CPU (in neither backend's total:
      both pay it alike);
   5. checks every run answered all N (run.json `samples.answered`, none from the cache,
-     N requests received by the simulator) with the same scores and token counts for both
+     N requests received by the simulator) with the same stored answers (a digest of the
+     cache's key, text, finish reason, output tokens), scores and token counts for both
      backends, and prints markdown tables with the ratios Ray/local per round; `--json
      OUT` keeps the raw numbers.
 
@@ -347,9 +348,21 @@ def one_run(s: Setup, backend: str, data: Path, n: int, name: str) -> dict[str, 
            "infra_cpu_s": infra if backend == "ray" else 0.0,
            "cluster_cpu_s_during_local": sum(cpu.values()) if backend == "local" else 0.0,
            "sim_requests": received, "scores": summary.get("scores"), "tokens": summary.get("tokens"),
+           "answers": answers_digest(s.tmp / f"{name}.duckdb"),
            "ray_backend": summary.get("backend") if backend == "ray" else None}
     rec["whole_cpu_s"] = driver + rec["workers_cpu_s"] + rec["infra_cpu_s"]
     return rec
+
+
+def answers_digest(cache: Path) -> str:
+    """sha256 of the stored answers (key, text, finish reason, output tokens), by key."""
+    import hashlib
+
+    from asyncbench.store import Store
+
+    with Store(cache) as store:
+        rows = [(r["key"], r["text"], r["finish_reason"], r["completion_tokens"]) for r in store.cache.rows()]
+    return f"{len(rows)}:{hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]}"
 
 
 def sim_stats(what: str, url: str) -> dict[str, Any]:
@@ -366,9 +379,9 @@ def same_answers(runs: list[dict[str, Any]]) -> None:
     for size in {r["n"] for r in runs}:
         same = [r for r in runs if r["n"] == size]
         for r in same[1:]:
-            if (r["scores"], r["tokens"]) != (same[0]["scores"], same[0]["tokens"]):
-                raise SystemExit(f"{r['name']} differs from {same[0]['name']}: {r['scores']} {r['tokens']} vs "
-                                 f"{same[0]['scores']} {same[0]['tokens']}")
+            if (r["answers"], r["scores"], r["tokens"]) != (same[0]["answers"], same[0]["scores"], same[0]["tokens"]):
+                raise SystemExit(f"{r['name']} differs from {same[0]['name']}: {r['answers']} {r['scores']} "
+                                 f"{r['tokens']} vs {same[0]['answers']} {same[0]['scores']} {same[0]['tokens']}")
 
 
 def idle_rate(holder: int, seconds: float) -> float:
@@ -511,6 +524,8 @@ def main() -> None:
     print("\nStart-up on a running cluster:\n")
     print(small_table(runs))
     nodes = [r["ray_backend"].get("nodes") for r in runs if r["backend"] == "ray" and r["ray_backend"]]
+    print(f"\nStored answers (count:sha256), equal for every run of a size: "
+          f"{sorted({(r['n'], r['answers']) for r in runs})}")
     print(f"\nRay runs' nodes (run.json backend.nodes): {nodes}")
     if any(len([x for x in ns or [] if x.get("requests")]) < 2 for ns in nodes):
         print("WARNING: a Ray run did not answer requests on both nodes")
