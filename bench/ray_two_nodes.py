@@ -235,20 +235,19 @@ class Sampler:
         split: dict[str, float] = {}
         started = ended = 0
         ended_cpu = 0.0
-        procs = []
+        procs: list[dict[str, Any]] = []
+        by_job: dict[str, float] = {}
         for key, p in self.last.items():
             cpu = (p.ticks - (self.first[key].ticks if key in self.first else 0)) / TICK
             split[kind(p)] = split.get(kind(p), 0.0) + cpu
+            if p.job:
+                by_job[p.job] = by_job.get(p.job, 0.0) + cpu
             procs.append({"pid": p.pid, "kind": kind(p), "cpu_s": cpu, "new": key not in self.first,
                           "ended": key not in now, "job": p.job, "names": sorted(n[:120] for n in p.names)})
             started += key not in self.first
             if key not in now:
                 ended += 1
                 ended_cpu += cpu
-        by_job: dict[str, float] = {}
-        for rec in procs:
-            if rec["job"]:
-                by_job[rec["job"]] = by_job.get(rec["job"], 0.0) + rec["cpu_s"]
         return {"cpu_s": split, "cpu_s_by_job": by_job, "processes_started": started, "processes_ended": ended,
                 "ended_cpu_s": ended_cpu, "processes_now": len(now), "processes": procs}
 
@@ -388,7 +387,8 @@ def idle_rate(holder: int, seconds: float) -> float:
     """The cluster's CPU-s per second while nothing runs on it."""
     sampler = Sampler(holder)
     time.sleep(seconds)
-    return sum(sampler.stop()["cpu_s"].values()) / seconds
+    split: dict[str, float] = sampler.stop()["cpu_s"]
+    return sum(split.values()) / seconds
 
 
 # --- output ---------------------------------------------------------------------------
