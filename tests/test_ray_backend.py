@@ -254,7 +254,7 @@ def test_a_node_killed_mid_run_repeats_only_its_in_flight_requests(tmp_path, sta
             time.sleep(0.05)
         for s in sims:
             s.hold(False)
-        _, err = proc.communicate(timeout=600)
+        out, err = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -289,6 +289,9 @@ def test_a_node_killed_mid_run_repeats_only_its_in_flight_requests(tmp_path, sta
     this = summary["this_invocation"]
     assert this["requests"] == len(log) == sum(n["sent"] for n in backend["nodes"]), (this, len(log), backend)
     assert [n["lost"] for n in backend["nodes"]].count(True) == 1, backend["nodes"]
+    lost = next(n for n in backend["nodes"] if n["lost"])  # and the summary on the terminal says so
+    assert any(line.split()[:1] == [lost["node"]] and line.split()[-2:] == [str(lost["sent"]), "lost"]
+               for line in out.splitlines()), out
     assert len(seen_twice) > 0  # the lost node had requests in flight: its share of the held ones
 
 
