@@ -255,9 +255,12 @@ class Sampler:
 # --- the cluster, the simulator, the runs ---------------------------------------------
 
 @contextlib.contextmanager
-def cluster(env: dict[str, str]) -> Any:
+def cluster(env: dict[str, str], tree: Path) -> Any:
+    """The holder runs in `tree`: Ray puts a driver's working directory first on its
+    workers' path, which would otherwise win over PYTHONPATH."""
     temp = tempfile.mkdtemp(prefix="ab2n", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, temp, *(str(_free_port()) for _ in range(3))], env=env,
+                            cwd=tree,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             start_new_session=True)
     try:
@@ -481,7 +484,7 @@ def main() -> None:
         write_data(tmp / "big.jsonl", args.n, "b")
         write_data(tmp / "small.jsonl", SMALL_N, "s")
         t = time.perf_counter()
-        with cluster(node_env) as (holder, address):
+        with cluster(node_env, args.tree) as (holder, address):
             print(f"cluster at {address} in {time.perf_counter() - t:.1f} s (holder {holder})", flush=True)
             # node_env: this driver keeps 127.0.0.1 as the cluster's address (Ray rewrites it otherwise)
             check = subprocess.run([sys.executable, "-c", WHERE, address], env=node_env, capture_output=True,

@@ -42,7 +42,13 @@ NODE_ENV = {**ENV, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_health_check_p
 # `add` starts one more; EOF stops them all. Prints the state as JSON after each.
 HOLDER = r"""
 import json, sys
+import ray._common.utils, ray._private.utils
 from ray.cluster_utils import Cluster
+# Cluster() records its address in /tmp/ray/ray_current_cluster, where any `ray.init()`
+# without an address on this host would find and join it, and its shutdown deletes that
+# file whoever wrote it: neither, for a cluster of tests
+ray._private.utils.write_ray_address = lambda *args, **kwargs: None
+ray._common.utils.reset_ray_address = lambda *args, **kwargs: None
 
 temp, agent_port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 node_args = {"num_cpus": 1, "object_store_memory": 100_000_000, "temp_dir": temp}
@@ -720,9 +726,19 @@ def test_a_run_without_an_address_starts_its_own_instance_beside_a_cluster(tmp_p
     cluster started on this host is recorded in /tmp/ray/ray_current_cluster (which
     Ray's own `ray.init()` would join: another user's, or a test's, cluster)."""
     recorded = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
-    if not recorded.exists() or recorded.read_text().strip() != ray_cluster.address:
-        recorded.parent.mkdir(exist_ok=True)
-        recorded.write_text(ray_cluster.address)  # what `ray start` / the cluster's head writes
+    before = recorded.read_text() if recorded.exists() else None
+    recorded.parent.mkdir(exist_ok=True)
+    recorded.write_text(ray_cluster.address)  # what `ray start` / the cluster's head writes
+    try:
+        _run_without_address(tmp_path, start_sim)
+    finally:  # the host's record as it was
+        if before is None:
+            recorded.unlink(missing_ok=True)
+        else:
+            recorded.write_text(before)
+
+
+def _run_without_address(tmp_path: Path, start_sim) -> None:
     sim = start_sim()
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({"id": f"s{i}", "prompt": f"p {i}", "answers": ["x"], "max_tokens": 4}) + "\n"

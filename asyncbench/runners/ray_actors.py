@@ -34,10 +34,11 @@ from .ray_connect import import_ray
 TTL_S = 60.0
 # A pooled actor (worker, limiter host) with no driver attached this long ends itself.
 IDLE_S = 600.0
-# How long a worker gathers outcomes and counters before sending them, unless its
-# capacity of outcomes (or the batch's last) is in first: under load one message carries
-# dozens, and a message costs both sides about what a request does (half the capacity
-# took 5-10% more CPU on 20,000 small requests, bench/ray_backend.md).
+# How long a worker gathers outcomes and counters before sending them, unless two pool
+# capacities of outcomes (a whole batch, at most) or the batch's last are in first:
+# under load one message carries dozens, and a message costs both sides about what a
+# request does (a message per half capacity took ~10% more CPU on 20,000 small requests
+# than one per capacity, and that ~5% more than one per two, bench/ray_backend.md).
 FLUSH_S = 0.05
 # The limiter key of a shared limiter (--ray-shared-limiter): it holds that one limit.
 SHARED = ""
@@ -303,7 +304,7 @@ class _Group:
         self.limiter = limiter
         self.delay_s = delay_s
         self.slots = asyncio.Semaphore(pool.capacity())
-        self.enough = pool.capacity()  # outcomes that make a message at once
+        self.enough = 2 * pool.capacity()  # outcomes that make a message at once
         # the batch streams now running, each by its `arm` (report within FLUSH_S)
         self.streams: dict[Callable[[], None], None] = {}
         scheduler.on_attempt = self.notify
