@@ -58,6 +58,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ray_holder import stop_holder
+
 ROOT = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
 SAMPLE_S = 0.5
@@ -270,19 +272,7 @@ def cluster(env: dict[str, str], tree: Path) -> Any:
             raise SystemExit(f"the Ray cluster did not start (exit {proc.poll()})")
         yield proc.pid, json.loads(line)["address"]
     finally:
-        members = cluster_procs(proc.pid)
-        with contextlib.suppress(OSError):
-            if proc.stdin:
-                proc.stdin.close()
-        try:
-            proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-        for pid, _ in members:
-            if pid != proc.pid:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+        stop_holder(proc, [pid for pid, _ in cluster_procs(proc.pid)])
         shutil.rmtree(temp, ignore_errors=True)
 
 

@@ -26,7 +26,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from ray_holder import stop_holder
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -79,18 +79,7 @@ def cluster() -> Any:
         assert proc.stdout is not None
         yield json.loads(proc.stdout.readline())["address"]
     finally:
-        members = _tree(proc.pid)
-        with contextlib.suppress(OSError):
-            if proc.stdin:
-                proc.stdin.close()
-        try:
-            proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-        for pid in members:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+        stop_holder(proc, _tree(proc.pid))
         shutil.rmtree(temp, ignore_errors=True)
 
 
