@@ -9,8 +9,8 @@ Who does what:
   least-outstanding routing), with `--concurrency` divided between them so each endpoint
   still sees at most what the user asked for. Jobs go out in batches, one actor call per
   batch (Ray puts a large batch in the object store once), and come back as a stream of
-  the outcomes finished since the last message (up to a pool's capacity of them, or
-  what finished within 50 ms). A worker holds at most HOLD (3) pool capacities of jobs
+  the outcomes finished since the last message (a batch's worth, two pool capacities,
+  or what finished within 50 ms). A worker holds at most HOLD (3) pool capacities of jobs
   and gets the next batch when one is left, so a slow worker never keeps a backlog and
   the first request leaves while the rest of the data is being read.
 - Workers, and the limiter host on the driver's node, are long-lived actors reused by
