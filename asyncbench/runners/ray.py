@@ -46,7 +46,7 @@ import math
 import pickle
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -62,10 +62,11 @@ from ..types import Response
 from .base import JSON, Counting, OnEvent, RunnerReport, add_stats
 from .ray_actors import IDLE_S, SHARED, TTL_S, GenerationWorker, LimiterActor, LimiterHandle, Progress, WorkerReport
 from .ray_connect import cluster_address, connect, first_line, import_ray
-from .ray_pool import NAMESPACE, Attachments, limiter_name, worker_name
+from .ray_pool import NAMESPACE, Attachable, Attachments, limiter_name, worker_name
 from .ray_shared import SharedLimiters
 
 T = TypeVar("T")
+A = TypeVar("A", bound=Attachable)  # a Ray actor handle
 
 # Replacement workers started for one worker slot before its remaining jobs are failed.
 MAX_REPLACEMENTS = 3
@@ -157,22 +158,34 @@ class RayRunner:
                 return self._limiters.setdefault(account, (shared, SHARED))
             node = self.ray.get_runtime_context().get_node_id()
             key = f"{self.driver}/{len(self._limiters)}"
-            for attempt in (0, 1):
-                host = self.pooled(self._limiter_cls, limiter_name(node, self.pool_tag), node)
-                try:
-                    with anyio.fail_after(self.connect_timeout_s):
-                        await host.open.remote(self.driver, key, rpm, tpm)
-                    break
-                except self.ray.exceptions.RayActorError:  # ending itself (idle) just now: a new one
-                    if attempt:
-                        raise
-                    self.ray.kill(host, no_restart=True)
-                except TimeoutError:
-                    raise UserError(f"Ray at {self.where}: the limiter actor did not start within "
-                                    f"{self.connect_timeout_s:g} s (are the cluster's nodes up?)") from None
-            self.attached.add(host)
-            self._limiters[account] = (host, key)
+            name = limiter_name(node, self.pool_tag)
+            opened, _ = await self.opened(self.pooled(self._limiter_cls, name, node),
+                                          lambda: self.pooled(self._limiter_cls, name, node),
+                                          lambda h: h.open.remote(self.driver, key, rpm, tpm), "the limiter actor")
+            self._limiters[account] = (opened, key)
         return self._limiters[account]
+
+    async def opened(self, actor: A, again: Callable[[], A], call: Callable[[A], Awaitable[T]],
+                     what: str) -> tuple[A, T]:
+        """`call(actor)`'s answer, within the connect timeout, and the actor attached to.
+        A pooled actor that was ending itself (idle) just then is made again (`again`),
+        once."""
+        try:
+            return actor, await self._first_call(actor, call, what)
+        except self.ray.exceptions.RayActorError:
+            self.ray.kill(actor, no_restart=True)
+        actor = again()
+        return actor, await self._first_call(actor, call, what)
+
+    async def _first_call(self, actor: A, call: Callable[[A], Awaitable[T]], what: str) -> T:
+        try:
+            with anyio.fail_after(self.connect_timeout_s):
+                answer = await call(actor)
+        except TimeoutError:
+            raise UserError(f"Ray at {self.where}: {what} did not start within {self.connect_timeout_s:g} s "
+                            "(are the cluster's nodes up?)") from None
+        self.attached.add(actor)
+        return answer
 
     def _alive_nodes(self) -> list[str]:
         """Node ids to spread workers over (the driver's own first)."""
@@ -284,10 +297,10 @@ class RayRunner:
         """Detach from the pooled actors (closing this run's groups and limits there: they
         stay for the next run) and from a shared limiter; replacements made anywhere
         (not pooled) are killed."""
+        self.attached.release(self.connect_timeout_s)
         for group in self._groups.values():
             for w in group.unpooled:
                 self.ray.kill(w)
-        self.attached.release(self.connect_timeout_s)
         self._groups.clear()
         self._limiters.clear()
         if self._shared is not None:  # the last driver sharing a limiter kills it
@@ -317,7 +330,7 @@ class _WorkerGroup:
         # requests one worker has in flight at most (its pool's capacity)
         self.capacity = self.per_worker * max(1, len(spec.base_urls))
         nodes = backend._alive_nodes()
-        self.workers = [self._new_worker(k, nodes[k % len(nodes)]) for k in range(backend.n_workers)]
+        self.workers = [self._new_worker(k, _nth(nodes, k)) for k in range(backend.n_workers)]
         self.unpooled: list[object] = []  # replacements made anywhere, killed at the end
         self.node_of = [""] * len(self.workers)  # "" until the worker has opened the group
         self.opening = [anyio.Lock() for _ in self.workers]  # one open per worker, whoever asks
@@ -357,23 +370,11 @@ class _WorkerGroup:
     async def _open(self, k: int) -> None:
         b = self.backend
         delay = b.worker_delays[k] if k < len(b.worker_delays) else 0.0
-        for attempt in (0, 1):
-            try:
-                with anyio.fail_after(b.connect_timeout_s):
-                    node, ip, reused = await self.workers[k].open.remote(
-                        b.driver, self.gid, self.spec, self.api_key, self.per_worker, b.timeout_s, b.max_attempts,
-                        self.limiter, self.limit_key, self.limited, delay, self.max_response_bytes)
-                break
-            except TimeoutError:
-                raise UserError(f"Ray at {b.where}: a generation worker did not start within "
-                                f"{b.connect_timeout_s:g} s (are the cluster's nodes up?)") from None
-            except b.ray.exceptions.RayActorError:
-                if attempt:
-                    raise
-                b.ray.kill(self.workers[k], no_restart=True)
-                nodes = b._alive_nodes()
-                self.workers[k] = self._new_worker(k, nodes[k % len(nodes)])
-        b.attached.add(self.workers[k])
+        self.workers[k], (node, ip, reused) = await b.opened(
+            self.workers[k], lambda: self._new_worker(k, _nth(b._alive_nodes(), k)), lambda w: w.open.remote(
+                b.driver, self.gid, self.spec, self.api_key, self.per_worker, b.timeout_s, b.max_attempts,
+                self.limiter, self.limit_key, self.limited, delay, self.max_response_bytes),
+            "a generation worker")
         self.node_of[k], self.node_ip[node] = node, ip
         self.ran_on[node] += 1
         self.reused += reused
@@ -393,7 +394,7 @@ class _WorkerGroup:
             self.lost_nodes.add(self.node_of[k])
             # on another node than the lost one (which Ray may think alive for a while)
             others = [node for node in self.backend._alive_nodes() if node not in self.lost_nodes]
-            self.workers[k] = self._new_worker(k, others[k % len(others)] if others else None)
+            self.workers[k] = self._new_worker(k, _nth(others, k) if others else None)
             self.node_of[k] = ""
             self.replaced += 1
             self.replaced_in_slot[k] += 1
@@ -524,8 +525,7 @@ class _Dispatch:
         live, and the node's requests."""
         if stats:
             self.group.sent_by_node[node] += stats.get("requests_sent", 0)
-            for name, value in stats.items():
-                setattr(self.stats, name, getattr(self.stats, name) + value)
+            add_stats(self.stats, SchedulerStats(**stats))
 
     async def _collect_stats(self) -> None:
         """What the workers did not send with outcomes: the last counters, limiter leases,
@@ -540,6 +540,11 @@ class _Dispatch:
             self.group.leases += report["leases"]
             self.group.dead = self.group.dead or report["dead"]
             self._count(self.group.node_of[k], report["stats"])
+
+
+def _nth(nodes: list[str], k: int) -> str:
+    """Worker slot k's node: round-robin over `nodes`."""
+    return nodes[k % len(nodes)]
 
 
 async def _chain(first: Job, rest: AsyncIterator[Job]) -> AsyncIterator[Job]:

@@ -167,12 +167,9 @@ class Attached:
             self._reaper = asyncio.get_running_loop().create_task(self._reap())
         self.drivers[driver] = time.monotonic()
 
-    async def renew(self, driver: str) -> bool:
-        """False when this actor no longer knows `driver` (it expired)."""
+    async def renew(self, driver: str) -> None:
         if driver in self.drivers:
             self.drivers[driver] = time.monotonic()
-            return True
-        return False
 
     async def detach(self, driver: str) -> bool:
         """Drop `driver` and what it opened; True when the actor is now closing."""
@@ -208,7 +205,6 @@ class Buckets:
     event loop: anyio primitives bind to it)."""
 
     def __init__(self, rpm: float | None, tpm: float | None) -> None:
-        self.rpm, self.tpm = rpm, tpm
         self.limiter = RateLimiter(rpm, tpm)
         self.lock = anyio.Lock()
 
@@ -267,10 +263,10 @@ class LimiterActor(Attached):
         return ""
 
     async def detach(self, driver: str) -> bool:
-        closing = await super().detach(driver)
+        await super().detach(driver)
         if self.shared is not None and not self.drivers:
             self.closing = True  # the last user of a shared limiter: it goes
-        return closing or self.closing
+        return self.closing
 
     async def open(self, driver: str, key: str, rpm: float | None, tpm: float | None) -> None:
         """A pooled limiter: a limit under `key` for `driver`'s run."""
@@ -358,11 +354,6 @@ class GenerationWorker(Attached):
         reused, self.opened = self.opened > 0, self.opened + 1
         ray = import_ray()
         return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), reused
-
-    async def close(self, gid: str) -> None:
-        group = self.groups.pop(gid, None)
-        if group is not None:
-            await group.provider.aclose()
 
     def _dropped(self, driver: str) -> None:
         for gid in [g for g, group in self.groups.items() if group.driver == driver]:
