@@ -38,6 +38,7 @@ from typing import Literal, TypedDict
 
 from .json_values import as_float, as_int, as_object
 from .percentiles import percentile
+from .terminal import aligned
 
 QUANTILES = (50, 90, 95, 99)
 MEASURES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_tokens", "prompt_tokens")
@@ -210,14 +211,12 @@ def serving_lines(serving: Mapping[str, object]) -> list[str]:
     head = (f"serving latency of {measured} answer{'s' if measured != 1 else ''} sent live "
             f"({streamed} streamed){'; not timed: ' + why if why else ''}, by {_by(serving.get('bins'))}:")
     # 80 columns: end to end and the request throughput are in run.json and the report
-    rows = [("bin", "n", "TTFT ms p50/90/95/99", "TPOT ms p50/90/95/99", "out tok/s")]
+    rows = [["bin", "n", "TTFT ms p50/90/95/99", "TPOT ms p50/90/95/99", "out tok/s"]]
     for label, b_ in [*as_object(serving.get("by_length")).items(), ("all", overall)]:
         b = as_object(b_)
-        rows.append((label, str(b.get("n", 0)), _four(b.get("ttft_ms")), _four(b.get("tpot_ms")),
-                     _num(b.get("output_token_throughput"))))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [head] + ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-                     for r in rows]
+        rows.append([label, str(b.get("n", 0)), _four(b.get("ttft_ms")), _four(b.get("tpot_ms")),
+                     _num(b.get("output_token_throughput"))])
+    return [head, *aligned(rows, right={1, 2, 3, 4})]
 
 
 def _by(bins: object) -> str:

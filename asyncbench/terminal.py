@@ -36,3 +36,11 @@ def shown_markup(text: object) -> str:
     from rich.markup import escape
 
     return escape(shown(text))
+
+
+def aligned(rows: list[list[str]], right: set[int]) -> list[str]:
+    """A table's rows as terminal lines: two spaces of indent and between columns, the
+    columns in `right` (numbers) right-aligned, the others left-aligned."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                             for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip() for r in rows]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..json_values import as_int, as_list, as_object
+from ..terminal import aligned
 
 
 @dataclass(frozen=True)
@@ -97,10 +98,6 @@ def placement_lines(placement: Placement | None) -> list[str]:
     if not placement.nodes:
         return [f"Ray: {replaced}"] if replaced else []
     header, body = node_table(placement)
-    rows = [header, *body]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    numeric = {"workers", "answered", "sent"}
-    lines = ["  " + "  ".join(c.rjust(w) if header[i] in numeric else c.ljust(w)
-                              for i, (c, w) in enumerate(zip(r, widths, strict=True))).rstrip() for r in rows]
+    lines = aligned([header, *body], right={i for i, name in enumerate(header) if name in ("workers", "answered", "sent")})
     legend = "; sent: HTTP requests, retries included" if "sent" in header else ""
     return [f"Ray nodes (this invocation{legend})" + (f"; {replaced}" if replaced else "") + ":", *lines]
