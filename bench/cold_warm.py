@@ -11,10 +11,8 @@ RUSAGE_CHILDREN. With PY_SPY_PREFIX each invocation runs under `py-spy record` (
 format, PREFIX-cold.txt / PREFIX-warm.txt). REPO=DIR measures another checkout.
 """
 
-import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_throughput import write_data
-from raw_client_ratio import WRAP
+from raw_client_ratio import cost_line, wrapped
 
 from asyncbench.sim.testing import sim_subprocess
 
@@ -47,11 +45,8 @@ def main() -> None:
             if prof:
                 cmd = ["py-spy", "record", "-r", "200", "-f", "raw", "-o", f"{prof}-{phase}.txt", "--", *cmd]
             started = time.time()
-            done = subprocess.run([sys.executable, "-c", WRAP, *cmd], capture_output=True, text=True,
-                                  env={**os.environ, "PYTHONPATH": repo})
-            res = json.loads(done.stdout)
-            print(f"{phase}: rc {res['rc']}, {res['cpu']:.2f} CPU-s, peak RSS {res['rss_kb'] / 1024:.0f} MB, "
-                  f"wall {time.time() - started:.1f} s", res["stderr"][-300:] if res["rc"] not in (0, 1) else "")
+            res = wrapped(cmd, repo)
+            print(f"{phase}: {cost_line(res, time.time() - started)}")
 
 
 if __name__ == "__main__":

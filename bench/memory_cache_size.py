@@ -12,9 +12,7 @@ is the same run into an empty cache. REPO=DIR measures another checkout.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_throughput import write_data
-from raw_client_ratio import WRAP
+from raw_client_ratio import cost_line, wrapped
 
 from asyncbench.sim.testing import sim_subprocess
 from asyncbench.store.file import Store
@@ -77,11 +75,8 @@ def main() -> None:
                "--base-url", url + "/v1", "--cache", str(cache), "--out", str(work / "out"), "--no-progress",
                "--concurrency", c]
         started = time.time()
-        done = subprocess.run([sys.executable, "-c", WRAP, *cmd], capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": repo})
-        res = json.loads(done.stdout)
-        print(f"run of {n} into {k}: rc {res['rc']}, {res['cpu']:.2f} CPU-s, peak RSS {res['rss_kb'] / 1024:.0f} MB, "
-              f"wall {time.time() - started:.1f} s", res["stderr"][-300:] if res["rc"] not in (0, 1) else "")
+        res = wrapped(cmd, repo)
+        print(f"run of {n} into {k}: {cost_line(res, time.time() - started)}")
 
 
 if __name__ == "__main__":
