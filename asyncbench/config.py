@@ -186,8 +186,8 @@ class Sending:
 
     backend: Backend = option("local", "local (default): this process; ray: requests and scoring on Ray workers",
                               resume=True)
-    ray_address: str | None = option(None, "Ray cluster: auto | HOST:PORT | ray://HOST:10001 (default: start a "
-                                           "local one)", resume=True)
+    ray_address: str | None = option(None, "Ray cluster: auto | HOST:PORT | ray://HOST:10001 (default: "
+                                           "$RAY_ADDRESS, else start a local one)", resume=True)
     ray_workers: int = option(2, "generation workers with --backend ray (default 2)", resume=True,
                               check=whole(1, 1024))
     # drivers sharing one limiter by this name (runners/ray_shared.py)
